@@ -1,0 +1,734 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""arrayport._core — the one compiled module that owns all of arrayport's C state.
+
+It holds:
+- ``View``: an immutable description of strided memory (a DLTensor plus flags) and the
+  reference that keeps that memory alive;
+- DLPack import (capsule → View) with full validation, and export (View → capsule);
+- host copies into memory arrayport allocates;
+- the private live counters the lifetime tests read.
+
+Who owns what:
+- A View imported from a DLPack capsule owns the producer's managed tensor: the View's
+  deallocation calls the producer's deleter exactly once. ``View.owner`` is the object the
+  data came from (the producer array, or the capsule itself).
+- A View made from a raw pointer (array interface, buffer…) owns nothing in C; it holds a
+  strong reference to the object that keeps the memory alive.
+- A capsule exported from a View holds a strong reference to that View; the deleter we
+  hand out (core_support.h) drops it, from any thread.
+"""
+
+cimport cython
+from cpython.pycapsule cimport (
+    PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid,
+    PyCapsule_New, PyCapsule_SetName,
+)
+from cpython.ref cimport Py_INCREF
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+from arrayport._dlpack_abi cimport *
+
+cdef extern from "Python.h":
+    ctypedef void (*PyCapsule_Destructor)(object)
+
+cdef extern from "_csrc/core_support.h":
+    long ap_live_exported
+    long ap_live_imported
+    long ap_live_host_buffers
+    void ap_counter_add(long* counter, long delta) nogil
+    long ap_counter_get(long* counter) nogil
+
+    APDLManagedTensorVersioned* ap_alloc_exported_versioned(int32_t ndim) except NULL
+    APDLManagedTensor* ap_alloc_exported_legacy(int32_t ndim) except NULL
+    void ap_capsule_destructor_versioned(object capsule)
+    void ap_capsule_destructor_legacy(object capsule)
+    void ap_call_imported_deleter(void* managed, int versioned)
+    object ap_call_method_one_kw(object obj, object name, object kwnames, object value)
+
+    enum:
+        AP_EXTENT_OK
+        AP_EXTENT_SIZE_OVERFLOW
+        AP_EXTENT_SPAN_OVERFLOW
+        AP_EXTENT_ADDRESS_WRAPS
+        AP_COPY_MAX_NDIM
+    int ap_check_extent(int ndim, const int64_t* shape, const int64_t* strides,
+                        int64_t storage_bits, uintptr_t base, int64_t* size_out) nogil
+    int ap_is_c_contiguous(int ndim, const int64_t* shape, const int64_t* strides) nogil
+    int ap_is_f_contiguous(int ndim, const int64_t* shape, const int64_t* strides) nogil
+    int ap_dtype_is_valid(int code, int bits, int lanes) nogil
+    int ap_device_type_is_known(int32_t device_type) nogil
+    void ap_copy_strided_to_contiguous(char* dst, const char* src, int ndim,
+                                       const int64_t* shape, const int64_t* byte_strides,
+                                       int64_t itemsize) nogil
+
+cdef extern from "stdlib.h" nogil:
+    int posix_memalign(void** out, size_t alignment, size_t size)
+
+from arrayport.devices import Device, DeviceType
+from arrayport.dtypes import DType, dtype_problem
+from arrayport import dtypes as _dtypes
+
+# The most dimensions a View may have (NumPy's limit; the copy kernel's stack arrays).
+MAX_NDIM = AP_COPY_MAX_NDIM
+# Views with at most this many dimensions keep shape and strides inside the object.
+DEF INLINE_NDIM = 8
+
+DLPACK_VERSION = (APDL_MAJOR_VERSION, APDL_MINOR_VERSION)
+FLAG_READ_ONLY = APDL_FLAG_READ_ONLY
+FLAG_IS_COPIED = APDL_FLAG_IS_COPIED
+FLAG_IS_SUBBYTE_TYPE_PADDED = APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
+
+cdef str _DLPACK_METHOD = "__dlpack__"
+cdef tuple _KW_MAX_VERSION = ("max_version",)
+cdef tuple _OUR_MAX_VERSION = DLPACK_VERSION
+cdef list _DEVICE_TYPES = [None] * 19
+for _t in DeviceType:
+    _DEVICE_TYPES[_t] = _t
+cdef dict _device_cache = {}
+cdef dict _dtype_cache = {}
+
+# Device types whose memory the CPU can read: CPU and the pinned-host kinds.
+cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
+    return device_type == 1 or device_type == 3 or device_type == 11
+
+
+def live_counts():
+    """Private lifetime counters: exported managed tensors not yet deleted, imported
+    managed tensors still held, host copy buffers still allocated."""
+    return {
+        "exported": ap_counter_get(&ap_live_exported),
+        "imported": ap_counter_get(&ap_live_imported),
+        "host_buffers": ap_counter_get(&ap_live_host_buffers),
+    }
+
+
+@cython.final
+@cython.no_gc_clear
+cdef class HostBuffer:
+    """Host memory arrayport allocated (64-byte aligned) to hold a copy. Freed with the
+    last View on it."""
+
+    cdef void* ptr
+    cdef readonly Py_ssize_t nbytes
+
+    def __cinit__(self, Py_ssize_t nbytes):
+        if nbytes < 0:
+            raise ValueError("HostBuffer: nbytes must be >= 0")
+        # Never hand out NULL, even for zero bytes: some consumers reject it.
+        if posix_memalign(&self.ptr, 64, <size_t>(nbytes if nbytes > 0 else 64)) != 0:
+            self.ptr = NULL
+            raise MemoryError(f"arrayport: cannot allocate {nbytes} bytes of host memory")
+        self.nbytes = nbytes
+        ap_counter_add(&ap_live_host_buffers, 1)
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            free(self.ptr)
+            self.ptr = NULL
+            ap_counter_add(&ap_live_host_buffers, -1)
+
+    @property
+    def address(self):
+        return <uintptr_t>self.ptr
+
+    def __repr__(self):
+        return f"<arrayport.HostBuffer {self.nbytes} bytes at {<uintptr_t>self.ptr:#x}>"
+
+
+@cython.final
+cdef class View:
+    """An immutable view of strided memory on any DLPack device.
+
+    Make one with ``arrayport.from_dlpack(obj)`` or ``View.from_dlpack(obj)``; it keeps the
+    memory alive (``owner``) and exports it again through ``__dlpack__``.
+    Strides are in bytes (NumPy's convention); ``element_strides`` gives DLPack's.
+    """
+
+    cdef APDLTensor _t          # shape/strides point into _dims
+    cdef int64_t* _dims         # shape[ndim] then strides[ndim] (elements)
+    cdef int64_t _inline_dims[2 * INLINE_NDIM]
+    cdef int64_t _size
+    cdef uint64_t _flags        # READ_ONLY | IS_COPIED | IS_SUBBYTE_TYPE_PADDED
+    cdef object _owner          # what keeps the memory alive (reported as .owner)
+    cdef void* _managed         # imported managed tensor we must delete, or NULL
+    cdef bint _managed_versioned
+    cdef str _protocol
+    cdef object __weakref__
+
+    def __cinit__(self):
+        self._dims = self._inline_dims
+        self._managed = NULL
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("arrayport.View cannot be constructed directly; use "
+                        "arrayport.from_dlpack(obj) or View.from_dlpack(obj)")
+
+    def __dealloc__(self):
+        if self._managed != NULL:
+            ap_call_imported_deleter(self._managed, self._managed_versioned)
+            self._managed = NULL
+            ap_counter_add(&ap_live_imported, -1)
+        if self._dims != self._inline_dims:
+            free(self._dims)
+            self._dims = self._inline_dims
+
+    cdef int _reserve_dims(self, int ndim) except -1:
+        if ndim > INLINE_NDIM:
+            self._dims = <int64_t*>malloc(2 * ndim * sizeof(int64_t))
+            if self._dims == NULL:
+                self._dims = self._inline_dims
+                raise MemoryError()
+        self._t.shape = self._dims
+        self._t.strides = self._dims + ndim
+        return 0
+
+    # ---- named constructors ----------------------------------------------------------------
+
+    @staticmethod
+    def from_dlpack(obj, /, *, device=None, copy=None):
+        """A View from any object with ``__dlpack__`` or from a DLPack capsule."""
+        return from_dlpack(obj, device=device, copy=copy)
+
+    # ---- metadata ---------------------------------------------------------------------------
+
+    @property
+    def ndim(self):
+        return self._t.ndim
+
+    @property
+    def shape(self):
+        return tuple([self._t.shape[i] for i in range(self._t.ndim)])
+
+    @property
+    def element_strides(self):
+        """Strides in elements, as DLPack counts them."""
+        return tuple([self._t.strides[i] for i in range(self._t.ndim)])
+
+    @property
+    def strides(self):
+        """Strides in bytes (NumPy's convention). ``None`` for packed sub-byte types, whose
+        elements have no byte address; such views are always C-contiguous."""
+        cdef int64_t itemsize = self._itembits()
+        if itemsize % 8:
+            return None
+        itemsize //= 8
+        return tuple([self._t.strides[i] * itemsize for i in range(self._t.ndim)])
+
+    @property
+    def size(self):
+        return self._size
+
+    @property
+    def itemsize(self):
+        """Bytes per element; ``None`` for packed sub-byte types (see ``dtype.bits``)."""
+        cdef int64_t bits = self._itembits()
+        return None if bits % 8 else bits // 8
+
+    @property
+    def nbytes(self):
+        """Bytes the elements occupy (packed sub-byte types round up to whole bytes)."""
+        return (self._size * self._itembits() + 7) // 8
+
+    @property
+    def dtype(self):
+        cdef APDLDataType d = self._t.dtype
+        cdef bint padded = (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0 and d.bits < 8
+        key = (d.code, d.bits, d.lanes, padded)
+        dtype = _dtype_cache.get(key)
+        if dtype is None:
+            dtype = _dtypes._make(d.code, d.bits, d.lanes, padded)
+            _dtype_cache[key] = dtype
+        return dtype
+
+    @property
+    def device(self):
+        key = (self._t.device.device_type, self._t.device.device_id)
+        device = _device_cache.get(key)
+        if device is None:
+            device = _device_cache[key] = Device(*key)
+        return device
+
+    @property
+    def ptr(self):
+        """Address of the first element: data pointer plus byte_offset."""
+        return <uintptr_t>self._t.data + <uintptr_t>self._t.byte_offset
+
+    @property
+    def readonly(self):
+        return (self._flags & APDL_FLAG_READ_ONLY) != 0
+
+    @property
+    def is_copy(self):
+        """True when this memory is a copy made for this View (by arrayport or the producer)."""
+        return (self._flags & APDL_FLAG_IS_COPIED) != 0
+
+    @property
+    def is_c_contiguous(self):
+        return ap_is_c_contiguous(self._t.ndim, self._t.shape, self._t.strides) != 0
+
+    @property
+    def is_f_contiguous(self):
+        return ap_is_f_contiguous(self._t.ndim, self._t.shape, self._t.strides) != 0
+
+    @property
+    def owner(self):
+        """The object that keeps this memory alive."""
+        return self._owner
+
+    @property
+    def protocol(self):
+        """How the View was made: "dlpack", "array_interface", "copy"…"""
+        return self._protocol
+
+    def __repr__(self):
+        flags = " readonly" if self.readonly else ""
+        if self.is_copy:
+            flags += " copy"
+        owner = type(self._owner)
+        return (f"<arrayport.View {self.dtype.name}{list(self.shape)} on {self.device}"
+                f" strides={self.strides} ptr={self.ptr:#x}{flags}"
+                f" via {self._protocol} owner={owner.__module__}.{owner.__qualname__}>")
+
+    cdef inline int64_t _itembits(self) noexcept:
+        cdef int64_t bits = self._t.dtype.bits
+        if bits < 8 and (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED):
+            bits = 8
+        return bits * self._t.dtype.lanes
+
+    # ---- DLPack export ----------------------------------------------------------------------
+
+    def __dlpack_device__(self):
+        return (_DEVICE_TYPES[self._t.device.device_type], self._t.device.device_id)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export as a DLPack capsule (array API standard semantics).
+
+        ``max_version`` ≥ (1, 0) gives a versioned 1.3 capsule ("dltensor_versioned");
+        ``None`` or (0, x) a legacy capsule ("dltensor"), refused for read-only views since
+        a legacy capsule cannot say "read-only". ``dl_device``/``copy`` follow the standard;
+        a copy sets IS_COPIED.
+        """
+        cdef View source = self
+        cdef bint versioned
+        if max_version is None:
+            versioned = False
+        elif type(max_version) is tuple and len(<tuple>max_version) == 2:
+            versioned = _as_index(max_version[0], "max_version") >= 1
+            _as_index(max_version[1], "max_version")
+        else:
+            raise TypeError(f"dlpack: max_version must be a (major, minor) tuple of ints, "
+                            f"got {max_version!r}")
+        if stream is not None or dl_device is not None or copy is not None:
+            source = self._export_source(stream, dl_device, copy)
+        if versioned:
+            return source._export_versioned(copy is True)
+        return source._export_legacy()
+
+    cdef View _export_source(self, stream, dl_device, copy):
+        """The View to export once stream, dl_device and copy are honoured."""
+        if copy is not None and type(copy) is not bool:
+            raise TypeError(f"dlpack: copy must be True, False or None, got {copy!r}")
+        cdef int32_t target_type = self._t.device.device_type
+        cdef int32_t target_id = self._t.device.device_id
+        if dl_device is not None:
+            target_type, target_id = _parse_dl_device(dl_device)
+        check_stream(stream, target_type)
+        same_device = (target_type == self._t.device.device_type
+                       and target_id == self._t.device.device_id)
+        if not same_device:
+            if not (target_type == 1 and _host_accessible(self._t.device.device_type)):
+                here, there = self.device, Device(target_type, target_id)
+                if copy is False:
+                    raise ValueError(f"dlpack: exporting {here} memory to {there} needs a "
+                                     f"copy, but copy=False")
+                raise BufferError(f"dlpack: cannot copy {here} memory to {there}: arrayport "
+                                  f"has no driver for {here.type.label} devices")
+            # Pinned host memory is CPU memory too: relabel without copying.
+            if not copy:
+                return self._relabelled_as_cpu()
+        if copy:
+            return self.host_copy()
+        return self
+
+    cdef View _relabelled_as_cpu(self):
+        cdef View v = _new_view_like(self, self, "dlpack")
+        v._t.device.device_type = 1
+        v._t.device.device_id = 0
+        return v
+
+    cdef object _export_versioned(self, bint copied):
+        cdef int32_t ndim = self._t.ndim
+        cdef APDLManagedTensorVersioned* m = ap_alloc_exported_versioned(ndim)
+        self._fill_exported(&m.dl_tensor)
+        m.flags = self._flags & (APDL_FLAG_READ_ONLY | APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+        if copied:
+            m.flags |= APDL_FLAG_IS_COPIED
+        Py_INCREF(self)
+        m.manager_ctx = <void*>self
+        try:
+            return PyCapsule_New(m, APDL_CAPSULE_VERSIONED,
+                                 <PyCapsule_Destructor>ap_capsule_destructor_versioned)
+        except BaseException:
+            m.deleter(m)
+            raise
+
+    cdef object _export_legacy(self):
+        if self._flags & APDL_FLAG_READ_ONLY:
+            raise BufferError("dlpack: a read-only View cannot be exported as a legacy "
+                              "(unversioned) capsule, which has no read-only flag; ask for "
+                              "max_version=(1, 0) or later")
+        if self._t.dtype.bits < 8 and (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED):
+            raise BufferError("dlpack: a padded sub-byte View cannot be exported as a legacy "
+                              "capsule, which cannot say it is padded")
+        cdef APDLManagedTensor* m = ap_alloc_exported_legacy(self._t.ndim)
+        self._fill_exported(&m.dl_tensor)
+        Py_INCREF(self)
+        m.manager_ctx = <void*>self
+        try:
+            return PyCapsule_New(m, APDL_CAPSULE_LEGACY,
+                                 <PyCapsule_Destructor>ap_capsule_destructor_legacy)
+        except BaseException:
+            m.deleter(m)
+            raise
+
+    cdef inline void _fill_exported(self, APDLTensor* out) noexcept:
+        cdef int64_t* shape = out.shape
+        cdef int64_t* strides = out.strides
+        out[0] = self._t
+        out.shape = shape
+        out.strides = strides
+        memcpy(shape, self._t.shape, self._t.ndim * sizeof(int64_t))
+        memcpy(strides, self._t.strides, self._t.ndim * sizeof(int64_t))
+
+    # ---- copies ---------------------------------------------------------------------------
+
+    def host_copy(self):
+        """A C-contiguous, writable copy in new host memory (IS_COPIED). Only for memory
+        the CPU can read; other devices raise BufferError naming the device."""
+        if not _host_accessible(self._t.device.device_type):
+            raise BufferError(f"dlpack: cannot read {self.device} memory from the host: "
+                              f"arrayport has no driver for {self.device.type.label} devices")
+        cdef int ndim = self._t.ndim
+        cdef int64_t itembits = self._itembits()
+        cdef int64_t nbytes = (self._size * itembits + 7) // 8
+        cdef HostBuffer buffer = HostBuffer(nbytes)
+        cdef View v = View.__new__(View)
+        v._reserve_dims(ndim)
+        v._t = self._t
+        v._t.shape = v._dims
+        v._t.strides = v._dims + ndim
+        v._t.data = buffer.ptr
+        v._t.byte_offset = 0
+        v._t.device.device_type = 1
+        v._t.device.device_id = 0
+        v._size = self._size
+        v._flags = (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
+        v._owner = buffer
+        v._protocol = "copy"
+        memcpy(v._t.shape, self._t.shape, ndim * sizeof(int64_t))
+        _fill_c_strides(ndim, v._t.shape, v._t.strides)
+        cdef int64_t byte_strides[AP_COPY_MAX_NDIM]
+        cdef const char* src = <const char*>self._t.data + self._t.byte_offset
+        if self._size == 0:
+            return v
+        if itembits % 8 or ap_is_c_contiguous(ndim, self._t.shape, self._t.strides):
+            # Packed sub-byte views are always C-contiguous (validated on import).
+            with nogil:
+                memcpy(buffer.ptr, src, nbytes)
+            return v
+        for i in range(ndim):
+            byte_strides[i] = self._t.strides[i] * (itembits // 8)
+        with nogil:
+            ap_copy_strided_to_contiguous(<char*>buffer.ptr, src, ndim, self._t.shape,
+                                          byte_strides, itembits // 8)
+        return v
+
+
+# ---- helpers shared by import and export ----------------------------------------------------
+
+cdef inline int64_t _as_index(obj, str what) except? -1:
+    if isinstance(obj, bool) or not isinstance(obj, int):
+        raise TypeError(f"dlpack: {what} must hold ints, got {type(obj).__name__}")
+    return obj
+
+
+cdef tuple _parse_dl_device(dl_device):
+    if not isinstance(dl_device, tuple) or len(dl_device) != 2:
+        raise TypeError(f"dlpack: dl_device must be a (device_type, device_id) tuple, "
+                        f"got {dl_device!r}")
+    cdef int64_t device_type = _as_index(dl_device[0], "dl_device")
+    cdef int64_t device_id = _as_index(dl_device[1], "dl_device")
+    if not (0 < device_type < 2**31 and ap_device_type_is_known(<int32_t>device_type)):
+        raise BufferError(f"dlpack: dl_device type {device_type} is not a DLPack device type")
+    if not 0 <= device_id < 2**31:
+        raise BufferError(f"dlpack: dl_device id {device_id} is out of range")
+    return (<int32_t>device_type, <int32_t>device_id)
+
+
+def check_stream(stream, int32_t device_type):
+    """Validate a DLPack ``stream`` argument for memory of ``device_type`` (spec rules):
+    CUDA kinds: None, -1, 1 (legacy default), 2 (per-thread default) or a stream handle > 2,
+    never 0; ROCm kinds: None, -1, 0 or a handle > 2; every other device: only None."""
+    if stream is None:
+        return
+    cdef bint cuda = device_type == 2 or device_type == 13
+    cdef bint rocm = device_type == 10
+    if not (cuda or rocm):
+        raise ValueError(f"dlpack: stream must be None for {_DEVICE_TYPES[device_type].label} "
+                         f"memory, got {stream!r}")
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError(f"dlpack: stream must be an int or None, got {type(stream).__name__}")
+    if stream < -1:
+        raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
+    if cuda and stream == 0:
+        raise ValueError("dlpack: stream 0 is ambiguous on CUDA and disallowed; use 1 (legacy "
+                         "default stream), 2 (per-thread default stream) or a stream handle")
+    if rocm and (stream == 1 or stream == 2):
+        raise ValueError(f"dlpack: stream {stream} is not supported on ROCm; use 0 (default "
+                         f"stream) or a stream handle")
+
+
+cdef inline void _fill_c_strides(int ndim, const int64_t* shape, int64_t* strides) noexcept:
+    cdef int64_t step = 1
+    for i in range(ndim - 1, -1, -1):
+        strides[i] = step
+        step *= shape[i] if shape[i] > 1 else 1
+
+
+cdef View _new_view_like(View base, owner, str protocol):
+    """A View of the same memory and layout as ``base``, kept alive by ``owner``."""
+    cdef View v = View.__new__(View)
+    v._reserve_dims(base._t.ndim)
+    v._t = base._t
+    v._t.shape = v._dims
+    v._t.strides = v._dims + base._t.ndim
+    memcpy(v._dims, base._t.shape, base._t.ndim * sizeof(int64_t))
+    memcpy(v._dims + base._t.ndim, base._t.strides, base._t.ndim * sizeof(int64_t))
+    v._size = base._size
+    v._flags = base._flags
+    v._owner = owner
+    v._protocol = protocol
+    return v
+
+
+# ---- DLPack import ---------------------------------------------------------------------------
+
+cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null) except -1:
+    """Validate the DLTensor ``t`` and copy its description into ``v``. Raises BufferError
+    ("dlpack: …") and leaves ``v`` owning nothing if anything is wrong."""
+    cdef int32_t ndim = t.ndim
+    if ndim < 0 or ndim > MAX_NDIM:
+        raise BufferError(f"dlpack: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
+    if ndim > 0 and t.shape == NULL:
+        raise BufferError(f"dlpack: shape is NULL for a tensor with ndim {ndim}")
+    if not ap_dtype_is_valid(t.dtype.code, t.dtype.bits, t.dtype.lanes):
+        raise BufferError(f"dlpack: {dtype_problem(t.dtype.code, t.dtype.bits, t.dtype.lanes)}")
+    if not ap_device_type_is_known(t.device.device_type):
+        raise BufferError(f"dlpack: device type {t.device.device_type} is not a DLPack "
+                          f"device type")
+    if t.device.device_id < 0:
+        raise BufferError(f"dlpack: device id {t.device.device_id} is negative")
+    if flags & ~APDL_FLAGS_KNOWN:
+        raise BufferError(f"dlpack: unknown flag bits {flags & ~APDL_FLAGS_KNOWN:#x}")
+    if t.byte_offset > <uint64_t>0x7FFFFFFFFFFFFFFF:
+        raise BufferError(f"dlpack: byte_offset {t.byte_offset} is too large")
+
+    v._reserve_dims(ndim)
+    cdef int64_t* shape = v._t.shape
+    cdef int64_t* strides = v._t.strides
+    for i in range(ndim):
+        shape[i] = t.shape[i]
+        if shape[i] < 0:
+            raise BufferError(f"dlpack: shape[{i}] is negative ({shape[i]})")
+    if ndim > 0 and t.strides == NULL:
+        if not strides_may_be_null:
+            raise BufferError("dlpack: strides is NULL for a tensor with ndim > 0, which "
+                              "DLPack 1.2 and later forbid")
+        _fill_c_strides(ndim, shape, strides)
+    elif ndim > 0:
+        memcpy(strides, t.strides, ndim * sizeof(int64_t))
+
+    cdef int64_t bits = t.dtype.bits
+    cdef bint padded = (flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0
+    if bits < 8 and padded:
+        bits = 8
+    bits *= t.dtype.lanes
+    cdef uintptr_t base = <uintptr_t>t.data
+    if t.data != NULL and base + <uintptr_t>t.byte_offset < base:
+        raise BufferError("dlpack: data + byte_offset wraps around the address space")
+    cdef int64_t size = 0
+    cdef int problem = ap_check_extent(ndim, shape, strides, bits,
+                                       base + <uintptr_t>t.byte_offset, &size)
+    if problem == AP_EXTENT_SIZE_OVERFLOW:
+        raise BufferError(f"dlpack: shape {[shape[i] for i in range(ndim)]} has more "
+                          f"elements than fit in int64")
+    if problem != AP_EXTENT_OK:
+        raise BufferError("dlpack: strides address memory outside the address space")
+    if t.data == NULL and size != 0:
+        raise BufferError(f"dlpack: data is NULL for a tensor with {size} elements")
+    if bits % 8 and size > 1 and not ap_is_c_contiguous(ndim, shape, strides):
+        raise BufferError("dlpack: packed sub-byte tensors must be C-contiguous")
+
+    v._t.data = t.data
+    v._t.device = t.device
+    v._t.ndim = ndim
+    v._t.dtype = t.dtype
+    v._t.byte_offset = t.byte_offset
+    v._size = size
+    v._flags = flags
+    return 0
+
+
+cdef View _view_from_capsule(object capsule, object owner):
+    """Consume a DLPack capsule into a View. On any failure the capsule is left unconsumed,
+    so its own destructor frees the tensor exactly once — except for an unreadable major
+    version, whose deleter is called here (the capsule is then marked used)."""
+    cdef APDLManagedTensorVersioned* mv
+    cdef APDLManagedTensor* ml
+    cdef View v
+    if PyCapsule_IsValid(capsule, APDL_CAPSULE_VERSIONED):
+        mv = <APDLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, APDL_CAPSULE_VERSIONED)
+        if mv.version.major != APDL_MAJOR_VERSION:
+            major, minor = mv.version.major, mv.version.minor
+            PyCapsule_SetName(capsule, APDL_CAPSULE_VERSIONED_USED)
+            if mv.deleter != NULL:
+                mv.deleter(mv)
+            raise BufferError(f"dlpack: capsule has DLPack version {major}.{minor}; arrayport "
+                              f"reads major version {APDL_MAJOR_VERSION} only")
+        v = View.__new__(View)
+        _adopt(v, &mv.dl_tensor, mv.flags, mv.version.minor < 2)
+        PyCapsule_SetName(capsule, APDL_CAPSULE_VERSIONED_USED)
+        v._managed = mv
+        v._managed_versioned = True
+    elif PyCapsule_IsValid(capsule, APDL_CAPSULE_LEGACY):
+        ml = <APDLManagedTensor*>PyCapsule_GetPointer(capsule, APDL_CAPSULE_LEGACY)
+        v = View.__new__(View)
+        # A legacy capsule has no flags: it is writable, as its producer offered it for
+        # writing (NumPy refuses to export read-only arrays this way).
+        _adopt(v, &ml.dl_tensor, 0, True)
+        PyCapsule_SetName(capsule, APDL_CAPSULE_LEGACY_USED)
+        v._managed = ml
+        v._managed_versioned = False
+    else:
+        _raise_bad_capsule(capsule)
+    ap_counter_add(&ap_live_imported, 1)
+    v._owner = owner
+    v._protocol = "dlpack"
+    return v
+
+
+cdef int _raise_bad_capsule(object capsule) except -1:
+    if not PyCapsule_CheckExact(capsule):
+        raise TypeError(f"dlpack: expected a PyCapsule, got {type(capsule).__name__}")
+    cdef const char* raw_name = PyCapsule_GetName(capsule)
+    name = None if raw_name == NULL else raw_name.decode("utf-8", "replace")
+    if name in ("used_dltensor", "used_dltensor_versioned"):
+        raise BufferError(f"dlpack: capsule {name!r} was already consumed")
+    raise BufferError(f"dlpack: capsule named {name!r} is not a DLPack capsule (expected "
+                      f"'dltensor_versioned' or 'dltensor')")
+
+
+cdef object _request_capsule(x):
+    """x.__dlpack__(max_version=(1, 3)), falling back to x.__dlpack__() only for a
+    producer that rejects the keyword."""
+    try:
+        return ap_call_method_one_kw(x, _DLPACK_METHOD, _KW_MAX_VERSION, _OUR_MAX_VERSION)
+    except AttributeError:
+        if not hasattr(type(x), "__dlpack__"):
+            raise TypeError(f"dlpack: {type(x).__module__}.{type(x).__qualname__} has no "
+                            f"__dlpack__ method and is not a DLPack capsule") from None
+        raise
+    except TypeError as error:
+        if not rejects_keywords(error, _KW_MAX_VERSION):
+            raise
+    return x.__dlpack__()
+
+
+def rejects_keywords(error, names):
+    """Whether a TypeError says the callee does not accept the keyword arguments ``names``
+    (an old producer), rather than failing for some other reason."""
+    message = str(error)
+    if "keyword" not in message:
+        return False
+    return "no keyword arguments" in message or any(repr(n) in message or n in message.split()
+                                                    or f"'{n}'" in message for n in names)
+
+
+def import_capsule(capsule, owner=None):
+    """A View that consumes ``capsule`` (owner defaults to the capsule itself)."""
+    return _view_from_capsule(capsule, capsule if owner is None else owner)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """A View of ``x`` (any object with ``__dlpack__``, or a DLPack capsule), zero-copy.
+
+    ``copy=True`` always returns an owned copy; ``copy=False`` never copies (BufferError
+    when a copy would be needed); ``device`` asks for the data on that device, copying when
+    it lives elsewhere.
+    """
+    if device is None and copy is None:
+        if PyCapsule_CheckExact(x):
+            return _view_from_capsule(x, x)
+        try:
+            capsule = _request_capsule(x)
+        except BufferError:
+            view = _fallback_import(x)
+            if view is None:
+                raise
+            return view
+        return _view_from_capsule(capsule, x)
+    from arrayport._import_rules import from_dlpack_with_options
+    return from_dlpack_with_options(x, device, copy)
+
+
+cdef object _fallback_import(x):
+    """NumPy arrays whose dtype NumPy's own __dlpack__ refuses (ml_dtypes bfloat16, float8…)
+    are read through their array interface instead; None when that does not apply."""
+    from arrayport._import_rules import ndarray_dlpack_fallback
+    return ndarray_dlpack_fallback(x)
+
+
+def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, owner,
+                      device=(1, 0), str protocol, uint64_t extra_flags=0):
+    """A View over raw memory described by ``shape`` and byte ``strides`` (None means
+    C-contiguous), validated like a DLPack import. ``owner`` keeps the memory alive."""
+    dtype = DType(dtype)
+    cdef int ndim = len(shape)
+    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
+    cdef int64_t strides_c[AP_COPY_MAX_NDIM]
+    cdef APDLTensor t
+    if ndim > MAX_NDIM:
+        raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
+    itemsize = dtype.itemsize
+    for i in range(ndim):
+        shape_c[i] = shape[i]
+    if strides is not None:
+        if len(strides) != ndim:
+            raise BufferError(f"{protocol}: strides has {len(strides)} entries for {ndim} dimensions")
+        for i in range(ndim):
+            if itemsize is None or strides[i] % itemsize:
+                raise BufferError(f"{protocol}: stride {strides[i]} is not a multiple of the "
+                                  f"item size {itemsize}")
+            strides_c[i] = strides[i] // itemsize
+    t.data = <void*>ptr
+    t.device.device_type, t.device.device_id = device
+    t.ndim = ndim
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = dtype.code, dtype.bits, dtype.lanes
+    t.shape = shape_c
+    t.strides = strides_c if strides is not None else NULL
+    t.byte_offset = 0
+    cdef uint64_t flags = extra_flags
+    if readonly:
+        flags |= APDL_FLAG_READ_ONLY
+    if dtype.padded:
+        flags |= APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
+    cdef View v = View.__new__(View)
+    try:
+        _adopt(v, &t, flags, True)
+    except BufferError as error:
+        raise BufferError(str(error).replace("dlpack:", f"{protocol}:", 1)) from None
+    v._owner = owner
+    v._protocol = protocol
+    return v

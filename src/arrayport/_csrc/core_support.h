@@ -1,0 +1,298 @@
+/*
+ * core_support.h — the C pieces of arrayport._core that must not be Cython:
+ *
+ *   - live counters (atomics: exported deleters may run on any thread, GIL or not);
+ *   - the deleters arrayport hands out with every exported managed tensor, and the
+ *     capsule destructors that call them for capsules nobody consumed;
+ *   - a vectorcall helper for `obj.__dlpack__(max_version=...)` on the import hot path;
+ *   - the host strided → C-contiguous copy kernel.
+ *
+ * Ownership of an exported tensor: one malloc block holds the managed struct followed by
+ * shape[ndim] and strides[ndim]; manager_ctx is a strong reference to the exporting
+ * arrayport.View. The deleter drops that reference (taking the GIL) and frees the block.
+ */
+#ifndef ARRAYPORT_CORE_SUPPORT_H
+#define ARRAYPORT_CORE_SUPPORT_H
+
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+#include "arrayport/dlpack_abi.h"
+
+/* ---- live counters --------------------------------------------------------------------- */
+
+/* Exported managed tensors whose deleter has not run yet. */
+static long ap_live_exported = 0;
+/* Imported managed tensors (producer deleters) that arrayport still holds. */
+static long ap_live_imported = 0;
+/* Host buffers arrayport allocated for copies and not yet freed. */
+static long ap_live_host_buffers = 0;
+
+static inline void ap_counter_add(long *counter, long delta) {
+    __atomic_add_fetch(counter, delta, __ATOMIC_RELAXED);
+}
+static inline long ap_counter_get(long *counter) {
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+/* ---- interpreter state -------------------------------------------------------------------- */
+
+static inline int ap_interpreter_is_finalizing(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* Drop the reference an exported tensor holds on its View. Safe from any thread with or
+ * without the GIL. Once the interpreter is finalizing (or gone) the reference is leaked on
+ * purpose: touching Python objects then can crash, and the process is ending anyway. */
+static void ap_release_owner_any_thread(PyObject *owner) {
+    if (owner == NULL) return;
+    if (!Py_IsInitialized() || ap_interpreter_is_finalizing()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(owner);
+    PyGILState_Release(gil);
+}
+
+/* ---- exported tensors ----------------------------------------------------------------------- */
+
+static void ap_exported_versioned_deleter(APDLManagedTensorVersioned *self) {
+    if (self == NULL) return;
+    PyObject *owner = (PyObject *)self->manager_ctx;
+    self->manager_ctx = NULL;
+    ap_release_owner_any_thread(owner);
+    ap_counter_add(&ap_live_exported, -1);
+    free(self);
+}
+
+static void ap_exported_legacy_deleter(APDLManagedTensor *self) {
+    if (self == NULL) return;
+    PyObject *owner = (PyObject *)self->manager_ctx;
+    self->manager_ctx = NULL;
+    ap_release_owner_any_thread(owner);
+    ap_counter_add(&ap_live_exported, -1);
+    free(self);
+}
+
+/* Allocate one block: struct, then shape[ndim], then strides[ndim]. The caller fills
+ * dl_tensor and takes a reference for manager_ctx. Returns NULL (with MemoryError) on failure. */
+static APDLManagedTensorVersioned *ap_alloc_exported_versioned(int32_t ndim) {
+    size_t size = sizeof(APDLManagedTensorVersioned) + 2 * (size_t)ndim * sizeof(int64_t);
+    APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)malloc(size);
+    if (m == NULL) { PyErr_NoMemory(); return NULL; }
+    memset(m, 0, sizeof(*m));
+    m->version.major = APDL_MAJOR_VERSION;
+    m->version.minor = APDL_MINOR_VERSION;
+    m->deleter = ap_exported_versioned_deleter;
+    m->dl_tensor.shape = (int64_t *)(m + 1);
+    m->dl_tensor.strides = m->dl_tensor.shape + ndim;
+    ap_counter_add(&ap_live_exported, 1);
+    return m;
+}
+
+static APDLManagedTensor *ap_alloc_exported_legacy(int32_t ndim) {
+    size_t size = sizeof(APDLManagedTensor) + 2 * (size_t)ndim * sizeof(int64_t);
+    APDLManagedTensor *m = (APDLManagedTensor *)malloc(size);
+    if (m == NULL) { PyErr_NoMemory(); return NULL; }
+    memset(m, 0, sizeof(*m));
+    m->deleter = ap_exported_legacy_deleter;
+    m->dl_tensor.shape = (int64_t *)(m + 1);
+    m->dl_tensor.strides = m->dl_tensor.shape + ndim;
+    ap_counter_add(&ap_live_exported, 1);
+    return m;
+}
+
+/* Capsule destructors: they run whoever created the capsule, and call the deleter only for
+ * a capsule that was never consumed (a consumer renames it to "used_..."). An exception may
+ * be in flight while a capsule dies, so it is saved around the deleter. */
+static void ap_capsule_destructor_versioned(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, APDL_CAPSULE_VERSIONED)) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    APDLManagedTensorVersioned *m =
+        (APDLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, APDL_CAPSULE_VERSIONED);
+    if (m != NULL && m->deleter != NULL) m->deleter(m);
+    PyErr_Restore(type, value, tb);
+}
+
+static void ap_capsule_destructor_legacy(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, APDL_CAPSULE_LEGACY)) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    APDLManagedTensor *m = (APDLManagedTensor *)PyCapsule_GetPointer(capsule, APDL_CAPSULE_LEGACY);
+    if (m != NULL && m->deleter != NULL) m->deleter(m);
+    PyErr_Restore(type, value, tb);
+}
+
+/* Call the deleter of an imported managed tensor that arrayport owns. Runs with the GIL
+ * held (from View dealloc); the producer's deleter may take the GIL again, which is fine. */
+static inline void ap_call_imported_deleter(void *managed, int versioned) {
+    if (managed == NULL) return;
+    if (versioned) {
+        APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)managed;
+        if (m->deleter != NULL) m->deleter(m);
+    } else {
+        APDLManagedTensor *m = (APDLManagedTensor *)managed;
+        if (m->deleter != NULL) m->deleter(m);
+    }
+}
+
+/* ---- calling __dlpack__ fast ------------------------------------------------------------ */
+
+/* obj.<method>(<kwname>=value) through vectorcall, without building a kwargs dict. */
+static inline PyObject *ap_call_method_one_kw(PyObject *obj, PyObject *method_name,
+                                              PyObject *kwnames, PyObject *value) {
+    PyObject *args[3] = {NULL, obj, value};
+    return PyObject_VectorcallMethod(
+        method_name, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+}
+
+/* ---- layout validation ------------------------------------------------------------------ */
+
+enum {
+    AP_EXTENT_OK = 0,
+    AP_EXTENT_SIZE_OVERFLOW = 1,    /* the element count does not fit in int64 */
+    AP_EXTENT_SPAN_OVERFLOW = 2,    /* strides * shape does not fit in int64 bytes */
+    AP_EXTENT_ADDRESS_WRAPS = 3     /* the addressed range wraps around the address space */
+};
+
+/* Check that every element of a strided tensor has a representable address.
+ * strides count elements; storage_bits is the size of one element in bits. */
+static int ap_check_extent(int ndim, const int64_t *shape, const int64_t *strides,
+                           int64_t storage_bits, uintptr_t base, int64_t *size_out) {
+    int64_t size = 1, lo = 0, hi = 0;
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(size, shape[i], &size)) return AP_EXTENT_SIZE_OVERFLOW;
+    *size_out = size;
+    if (size == 0) return AP_EXTENT_OK;
+    for (int i = 0; i < ndim; i++) {
+        int64_t span;
+        if (__builtin_mul_overflow(strides[i], shape[i] - 1, &span)) return AP_EXTENT_SPAN_OVERFLOW;
+        if (span < 0 ? __builtin_add_overflow(lo, span, &lo) : __builtin_add_overflow(hi, span, &hi))
+            return AP_EXTENT_SPAN_OVERFLOW;
+    }
+    int64_t lo_bits, hi_bits;
+    if (__builtin_mul_overflow(lo, storage_bits, &lo_bits) ||
+        __builtin_mul_overflow(hi + 1, storage_bits, &hi_bits))
+        return AP_EXTENT_SPAN_OVERFLOW;
+    uint64_t below = (uint64_t)(-(lo_bits / 8)), above = (uint64_t)((hi_bits + 7) / 8);
+    uintptr_t end;
+    if (below > base || __builtin_add_overflow(base, (uintptr_t)above, &end))
+        return AP_EXTENT_ADDRESS_WRAPS;
+    return AP_EXTENT_OK;
+}
+
+/* Is the (element-stride) layout C-contiguous? Size-1 dimensions are ignored and a tensor
+ * with no elements is contiguous. */
+static int ap_is_c_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
+    int64_t expected = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 0) return 1;
+        if (shape[i] != 1 && strides[i] != expected) {
+            for (int j = i - 1; j >= 0; j--) if (shape[j] == 0) return 1;
+            return 0;
+        }
+        expected *= shape[i];
+    }
+    return 1;
+}
+
+static int ap_is_f_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
+    int64_t expected = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) return 1;
+        if (shape[i] != 1 && strides[i] != expected) {
+            for (int j = i + 1; j < ndim; j++) if (shape[j] == 0) return 1;
+            return 0;
+        }
+        expected *= shape[i];
+    }
+    return 1;
+}
+
+/* Bits allowed for each DLPack 1.3 type code; 0 means "code unknown". */
+static inline int ap_dtype_is_valid(uint8_t code, uint8_t bits, uint16_t lanes) {
+    if (lanes == 0) return 0;
+    switch (code) {
+    case APDL_INT: case APDL_UINT: case APDL_OPAQUE_HANDLE:
+        return bits == 8 || bits == 16 || bits == 32 || bits == 64;
+    case APDL_FLOAT: return bits == 16 || bits == 32 || bits == 64;
+    case APDL_BFLOAT: return bits == 16;
+    case APDL_COMPLEX: return bits == 32 || bits == 64 || bits == 128;
+    case APDL_BOOL: return bits == 8;
+    case APDL_FLOAT6_E2M3FN: case APDL_FLOAT6_E3M2FN: return bits == 6;
+    case APDL_FLOAT4_E2M1FN: return bits == 4;
+    default:
+        return code >= APDL_FLOAT8_E3M4 && code <= APDL_FLOAT8_E8M0FNU && bits == 8;
+    }
+}
+
+static inline int ap_device_type_is_known(int32_t t) {
+    return (t >= APDL_CPU && t <= APDL_OPENCL) || (t >= APDL_VULKAN && t <= APDL_TRN);
+}
+
+/* ---- host copies ---------------------------------------------------------------------------- */
+
+/* Copy a strided host array (byte strides, any sign) into a C-contiguous destination.
+ * Dimensions of size 1 are dropped and adjacent dimensions that are contiguous with each
+ * other are merged first, so the inner loop is as long as possible; a contiguous inner
+ * dimension becomes one memcpy per row. */
+#define AP_COPY_MAX_NDIM 64
+static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
+                                          const int64_t *shape, const int64_t *byte_strides,
+                                          int64_t itemsize) {
+    int64_t dims[AP_COPY_MAX_NDIM], strides[AP_COPY_MAX_NDIM];
+    int n = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) return;  /* nothing to copy */
+        if (shape[i] == 1) continue;
+        if (n > 0 && strides[n - 1] == byte_strides[i] * shape[i]) {
+            dims[n - 1] *= shape[i];          /* merge with the previous (outer) dimension */
+            strides[n - 1] = byte_strides[i];
+        } else {
+            dims[n] = shape[i];
+            strides[n] = byte_strides[i];
+            n++;
+        }
+    }
+    if (n == 0) { memcpy(dst, src, (size_t)itemsize); return; }
+
+    const int64_t inner = dims[n - 1], inner_stride = strides[n - 1];
+    const int inner_is_contiguous = inner_stride == itemsize;
+    int64_t index[AP_COPY_MAX_NDIM] = {0};
+    for (;;) {
+        if (inner_is_contiguous) {
+            memcpy(dst, src, (size_t)(inner * itemsize));
+            dst += inner * itemsize;
+        } else {
+            const char *s = src;
+            switch (itemsize) {
+#define AP_COPY_CASE(N, T) \
+            case N: for (int64_t k = 0; k < inner; k++, s += inner_stride, dst += N) \
+                        memcpy(dst, s, N); break;
+            AP_COPY_CASE(1, uint8_t)
+            AP_COPY_CASE(2, uint16_t)
+            AP_COPY_CASE(4, uint32_t)
+            AP_COPY_CASE(8, uint64_t)
+            AP_COPY_CASE(16, uint64_t)
+#undef AP_COPY_CASE
+            default:
+                for (int64_t k = 0; k < inner; k++, s += inner_stride, dst += itemsize)
+                    memcpy(dst, s, (size_t)itemsize);
+            }
+        }
+        /* advance the outer index, odometer style */
+        int d = n - 2;
+        for (; d >= 0; d--) {
+            src += strides[d];
+            if (++index[d] < dims[d]) break;
+            src -= strides[d] * dims[d];
+            index[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}
+
+#endif  /* ARRAYPORT_CORE_SUPPORT_H */

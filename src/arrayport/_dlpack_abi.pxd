@@ -1,0 +1,50 @@
+# Cython declarations of arrayport/dlpack_abi.h (arrayport's own DLPack 1.3 ABI header).
+# Installed with the package so Cython extensions can `cimport arrayport._dlpack_abi`.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+cdef extern from "arrayport/dlpack_abi.h" nogil:
+    enum:
+        APDL_MAJOR_VERSION
+        APDL_MINOR_VERSION
+    const char* APDL_CAPSULE_LEGACY
+    const char* APDL_CAPSULE_LEGACY_USED
+    const char* APDL_CAPSULE_VERSIONED
+    const char* APDL_CAPSULE_VERSIONED_USED
+    uint64_t APDL_FLAG_READ_ONLY
+    uint64_t APDL_FLAG_IS_COPIED
+    uint64_t APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
+    uint64_t APDL_FLAGS_KNOWN
+
+    ctypedef struct APDLPackVersion:
+        uint32_t major
+        uint32_t minor
+
+    ctypedef struct APDLDevice:
+        int32_t device_type
+        int32_t device_id
+
+    ctypedef struct APDLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+
+    ctypedef struct APDLTensor:
+        void* data
+        APDLDevice device
+        int32_t ndim
+        APDLDataType dtype
+        int64_t* shape
+        int64_t* strides
+        uint64_t byte_offset
+
+    ctypedef struct APDLManagedTensor:
+        APDLTensor dl_tensor
+        void* manager_ctx
+        void (*deleter)(APDLManagedTensor*)
+
+    ctypedef struct APDLManagedTensorVersioned:
+        APDLPackVersion version
+        void* manager_ctx
+        void (*deleter)(APDLManagedTensorVersioned*)
+        uint64_t flags
+        APDLTensor dl_tensor

@@ -1,0 +1,128 @@
+"""Devices as DLPack names them: a device type and an ordinal.
+
+``Device`` is a ``(type, id)`` tuple, so it compares equal to what ``__dlpack_device__``
+returns and can be passed wherever a DLPack ``dl_device`` tuple is expected.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Device", "DeviceType"]
+
+
+class DeviceType(enum.IntEnum):
+    """DLPack ``DLDeviceType`` values (ABI: never renumbered; 5 and 6 are unassigned)."""
+
+    CPU = 1
+    CUDA = 2
+    CUDA_HOST = 3  # page-locked host memory allocated through CUDA
+    OPENCL = 4
+    VULKAN = 7
+    METAL = 8
+    VPI = 9
+    ROCM = 10
+    ROCM_HOST = 11  # page-locked host memory allocated through ROCm
+    EXT_DEV = 12
+    CUDA_MANAGED = 13  # CUDA unified memory
+    ONEAPI = 14
+    WEBGPU = 15
+    HEXAGON = 16
+    MAIA = 17
+    TRN = 18
+
+    @property
+    def label(self) -> str:
+        """The lower-case name used in device strings: ``"cuda"``, ``"cuda_host"``…"""
+        return self.name.lower()
+
+    @property
+    def is_host_accessible(self) -> bool:
+        """Whether the CPU may read this memory directly (CPU and pinned host memory)."""
+        return self in _HOST_ACCESSIBLE
+
+
+_HOST_ACCESSIBLE = frozenset({DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST})
+
+# Kinds of memory that DLPack always labels with device_id 0: str() omits the ordinal.
+_SINGLE_INSTANCE = frozenset(
+    {DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST, DeviceType.CUDA_MANAGED}
+)
+
+_BY_LABEL = {t.label: t for t in DeviceType}
+_BY_LABEL.update({"hip": DeviceType.ROCM, "gpu": DeviceType.CUDA})
+
+
+class Device(tuple):
+    """A DLPack device: ``Device("cuda:1")``, ``Device(2, 1)``, ``Device((2, 1))``.
+
+    Immutable, hashable, and equal to the plain ``(type, id)`` tuple.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, spec: object = "cpu", device_id: int | None = None) -> Device:
+        if isinstance(spec, Device) and device_id is None:
+            return spec
+        if isinstance(spec, str):
+            if device_id is not None:
+                raise TypeError("Device: give either 'type:id' or (type, id), not both")
+            device_type, device_id = _parse_device_string(spec)
+        elif isinstance(spec, tuple):
+            if device_id is not None or len(spec) != 2:
+                raise TypeError(f"Device: expected a (type, id) pair, got {spec!r}")
+            device_type, device_id = spec
+        elif device_id is not None or isinstance(spec, (int, DeviceType)):
+            device_type = spec
+            device_id = 0 if device_id is None else device_id
+        else:
+            # Framework device objects (torch.device, ...) print as "cuda:0" style strings.
+            return cls(str(spec))
+        return _make(device_type, device_id)
+
+    @property
+    def type(self) -> DeviceType:
+        return self[0]
+
+    @property
+    def id(self) -> int:
+        return self[1]
+
+    def __str__(self) -> str:
+        if self[0] in _SINGLE_INSTANCE and self[1] == 0:
+            return self[0].label
+        return f"{self[0].label}:{self[1]}"
+
+    def __repr__(self) -> str:
+        return f"Device({str(self)!r})"
+
+    def __reduce__(self):
+        return (Device, (int(self[0]), self[1]))
+
+
+def _parse_device_string(text: str) -> tuple[DeviceType, int]:
+    name, _, ordinal = text.strip().lower().partition(":")
+    device_type = _BY_LABEL.get(name)
+    if device_type is None:
+        known = ", ".join(sorted(t.label for t in DeviceType))
+        raise ValueError(f"Device: unknown device {text!r}; known device types: {known}")
+    if not ordinal:
+        return device_type, 0
+    try:
+        return device_type, int(ordinal)
+    except ValueError:
+        raise ValueError(f"Device: bad device ordinal in {text!r}") from None
+
+
+def _make(device_type: object, device_id: object) -> Device:
+    if isinstance(device_type, bool) or not isinstance(device_type, int):
+        raise TypeError(f"Device: device type must be an int, got {type(device_type).__name__}")
+    if isinstance(device_id, bool) or not isinstance(device_id, int):
+        raise TypeError(f"Device: device id must be an int, got {type(device_id).__name__}")
+    try:
+        device_type = DeviceType(device_type)
+    except ValueError:
+        raise ValueError(f"Device: {device_type} is not a DLPack device type") from None
+    if device_id < 0:
+        raise ValueError(f"Device: device id must be >= 0, got {device_id}")
+    return tuple.__new__(Device, (device_type, int(device_id)))
