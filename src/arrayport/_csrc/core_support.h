@@ -9,7 +9,7 @@
  *
  * Ownership of an exported tensor: one malloc block holds the managed struct followed by
  * shape[ndim] and strides[ndim]; manager_ctx is a strong reference to the exporting
- * arrayport.View. The deleter drops that reference (taking the GIL) and frees the block.
+ * arrayport.View. The deleter drops that reference and frees the block, taking the GIL.
  */
 #ifndef ARRAYPORT_CORE_SUPPORT_H
 #define ARRAYPORT_CORE_SUPPORT_H
@@ -45,14 +45,22 @@ static inline int ap_interpreter_is_finalizing(void) {
 #endif
 }
 
-/* Drop the reference an exported tensor holds on its View. Safe from any thread with or
- * without the GIL. Once the interpreter is finalizing (or gone) the reference is leaked on
- * purpose: touching Python objects then can crash, and the process is ending anyway. */
-static void ap_release_owner_any_thread(PyObject *owner) {
-    if (owner == NULL) return;
+/* Release an exported tensor: drop its reference on the View and free its block.
+ * Safe from any thread with or without the GIL. The block comes from PyMem_Malloc (fast for
+ * small sizes) and so is freed under the GIL too. Once the interpreter is finalizing (or
+ * gone) both are leaked on purpose: touching Python then can crash, and the process is
+ * ending anyway. */
+static void ap_release_exported(void *block, PyObject *owner) {
+    ap_counter_add(&ap_live_exported, -1);
     if (!Py_IsInitialized() || ap_interpreter_is_finalizing()) return;
+    if (PyGILState_Check()) {  /* the common case: a consumer dropping it under the GIL */
+        PyMem_Free(block);
+        Py_XDECREF(owner);
+        return;
+    }
     PyGILState_STATE gil = PyGILState_Ensure();
-    Py_DECREF(owner);
+    PyMem_Free(block);
+    Py_XDECREF(owner);
     PyGILState_Release(gil);
 }
 
@@ -62,25 +70,21 @@ static void ap_exported_versioned_deleter(APDLManagedTensorVersioned *self) {
     if (self == NULL) return;
     PyObject *owner = (PyObject *)self->manager_ctx;
     self->manager_ctx = NULL;
-    ap_release_owner_any_thread(owner);
-    ap_counter_add(&ap_live_exported, -1);
-    free(self);
+    ap_release_exported(self, owner);
 }
 
 static void ap_exported_legacy_deleter(APDLManagedTensor *self) {
     if (self == NULL) return;
     PyObject *owner = (PyObject *)self->manager_ctx;
     self->manager_ctx = NULL;
-    ap_release_owner_any_thread(owner);
-    ap_counter_add(&ap_live_exported, -1);
-    free(self);
+    ap_release_exported(self, owner);
 }
 
 /* Allocate one block: struct, then shape[ndim], then strides[ndim]. The caller fills
  * dl_tensor and takes a reference for manager_ctx. Returns NULL (with MemoryError) on failure. */
 static APDLManagedTensorVersioned *ap_alloc_exported_versioned(int32_t ndim) {
     size_t size = sizeof(APDLManagedTensorVersioned) + 2 * (size_t)ndim * sizeof(int64_t);
-    APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)malloc(size);
+    APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)PyMem_Malloc(size);
     if (m == NULL) { PyErr_NoMemory(); return NULL; }
     memset(m, 0, sizeof(*m));
     m->version.major = APDL_MAJOR_VERSION;
@@ -94,7 +98,7 @@ static APDLManagedTensorVersioned *ap_alloc_exported_versioned(int32_t ndim) {
 
 static APDLManagedTensor *ap_alloc_exported_legacy(int32_t ndim) {
     size_t size = sizeof(APDLManagedTensor) + 2 * (size_t)ndim * sizeof(int64_t);
-    APDLManagedTensor *m = (APDLManagedTensor *)malloc(size);
+    APDLManagedTensor *m = (APDLManagedTensor *)PyMem_Malloc(size);
     if (m == NULL) { PyErr_NoMemory(); return NULL; }
     memset(m, 0, sizeof(*m));
     m->deleter = ap_exported_legacy_deleter;
