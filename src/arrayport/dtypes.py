@@ -83,7 +83,7 @@ _CODE_BITS_BY_NAME: dict[str, tuple[int, int]] = {
     for code, widths in _BITS_FOR_CODE.items()
     for bits in widths
 }
-_NAME_PATTERN = re.compile(r"^([a-z0-9_]+?)(?:x([0-9]+))?$")
+_LANES_SUFFIX = re.compile(r"^(.+)x([0-9]+)$")
 
 # The NumPy "kind" letters that map directly onto DLPack codes.
 _CODE_FOR_NUMPY_KIND = {"b": DTypeCode.BOOL, "i": DTypeCode.INT, "u": DTypeCode.UINT,
@@ -214,11 +214,14 @@ def _make(code: int, bits: int, lanes: int = 1, padded: bool = False) -> DType:
 
 
 def _from_name(text: str, padded: bool) -> DType:
-    match = _NAME_PATTERN.match(text.strip().lower())
-    entry = _CODE_BITS_BY_NAME.get(match.group(1)) if match else None
+    name = text.strip().lower()
+    entry, lanes = _CODE_BITS_BY_NAME.get(name), 1
+    if entry is None:  # a vector type: "<base>x<lanes>", e.g. float32x4
+        match = _LANES_SUFFIX.match(name)
+        if match:
+            entry, lanes = _CODE_BITS_BY_NAME.get(match.group(1)), int(match.group(2))
     if entry is None:
         raise ValueError(f"DType: unknown dtype name {text!r}")
-    lanes = int(match.group(2)) if match.group(2) else 1
     return _make(entry[0], entry[1], lanes, padded)
 
 

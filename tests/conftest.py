@@ -1,0 +1,41 @@
+import gc
+
+import pytest
+
+import arrayport
+from producer import build_producer, compiler
+
+
+@pytest.fixture(scope="session")
+def producer(tmp_path_factory):
+    """The hand-built C DLPack producer (tests/helpers/dlpack_producer.c)."""
+    if compiler() is None:
+        pytest.skip("no C compiler to build the test producer")
+    return build_producer(tmp_path_factory.mktemp("producer"))
+
+
+class LiveCounts:
+    """Exact deltas of arrayport's private live counters and the producer's deleter calls."""
+
+    def __init__(self, producer=None):
+        self.producer = producer
+        gc.collect()
+        self.start = self.now()
+
+    def now(self):
+        counts = dict(arrayport._core.live_counts())
+        if self.producer is not None:
+            counts["producer_deleter_calls"] = self.producer.deleter_calls
+        return counts
+
+    def delta(self):
+        gc.collect()
+        now = self.now()
+        return {key: now[key] - self.start[key] for key in now if now[key] != self.start[key]}
+
+
+@pytest.fixture
+def live(request):
+    """Counters snapshot; `live.delta()` is what changed since the test began."""
+    producer = request.getfixturevalue("producer") if "producer" in request.fixturenames else None
+    return LiveCounts(producer)
