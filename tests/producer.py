@@ -86,8 +86,9 @@ def compiler() -> str | None:
         sysconfig.get_config_var("CC").split()[0]) or shutil.which("cc")
 
 
-def compile_c(source: Path, output: Path, *extra: str) -> subprocess.CompletedProcess:
-    command = [compiler(), "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror",
+def compile_c(source: Path, output: Path, *extra: str,
+              standard: str = "c11") -> subprocess.CompletedProcess:
+    command = [compiler(), f"-std={standard}", "-D_GNU_SOURCE", "-Wall", "-Werror",
                f"-I{arrayport.get_include()}", f"-I{sysconfig.get_paths()['include']}",
                *extra, str(source), "-o", str(output)]
     return subprocess.run(command, capture_output=True, text=True)

@@ -132,10 +132,10 @@ class DType:
 
     @property
     def itemsize(self) -> int | None:
-        """Bytes one element occupies; None for packed sub-byte types (several per byte)."""
-        if self.bits % 8 == 0:
-            return self.bits // 8 * self.lanes
-        return self.lanes if self.padded else None
+        """Bytes one element occupies; None when a packed sub-byte element has no whole
+        number of bytes (float4_e2m1fn: half a byte; float4_e2m1fnx2: one byte)."""
+        bits = self.storage_bits
+        return bits // 8 if bits % 8 == 0 else None
 
     @property
     def storage_bits(self) -> int:

@@ -1,0 +1,21 @@
+"""`python -m arrayport` runs on a fresh install and says what it sees."""
+
+import subprocess
+import sys
+
+import arrayport
+
+
+def test_main_prints_version_and_libraries():
+    result = subprocess.run([sys.executable, "-m", "arrayport"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"arrayport {arrayport.__version__} (DLPack 1.3" in result.stdout
+    assert "numpy" in result.stdout
+
+
+def test_importing_arrayport_loads_no_gpu_or_framework_library():
+    code = ("import sys, arrayport; bad = [m for m in ('torch', 'jax', 'cupy', 'numba', "
+            "'cuda', 'pyarrow', 'ml_dtypes') if m in sys.modules]; print(bad)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr

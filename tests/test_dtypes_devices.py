@@ -1,0 +1,110 @@
+"""arrayport.DType and arrayport.Device."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport import DType, DTypeCode, Device, DeviceType
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+ALL_NAMES = [
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "float32", "float64", "bfloat16", "complex32", "complex64", "complex128", "bool",
+    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn",
+    "float4_e2m1fn", "opaque_handle64",
+]
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_every_dlpack_type_has_a_name_that_round_trips(name):
+    dtype = DType(name)
+    assert dtype.name == name == str(dtype) and dtype == name
+    assert DType(dtype.code, dtype.bits) is dtype
+    assert pickle.loads(pickle.dumps(dtype)) is dtype
+    assert hash(dtype) == hash(name)
+
+
+def test_codes_bits_and_itemsizes():
+    assert (DType("complex64").code, DType("complex64").bits) == (DTypeCode.COMPLEX, 64)
+    assert DType("bool").bits == 8 and DType("bool").itemsize == 1
+    assert DType("bfloat16").code == DTypeCode.BFLOAT and DType("bfloat16").itemsize == 2
+    assert DType("float32x4").lanes == 4 and DType("float32x4").itemsize == 16
+    assert DType("float6_e2m3fn").itemsize is None
+    assert DType("float6_e2m3fn", padded=True).itemsize == 1
+    assert DType("float4_e2m1fnx2").itemsize == 1 and DType("float4_e2m1fnx2").storage_bits == 8
+    assert DType("float4_e2m1fn") != DType("float4_e2m1fn", padded=True)
+    assert len(DTypeCode) == 18
+
+
+@pytest.mark.parametrize("numpy_type", [np.bool_, np.int8, np.uint64, np.float16, np.float64,
+                                        np.complex128])
+def test_equality_with_numpy(numpy_type):
+    dtype = DType(numpy_type)
+    assert dtype == numpy_type and dtype == np.dtype(numpy_type)
+    assert dtype.to_numpy() == np.dtype(numpy_type)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e3m4",
+                                  "float8_e8m0fnu", "float6_e2m3fn", "float4_e2m1fn"])
+def test_ml_dtypes_map_by_name(name):
+    numpy_dtype = np.dtype(getattr(ml_dtypes, name))
+    dtype = DType(numpy_dtype)
+    assert dtype.name == name and dtype == numpy_dtype
+    assert dtype.padded == (dtype.bits < 8)
+    assert dtype.to_numpy() == numpy_dtype
+
+
+def test_unambiguous_only():
+    assert DType("float32") != "float64" and DType("float32") != np.float64
+    assert DType("float16") != DType("bfloat16")
+    assert (DType("int32") == object()) is False
+    with pytest.raises(ValueError, match="DType: unknown dtype name 'float'"):
+        DType("float")
+    with pytest.raises(ValueError, match="not in native byte order"):
+        DType(np.dtype(">f4"))
+    with pytest.raises(TypeError, match="no DLPack equivalent"):
+        DType(np.dtype([("a", "i4")]))
+    with pytest.raises(ValueError, match="needs bits 4"):
+        DType(DTypeCode.FLOAT4_E2M1FN, 8)
+    with pytest.raises(TypeError, match="NumPy has no dtype for packed float4_e2m1fn"):
+        DType("float4_e2m1fn").to_numpy()
+    with pytest.raises(AttributeError):
+        DType("int8").bits = 16
+
+
+def test_device_types_are_all_sixteen():
+    assert len(DeviceType) == 16
+    assert {int(t) for t in DeviceType} == set(range(1, 19)) - {5, 6}
+
+
+@pytest.mark.parametrize("text,expected,canonical", [
+    ("cpu", (1, 0), "cpu"), ("cpu:0", (1, 0), "cpu"), ("cuda", (2, 0), "cuda:0"),
+    ("CUDA:3", (2, 3), "cuda:3"), ("cuda_host", (3, 0), "cuda_host"),
+    ("rocm:1", (10, 1), "rocm:1"), ("cuda_managed", (13, 0), "cuda_managed"),
+    ("opencl:2", (4, 2), "opencl:2"), ("trn:1", (18, 1), "trn:1"),
+])
+def test_device_strings(text, expected, canonical):
+    device = Device(text)
+    assert device == expected and str(device) == canonical
+    assert Device(expected) == device == Device(*expected)
+    assert (device.type, device.id) == expected and isinstance(device.type, DeviceType)
+    assert pickle.loads(pickle.dumps(device)) == device
+
+
+def test_device_from_dlpack_device_tuple_and_framework_objects():
+    torch = pytest.importorskip("torch")
+    assert Device(ap.from_dlpack(np.ones(1)).__dlpack_device__()) == Device("cpu")
+    assert Device(torch.device("cpu")) == (1, 0)
+
+
+@pytest.mark.parametrize("bad,error", [
+    ("tpu", ValueError), ("cuda:x", ValueError), ((5, 0), ValueError), ((2, -1), ValueError),
+    ((2,), TypeError), ((2.0, 0), TypeError), (("cuda", 0), TypeError),
+])
+def test_bad_devices(bad, error):
+    with pytest.raises(error, match="Device: "):
+        Device(bad)
