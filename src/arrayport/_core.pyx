@@ -21,7 +21,7 @@ Who owns what:
 cimport cython
 from cpython.pycapsule cimport (
     PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid,
-    PyCapsule_New, PyCapsule_SetName,
+    PyCapsule_SetName,
 )
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
@@ -29,9 +29,6 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from arrayport._dlpack_abi cimport *
-
-cdef extern from "Python.h":
-    ctypedef void (*PyCapsule_Destructor)(object)
 
 cdef extern from "_csrc/core_support.h":
     long ap_live_exported
@@ -42,9 +39,8 @@ cdef extern from "_csrc/core_support.h":
 
     APDLManagedTensorVersioned* ap_alloc_exported_versioned(int32_t ndim) except NULL
     APDLManagedTensor* ap_alloc_exported_legacy(int32_t ndim) except NULL
-    void ap_capsule_destructor_versioned(object capsule)
-    void ap_capsule_destructor_legacy(object capsule)
-    void ap_call_imported_deleter(void* managed, int versioned)
+    object ap_capsule_for_export(void* managed, int versioned)
+    void ap_call_deleter(void* managed, int versioned)
     object ap_call_method_one_kw(object obj, object name, object kwnames, object value)
 
     enum:
@@ -167,7 +163,7 @@ cdef class View:
 
     def __dealloc__(self):
         if self._managed != NULL:
-            ap_call_imported_deleter(self._managed, self._managed_versioned)
+            ap_call_deleter(self._managed, self._managed_versioned)
             self._managed = NULL
             ap_counter_add(&ap_live_imported, -1)
         if self._dims != self._inline_dims:
@@ -365,14 +361,9 @@ cdef class View:
         m.flags = self._flags & (APDL_FLAG_READ_ONLY | APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
         if copied:
             m.flags |= APDL_FLAG_IS_COPIED
-        Py_INCREF(self)
+        Py_INCREF(self)  # the export's reference, dropped by its deleter
         m.manager_ctx = <void*>self
-        try:
-            return PyCapsule_New(m, APDL_CAPSULE_VERSIONED,
-                                 <PyCapsule_Destructor>ap_capsule_destructor_versioned)
-        except BaseException:
-            m.deleter(m)
-            raise
+        return ap_capsule_for_export(m, True)
 
     cdef object _export_legacy(self):
         if self._flags & APDL_FLAG_READ_ONLY:
@@ -384,14 +375,9 @@ cdef class View:
                               "capsule, which cannot say it is padded")
         cdef APDLManagedTensor* m = ap_alloc_exported_legacy(self._t.ndim)
         self._fill_exported(&m.dl_tensor)
-        Py_INCREF(self)
+        Py_INCREF(self)  # the export's reference, dropped by its deleter
         m.manager_ctx = <void*>self
-        try:
-            return PyCapsule_New(m, APDL_CAPSULE_LEGACY,
-                                 <PyCapsule_Destructor>ap_capsule_destructor_legacy)
-        except BaseException:
-            m.deleter(m)
-            raise
+        return ap_capsule_for_export(m, False)
 
     cdef inline void _fill_exported(self, APDLTensor* out) noexcept:
         cdef int64_t* shape = out.shape

@@ -130,9 +130,9 @@ static void ap_capsule_destructor_legacy(PyObject *capsule) {
     PyErr_Restore(type, value, tb);
 }
 
-/* Call the deleter of an imported managed tensor that arrayport owns. Runs with the GIL
- * held (from View dealloc); the producer's deleter may take the GIL again, which is fine. */
-static inline void ap_call_imported_deleter(void *managed, int versioned) {
+/* Call the deleter of a managed tensor of either kind. For imported tensors this runs with
+ * the GIL held (from View dealloc); the producer's deleter may take the GIL again. */
+static inline void ap_call_deleter(void *managed, int versioned) {
     if (managed == NULL) return;
     if (versioned) {
         APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)managed;
@@ -141,6 +141,15 @@ static inline void ap_call_imported_deleter(void *managed, int versioned) {
         APDLManagedTensor *m = (APDLManagedTensor *)managed;
         if (m->deleter != NULL) m->deleter(m);
     }
+}
+
+/* Wrap a freshly exported managed tensor in its capsule; on failure, release it at once. */
+static PyObject *ap_capsule_for_export(void *managed, int versioned) {
+    PyObject *capsule = versioned
+        ? PyCapsule_New(managed, APDL_CAPSULE_VERSIONED, ap_capsule_destructor_versioned)
+        : PyCapsule_New(managed, APDL_CAPSULE_LEGACY, ap_capsule_destructor_legacy);
+    if (capsule == NULL) ap_call_deleter(managed, versioned);
+    return capsule;
 }
 
 /* ---- calling __dlpack__ fast ------------------------------------------------------------ */
