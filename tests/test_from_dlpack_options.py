@@ -128,3 +128,29 @@ def test_view_from_dlpack_constructor():
     assert ap.View.from_dlpack(source).ptr == source.ctypes.data
     with pytest.raises(TypeError, match="cannot be constructed directly"):
         ap.View()
+
+
+def test_old_producer_cannot_be_asked_to_move(producer, live):
+    class OldOnGpu:
+        def __dlpack__(self, stream=None):
+            return producer.capsule(spec(device=(2, 0)))
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(BufferError, match="takes no dl_device/copy"):
+        ap.from_dlpack(OldOnGpu(), device="cpu")
+    assert live.delta() == {}
+
+
+def test_producer_ignoring_dl_device_is_caught(producer, live):
+    class Stubborn:
+        def __dlpack__(self, **kwargs):
+            return producer.capsule(spec(device=(2, 0)))
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(BufferError, match="asked for cpu, the producer returned cuda:0"):
+        ap.from_dlpack(Stubborn(), device="cpu")
+    assert live.delta() == {"producer_deleter_calls": 1}

@@ -19,7 +19,6 @@ def from_dlpack(x: Any, /, *, device: Any = ..., copy: bool | None = ...) -> Vie
 def view_from_pointer(
     ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None, dtype: Any, *,
     readonly: bool, owner: Any, device: tuple[int, int] = ..., protocol: str,
-    extra_flags: int = ...,
 ) -> View: ...
 
 class HostBuffer:

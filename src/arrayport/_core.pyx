@@ -678,7 +678,7 @@ cdef object _fallback_import(x):
 
 
 def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, owner,
-                      device=(1, 0), str protocol, uint64_t extra_flags=0):
+                      device=(1, 0), str protocol):
     """A View over raw memory described by ``shape`` and byte ``strides`` (None means
     C-contiguous), validated like a DLPack import. ``owner`` keeps the memory alive."""
     dtype = DType(dtype)
@@ -706,7 +706,7 @@ def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, ow
     t.shape = shape_c
     t.strides = strides_c if strides is not None else NULL
     t.byte_offset = 0
-    cdef uint64_t flags = extra_flags
+    cdef uint64_t flags = 0
     if readonly:
         flags |= APDL_FLAG_READ_ONLY
     if dtype.padded:
