@@ -34,6 +34,7 @@ cdef extern from "_csrc/core_support.h":
     long ap_live_exported
     long ap_live_imported
     long ap_live_host_buffers
+    long ap_live_buffer_leases
     void ap_counter_add(long* counter, long delta) nogil
     long ap_counter_get(long* counter) nogil
 
@@ -92,11 +93,13 @@ cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
 
 def live_counts():
     """Private lifetime counters: exported managed tensors not yet deleted, imported
-    managed tensors still held, host copy buffers still allocated."""
+    managed tensors still held, host copy buffers still allocated, Py_buffer exports of
+    other objects still held."""
     return {
         "exported": ap_counter_get(&ap_live_exported),
         "imported": ap_counter_get(&ap_live_imported),
         "host_buffers": ap_counter_get(&ap_live_host_buffers),
+        "buffer_leases": ap_counter_get(&ap_live_buffer_leases),
     }
 
 
@@ -134,6 +137,7 @@ cdef class HostBuffer:
 
 
 @cython.final
+@cython.freelist(64)
 cdef class View:
     """An immutable view of strided memory on any DLPack device.
 
@@ -151,6 +155,8 @@ cdef class View:
     cdef void* _managed         # imported managed tensor we must delete, or NULL
     cdef bint _managed_versioned
     cdef str _protocol
+    cdef object _lease          # a _BufferLease whose Py_buffer this View reads, or None
+    cdef object _stream         # CUDA stream with pending work on the data (CAI), or None
     cdef object __weakref__
 
     def __cinit__(self):
@@ -186,6 +192,28 @@ cdef class View:
     def from_dlpack(obj, /, *, device=None, copy=None):
         """A View from any object with ``__dlpack__`` or from a DLPack capsule."""
         return from_dlpack(obj, device=device, copy=copy)
+
+    @staticmethod
+    def from_cuda_array_interface(obj, /):
+        """A View of ``obj.__cuda_array_interface__`` (version 0–3); the View keeps ``obj``
+        alive. Its device comes from the driver (which GPU, or pinned/managed memory)."""
+        return _view_from_cai_object(obj)
+
+    @staticmethod
+    def from_array_interface(obj, /):
+        """A View of ``obj.__array_interface__`` (version 3); keeps ``obj`` alive."""
+        return _view_from_ai_object(obj)
+
+    @staticmethod
+    def from_buffer(obj, /):
+        """A View of ``obj``'s buffer (PEP 3118), held until the View dies."""
+        return _view_from_buffer(obj, obj, "buffer")
+
+    @staticmethod
+    def from_array(obj, /):
+        """A View of the NumPy array ``obj.__array__()`` returns; the View keeps that array
+        alive. Whether it shares ``obj``'s memory is up to ``obj``."""
+        return _view_from_array_method(obj)
 
     # ---- metadata ---------------------------------------------------------------------------
 
@@ -388,6 +416,34 @@ cdef class View:
         memcpy(shape, self._t.shape, self._t.ndim * sizeof(int64_t))
         memcpy(strides, self._t.strides, self._t.ndim * sizeof(int64_t))
 
+    # ---- host and CUDA protocol exports (_core_interface.pxi, _core_buffer.pxi) ------------
+
+    @property
+    def __array_interface__(self):
+        """NumPy array interface, version 3 — host-readable memory only (AttributeError
+        otherwise, so ``hasattr`` tells the truth)."""
+        return _array_interface_of(self)
+
+    @property
+    def __cuda_array_interface__(self):
+        """CUDA Array Interface, version 3 — CUDA, CUDA-managed and pinned host memory only
+        (AttributeError otherwise). ``stream`` is the stream with pending work, or None."""
+        return _cuda_array_interface_of(self)
+
+    def __array__(self, dtype=None, copy=None):
+        """A NumPy array of this View (NumPy 2 semantics): shared memory unless ``dtype``
+        needs a conversion or ``copy=True``; ``copy=False`` raises ValueError when a copy is
+        needed. bfloat16/float8/… become ml_dtypes arrays."""
+        return _ndarray_of(self, dtype, copy)
+
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        _fill_buffer(self, buffer, flags)
+        buffer.obj = self
+
+    def __releasebuffer__(self, Py_buffer* buffer):
+        free(buffer.internal)
+        buffer.internal = NULL
+
     # ---- copies ---------------------------------------------------------------------------
 
     def host_copy(self):
@@ -501,25 +557,26 @@ cdef View _new_view_like(View base, owner, str protocol):
 
 # ---- DLPack import ---------------------------------------------------------------------------
 
-cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null) except -1:
+cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
+                str protocol) except -1:
     """Validate the DLTensor ``t`` and copy its description into ``v``. Raises BufferError
-    ("dlpack: …") and leaves ``v`` owning nothing if anything is wrong."""
+    ("<protocol>: …") and leaves ``v`` owning nothing if anything is wrong."""
     cdef int32_t ndim = t.ndim
     if ndim < 0 or ndim > MAX_NDIM:
-        raise BufferError(f"dlpack: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
+        raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
     if ndim > 0 and t.shape == NULL:
-        raise BufferError(f"dlpack: shape is NULL for a tensor with ndim {ndim}")
+        raise BufferError(f"{protocol}: shape is NULL for a tensor with ndim {ndim}")
     if not ap_dtype_is_valid(t.dtype.code, t.dtype.bits, t.dtype.lanes):
-        raise BufferError(f"dlpack: {dtype_problem(t.dtype.code, t.dtype.bits, t.dtype.lanes)}")
+        raise BufferError(f"{protocol}: {dtype_problem(t.dtype.code, t.dtype.bits, t.dtype.lanes)}")
     if not ap_device_type_is_known(t.device.device_type):
-        raise BufferError(f"dlpack: device type {t.device.device_type} is not a DLPack "
+        raise BufferError(f"{protocol}: device type {t.device.device_type} is not a DLPack "
                           f"device type")
     if t.device.device_id < 0:
-        raise BufferError(f"dlpack: device id {t.device.device_id} is negative")
+        raise BufferError(f"{protocol}: device id {t.device.device_id} is negative")
     if flags & ~APDL_FLAGS_KNOWN:
-        raise BufferError(f"dlpack: unknown flag bits {flags & ~APDL_FLAGS_KNOWN:#x}")
+        raise BufferError(f"{protocol}: unknown flag bits {flags & ~APDL_FLAGS_KNOWN:#x}")
     if t.byte_offset > <uint64_t>0x7FFFFFFFFFFFFFFF:
-        raise BufferError(f"dlpack: byte_offset {t.byte_offset} is too large")
+        raise BufferError(f"{protocol}: byte_offset {t.byte_offset} is too large")
 
     v._reserve_dims(ndim)
     cdef int64_t* shape = v._t.shape
@@ -527,10 +584,10 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null)
     for i in range(ndim):
         shape[i] = t.shape[i]
         if shape[i] < 0:
-            raise BufferError(f"dlpack: shape[{i}] is negative ({shape[i]})")
+            raise BufferError(f"{protocol}: shape[{i}] is negative ({shape[i]})")
     if ndim > 0 and t.strides == NULL:
         if not strides_may_be_null:
-            raise BufferError("dlpack: strides is NULL for a tensor with ndim > 0, which "
+            raise BufferError(f"{protocol}: strides is NULL for a tensor with ndim > 0, which "
                               "DLPack 1.2 and later forbid")
         _fill_c_strides(ndim, shape, strides)
     elif ndim > 0:
@@ -543,19 +600,19 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null)
     bits *= t.dtype.lanes
     cdef uintptr_t base = <uintptr_t>t.data
     if t.data != NULL and base + <uintptr_t>t.byte_offset < base:
-        raise BufferError("dlpack: data + byte_offset wraps around the address space")
+        raise BufferError(f"{protocol}: data + byte_offset wraps around the address space")
     cdef int64_t size = 0
     cdef int problem = ap_check_extent(ndim, shape, strides, bits,
                                        base + <uintptr_t>t.byte_offset, &size)
     if problem == AP_EXTENT_SIZE_OVERFLOW:
-        raise BufferError(f"dlpack: shape {[shape[i] for i in range(ndim)]} has more "
+        raise BufferError(f"{protocol}: shape {[shape[i] for i in range(ndim)]} has more "
                           f"elements than fit in int64")
     if problem != AP_EXTENT_OK:
-        raise BufferError("dlpack: strides address memory outside the address space")
+        raise BufferError(f"{protocol}: strides address memory outside the address space")
     if t.data == NULL and size != 0:
-        raise BufferError(f"dlpack: data is NULL for a tensor with {size} elements")
+        raise BufferError(f"{protocol}: data is NULL for a tensor with {size} elements")
     if bits % 8 and size > 1 and not ap_is_c_contiguous(ndim, shape, strides):
-        raise BufferError("dlpack: packed sub-byte tensors must be C-contiguous")
+        raise BufferError(f"{protocol}: packed sub-byte tensors must be C-contiguous")
 
     v._t.data = t.data
     v._t.device = t.device
@@ -584,7 +641,7 @@ cdef View _view_from_capsule(object capsule, object owner):
             raise BufferError(f"dlpack: capsule has DLPack version {major}.{minor}; arrayport "
                               f"reads major version {APDL_MAJOR_VERSION} only")
         v = View.__new__(View)
-        _adopt(v, &mv.dl_tensor, mv.flags, mv.version.minor < 2)
+        _adopt(v, &mv.dl_tensor, mv.flags, mv.version.minor < 2, "dlpack")
         PyCapsule_SetName(capsule, APDL_CAPSULE_VERSIONED_USED)
         v._managed = mv
         v._managed_versioned = True
@@ -593,7 +650,7 @@ cdef View _view_from_capsule(object capsule, object owner):
         v = View.__new__(View)
         # A legacy capsule has no flags: it is writable, as its producer offered it for
         # writing (NumPy refuses to export read-only arrays this way).
-        _adopt(v, &ml.dl_tensor, 0, True)
+        _adopt(v, &ml.dl_tensor, 0, True, "dlpack")
         PyCapsule_SetName(capsule, APDL_CAPSULE_LEGACY_USED)
         v._managed = ml
         v._managed_versioned = False
@@ -616,11 +673,16 @@ cdef int _raise_bad_capsule(object capsule) except -1:
                       f"'dltensor_versioned' or 'dltensor')")
 
 
-cdef object _request_capsule(x):
-    """x.__dlpack__(max_version=(1, 3)), falling back to x.__dlpack__() only for a
-    producer that rejects the keyword."""
+cdef tuple _KW_STREAM_MAX_VERSION = ("stream", "max_version")
+
+
+cdef object _request_capsule(x, stream):
+    """x.__dlpack__(stream=..., max_version=(1, 3)), falling back to the legacy call only
+    for a producer that rejects the max_version keyword."""
     try:
-        return ap_call_method_one_kw(x, _DLPACK_METHOD, _KW_MAX_VERSION, _OUR_MAX_VERSION)
+        if stream is None:
+            return ap_call_method_one_kw(x, _DLPACK_METHOD, _KW_MAX_VERSION, _OUR_MAX_VERSION)
+        return x.__dlpack__(stream=stream, max_version=_OUR_MAX_VERSION)
     except AttributeError:
         if not hasattr(type(x), "__dlpack__"):
             raise TypeError(f"dlpack: {type(x).__module__}.{type(x).__qualname__} has no "
@@ -629,7 +691,28 @@ cdef object _request_capsule(x):
     except TypeError as error:
         if not rejects_keywords(error, _KW_MAX_VERSION):
             raise
-    return x.__dlpack__()
+    return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
+
+
+cdef View _dlpack_view(x, stream):
+    """A View of ``x`` through DLPack (the type's C exchange API when it has one and no
+    stream is involved, else __dlpack__), zero-copy. ``stream``: the consumer's stream."""
+    cdef uintptr_t api
+    cdef View v
+    if stream is None:
+        api = _exchange_api_for(type(x))
+        if api != 0:
+            v = _view_via_exchange_api(x, api)
+            if v is not None:
+                return v
+    try:
+        capsule = _request_capsule(x, stream)
+    except BufferError:
+        v = _fallback_import(x)
+        if v is None:
+            raise
+        return v
+    return _view_from_capsule(capsule, x)
 
 
 def rejects_keywords(error, names):
@@ -658,19 +741,12 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if device is None and copy is None:
         if PyCapsule_CheckExact(x):
             return _view_from_capsule(x, x)
-        try:
-            capsule = _request_capsule(x)
-        except BufferError:
-            view = _fallback_import(x)
-            if view is None:
-                raise
-            return view
-        return _view_from_capsule(capsule, x)
+        return _dlpack_view(x, None)
     from arrayport._import_rules import from_dlpack_with_options
     return from_dlpack_with_options(x, device, copy)
 
 
-cdef object _fallback_import(x):
+cdef View _fallback_import(x):
     """NumPy arrays whose dtype NumPy's own __dlpack__ refuses (ml_dtypes bfloat16, float8…)
     are read through their array interface instead; None when that does not apply."""
     from arrayport._import_rules import ndarray_dlpack_fallback
@@ -682,40 +758,14 @@ def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, ow
     """A View over raw memory described by ``shape`` and byte ``strides`` (None means
     C-contiguous), validated like a DLPack import. ``owner`` keeps the memory alive."""
     dtype = DType(dtype)
-    cdef int ndim = len(shape)
-    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
-    cdef int64_t strides_c[AP_COPY_MAX_NDIM]
-    cdef APDLTensor t
-    if ndim > MAX_NDIM:
-        raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
-    itemsize = dtype.itemsize
-    for i in range(ndim):
-        shape_c[i] = shape[i]
-    if strides is not None:
-        if len(strides) != ndim:
-            raise BufferError(f"{protocol}: strides has {len(strides)} entries for {ndim} dimensions")
-        for i in range(ndim):
-            if itemsize is None or strides[i] % itemsize:
-                raise BufferError(f"{protocol}: stride {strides[i]} is not a multiple of the "
-                                  f"item size {itemsize}")
-            strides_c[i] = strides[i] // itemsize
-    t.data = <void*>ptr
-    t.device.device_type, t.device.device_id = device
-    t.ndim = ndim
-    t.dtype.code, t.dtype.bits, t.dtype.lanes = dtype.code, dtype.bits, dtype.lanes
-    t.shape = shape_c
-    t.strides = strides_c if strides is not None else NULL
-    t.byte_offset = 0
-    cdef uint64_t flags = 0
-    if readonly:
-        flags |= APDL_FLAG_READ_ONLY
-    if dtype.padded:
-        flags |= APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
-    cdef View v = View.__new__(View)
-    try:
-        _adopt(v, &t, flags, True)
-    except BufferError as error:
-        raise BufferError(str(error).replace("dlpack:", f"{protocol}:", 1)) from None
-    v._owner = owner
-    v._protocol = protocol
+    cdef View v = _view_from_layout(ptr, shape, strides,
+                                    (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
+                                    readonly, owner, protocol)
+    v._t.device.device_type, v._t.device.device_id = device
     return v
+
+
+include "_core_buffer.pxi"
+include "_core_interface.pxi"
+include "_core_exchange.pxi"
+include "_core_dispatch.pxi"

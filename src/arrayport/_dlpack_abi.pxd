@@ -10,6 +10,7 @@ cdef extern from "arrayport/dlpack_abi.h" nogil:
     const char* APDL_CAPSULE_LEGACY_USED
     const char* APDL_CAPSULE_VERSIONED
     const char* APDL_CAPSULE_VERSIONED_USED
+    const char* APDL_CAPSULE_EXCHANGE_API
     uint64_t APDL_FLAG_READ_ONLY
     uint64_t APDL_FLAG_IS_COPIED
     uint64_t APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
@@ -48,3 +49,28 @@ cdef extern from "arrayport/dlpack_abi.h" nogil:
         void (*deleter)(APDLManagedTensorVersioned*)
         uint64_t flags
         APDLTensor dl_tensor
+
+    # ---- DLPack 1.3 C exchange API (a static table behind __dlpack_c_exchange_api__) ----
+    ctypedef void (*APDLSetErrorFn)(void* error_ctx, const char* kind, const char* message)
+    ctypedef int (*APDLManagedTensorAllocatorFn)(
+        APDLTensor* prototype, APDLManagedTensorVersioned** out, void* error_ctx,
+        APDLSetErrorFn set_error)
+    ctypedef int (*APDLManagedTensorFromPyObjectNoSyncFn)(
+        void* py_object, APDLManagedTensorVersioned** out)
+    ctypedef int (*APDLManagedTensorToPyObjectNoSyncFn)(
+        APDLManagedTensorVersioned* tensor, void** out_py_object)
+    ctypedef int (*APDLTensorFromPyObjectNoSyncFn)(void* py_object, APDLTensor* out)
+    ctypedef int (*APDLCurrentWorkStreamFn)(
+        int32_t device_type, int32_t device_id, void** out_stream)
+
+    ctypedef struct APDLPackExchangeAPIHeader:
+        APDLPackVersion version
+        APDLPackExchangeAPIHeader* prev_api
+
+    ctypedef struct APDLPackExchangeAPI:
+        APDLPackExchangeAPIHeader header
+        APDLManagedTensorAllocatorFn managed_tensor_allocator
+        APDLManagedTensorFromPyObjectNoSyncFn managed_tensor_from_py_object_no_sync
+        APDLManagedTensorToPyObjectNoSyncFn managed_tensor_to_py_object_no_sync
+        APDLTensorFromPyObjectNoSyncFn dltensor_from_py_object_no_sync
+        APDLCurrentWorkStreamFn current_work_stream

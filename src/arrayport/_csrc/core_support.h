@@ -19,6 +19,12 @@
 #include <string.h>
 #include "arrayport/dlpack_abi.h"
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define AP_LITTLE_ENDIAN 0
+#else
+#define AP_LITTLE_ENDIAN 1
+#endif
+
 /* ---- live counters --------------------------------------------------------------------- */
 
 /* Exported managed tensors whose deleter has not run yet. */
@@ -27,6 +33,8 @@ static long ap_live_exported = 0;
 static long ap_live_imported = 0;
 /* Host buffers arrayport allocated for copies and not yet freed. */
 static long ap_live_host_buffers = 0;
+/* Py_buffer exports arrayport holds from other objects (buffer-protocol imports). */
+static long ap_live_buffer_leases = 0;
 
 static inline void ap_counter_add(long *counter, long delta) {
     __atomic_add_fetch(counter, delta, __ATOMIC_RELAXED);
@@ -244,6 +252,60 @@ static inline int ap_dtype_is_valid(uint8_t code, uint8_t bits, uint16_t lanes) 
 
 static inline int ap_device_type_is_known(int32_t t) {
     return (t >= APDL_CPU && t <= APDL_OPENCL) || (t >= APDL_VULKAN && t <= APDL_TRN);
+}
+
+/* ---- PEP 3118 formats ------------------------------------------------------------------------ */
+
+/* The fast path for the buffer formats nearly every exporter uses: one native-order item
+ * code, optionally prefixed by '@' (or, for codes whose standard size equals the native one,
+ * '=' / the native byte-order character). Fills *out and returns 1 when `format` is such a
+ * format and matches `itemsize`; returns 0 for everything else, which the Python parser in
+ * arrayport/formats.py then explains. NULL means "B" (PEP 3118). */
+static inline int ap_simple_buffer_format(const char *format, Py_ssize_t itemsize,
+                                          APDLDataType *out) {
+    const char *code = format ? format : "B";
+    int native_sizes = 1;
+    if (code[0] == '@') {
+        code++;
+    } else if (code[0] == '=' || code[0] == (AP_LITTLE_ENDIAN ? '<' : '>')) {
+        code++;
+        native_sizes = 0;
+    }
+    uint8_t dl_code;
+    Py_ssize_t size;
+    if (code[0] == 'Z' && (code[1] == 'f' || code[1] == 'd') && code[2] == '\0') {
+        dl_code = APDL_COMPLEX;
+        size = code[1] == 'f' ? 8 : 16;
+    } else if (code[0] != '\0' && code[1] == '\0') {
+        switch (code[0]) {
+        case '?': dl_code = APDL_BOOL; size = 1; break;
+        case 'b': dl_code = APDL_INT; size = 1; break;
+        case 'B': dl_code = APDL_UINT; size = 1; break;
+        case 'h': dl_code = APDL_INT; size = 2; break;
+        case 'H': dl_code = APDL_UINT; size = 2; break;
+        case 'i': dl_code = APDL_INT; size = 4; break;
+        case 'I': dl_code = APDL_UINT; size = 4; break;
+        case 'q': dl_code = APDL_INT; size = 8; break;
+        case 'Q': dl_code = APDL_UINT; size = 8; break;
+        case 'e': dl_code = APDL_FLOAT; size = 2; break;
+        case 'f': dl_code = APDL_FLOAT; size = 4; break;
+        case 'd': dl_code = APDL_FLOAT; size = 8; break;
+        case 'l': case 'L': case 'n': case 'N':
+            if (!native_sizes) return 0;  /* standard sizes differ: leave to the parser */
+            dl_code = (code[0] == 'l' || code[0] == 'n') ? APDL_INT : APDL_UINT;
+            size = (code[0] == 'l' || code[0] == 'L') ? (Py_ssize_t)sizeof(long)
+                                                      : (Py_ssize_t)sizeof(Py_ssize_t);
+            break;
+        default: return 0;
+        }
+    } else {
+        return 0;
+    }
+    if (size != itemsize) return 0;
+    out->code = dl_code;
+    out->bits = (uint8_t)(size * 8);
+    out->lanes = 1;
+    return 1;
 }
 
 /* ---- host copies ---------------------------------------------------------------------------- */

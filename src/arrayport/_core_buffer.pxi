@@ -1,0 +1,191 @@
+# Included by _core.pyx. The buffer protocol (PEP 3118), both ways.
+#
+# Import: arrayport asks the exporter for a Py_buffer (strides and format, read-only allowed)
+# and keeps it in a _BufferLease that the View holds; the lease releases the Py_buffer exactly
+# once, when the last View reading it dies. While it is held the exporter keeps its memory
+# where it is (a bytearray cannot resize, an mmap cannot close).
+#
+# Export: View.__getbuffer__ (in _core.pyx) fills a Py_buffer for host-readable memory. The
+# shape and byte strides live in one malloc'd block in Py_buffer.internal, freed by
+# __releasebuffer__; Py_buffer.obj holds the View, so the memory outlives every export.
+
+from cpython.buffer cimport (
+    PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_FORMAT, PyBUF_ND,
+    PyBUF_RECORDS_RO, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
+    PyObject_GetBuffer,
+)
+from cpython.bytes cimport PyBytes_AS_STRING
+
+from arrayport import formats as _formats
+
+# (format bytes, itemsize) -> (code, bits, lanes) for imports; (code, bits, lanes) -> format
+# bytes (or None) for exports. Both only ever grow by the handful of formats that exist.
+cdef dict _dtype_for_format = {}
+cdef dict _format_for_dtype = {}
+cdef const char* _BYTE_FORMAT = "B"
+
+
+@cython.final
+cdef class _BufferLease:
+    """One Py_buffer arrayport holds on another object's memory; released exactly once."""
+
+    cdef Py_buffer buffer
+    cdef bint held
+
+    def __dealloc__(self):
+        if self.held:
+            self.held = False
+            PyBuffer_Release(&self.buffer)
+            ap_counter_add(&ap_live_buffer_leases, -1)
+
+    @property
+    def obj(self):
+        return self.buffer.obj if self.held else None
+
+
+cdef _BufferLease _lease_buffer(obj, str protocol):
+    if not PyObject_CheckBuffer(obj):
+        raise TypeError(f"{protocol}: {type(obj).__module__}.{type(obj).__qualname__} does not "
+                        f"support the buffer protocol")
+    cdef _BufferLease lease = _BufferLease.__new__(_BufferLease)
+    try:
+        PyObject_GetBuffer(obj, &lease.buffer, PyBUF_RECORDS_RO)
+    except BufferError as error:
+        raise BufferError(f"{protocol}: {type(obj).__qualname__} refused to export its "
+                          f"buffer: {error}") from None
+    lease.held = True
+    ap_counter_add(&ap_live_buffer_leases, 1)
+    return lease
+
+
+cdef extern from "_csrc/core_support.h":
+    int ap_simple_buffer_format(const char* format, Py_ssize_t itemsize, APDLDataType* out)
+
+
+cdef tuple _buffer_item_type(Py_buffer* b, str protocol):
+    """(code, bits, lanes) of the buffer's items, from its format and itemsize (the
+    uncommon formats; ap_simple_buffer_format handles the common ones in C)."""
+    fmt = b"B" if b.format == NULL else <bytes>b.format
+    key = (fmt, b.itemsize)
+    cached = _dtype_for_format.get(key)
+    if cached is None:
+        dtype = _formats.dtype_from_buffer_format(fmt.decode("ascii", "replace"), b.itemsize,
+                                                  protocol)
+        cached = (int(dtype.code), dtype.bits, dtype.lanes)
+        _dtype_for_format[key] = cached
+    return cached
+
+
+cdef View _view_from_buffer(obj, owner, str protocol):
+    """A View reading ``obj``'s buffer, kept alive by ``owner`` and the lease."""
+    cdef _BufferLease lease = _lease_buffer(obj, protocol)
+    cdef Py_buffer* b = &lease.buffer
+    cdef int ndim = b.ndim
+    if ndim < 0 or ndim > MAX_NDIM:
+        raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
+    if b.suboffsets != NULL:
+        for i in range(ndim):
+            if b.suboffsets[i] >= 0:
+                raise BufferError(f"{protocol}: the buffer uses suboffsets (PIL-style "
+                                  f"indirect arrays), which DLPack cannot describe")
+    if b.itemsize <= 0:
+        raise BufferError(f"{protocol}: itemsize {b.itemsize} is not positive")
+    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
+    cdef int64_t strides_c[AP_COPY_MAX_NDIM]
+    cdef APDLTensor t
+    if not ap_simple_buffer_format(b.format, b.itemsize, &t.dtype):
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = _buffer_item_type(b, protocol)
+    if b.shape == NULL and ndim == 0:  # a scalar
+        pass
+    elif b.shape == NULL:  # a flat run of bytes
+        ndim = 1
+        shape_c[0] = b.len // b.itemsize
+        strides_c[0] = 1
+    else:
+        for i in range(ndim):
+            shape_c[i] = b.shape[i]
+            if b.strides == NULL:
+                continue
+            if b.strides[i] % b.itemsize:
+                raise BufferError(f"{protocol}: stride {b.strides[i]} is not a multiple of "
+                                  f"the item size {b.itemsize}")
+            strides_c[i] = b.strides[i] // b.itemsize
+    t.data = b.buf
+    t.device.device_type = 1
+    t.device.device_id = 0
+    t.ndim = ndim
+    t.shape = shape_c
+    t.strides = strides_c if (b.strides != NULL or (b.shape == NULL and ndim > 0)) else NULL
+    t.byte_offset = 0
+    cdef View v = View.__new__(View)
+    _adopt(v, &t, APDL_FLAG_READ_ONLY if b.readonly else 0, True, protocol)
+    v._owner = owner
+    v._lease = lease
+    v._protocol = protocol
+    return v
+
+
+cdef object _buffer_format(View v):
+    """The PEP 3118 format (bytes) for the View's items, or None when there is none."""
+    key = (v._t.dtype.code, v._t.dtype.bits, v._t.dtype.lanes,
+           (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0)
+    try:
+        return _format_for_dtype[key]
+    except KeyError:
+        pass
+    fmt = _formats.buffer_format_for(v.dtype)
+    fmt = None if fmt is None else fmt.encode("ascii")
+    _format_for_dtype[key] = fmt
+    return fmt
+
+
+cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
+    """Fill ``buffer`` for a PEP 3118 consumer asking with ``flags``."""
+    if not _host_accessible(v._t.device.device_type):
+        raise BufferError(f"buffer: the View's memory is on {v.device}, which the buffer "
+                          f"protocol (host memory only) cannot export")
+    if (flags & PyBUF_WRITABLE) and (v._flags & APDL_FLAG_READ_ONLY):
+        raise BufferError("buffer: the View is read-only but a writable buffer was requested")
+    fmt = _buffer_format(v)
+    if fmt is None:
+        raise BufferError(f"buffer: {v.dtype.name} has no PEP 3118 format; use DLPack "
+                          f"(arrayport.to_numpy, numpy.from_dlpack) for this View")
+    cdef int ndim = v._t.ndim
+    cdef bint c_contiguous = ap_is_c_contiguous(ndim, v._t.shape, v._t.strides) != 0
+    if (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS and not c_contiguous:
+        raise BufferError("buffer: a C-contiguous buffer was requested; the View is not")
+    if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS
+            and not ap_is_f_contiguous(ndim, v._t.shape, v._t.strides)):
+        raise BufferError("buffer: a Fortran-contiguous buffer was requested; the View is not")
+    if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS and not c_contiguous
+            and not ap_is_f_contiguous(ndim, v._t.shape, v._t.strides)):
+        raise BufferError("buffer: a contiguous buffer was requested; the View is strided")
+    cdef bint want_strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES
+    if not want_strides and not c_contiguous:
+        raise BufferError("buffer: the View is strided but the consumer did not ask for strides")
+
+    cdef Py_ssize_t itemsize = v._itembits() // 8
+    cdef Py_ssize_t* dims = <Py_ssize_t*>malloc(<size_t>(2 * ndim + 1) * sizeof(Py_ssize_t))
+    if dims == NULL:
+        raise MemoryError()
+    for i in range(ndim):
+        dims[i] = v._t.shape[i]
+        dims[ndim + i] = v._t.strides[i] * itemsize
+    buffer.buf = <char*>v._t.data + v._t.byte_offset
+    buffer.len = v._size * itemsize
+    buffer.readonly = (v._flags & APDL_FLAG_READ_ONLY) != 0
+    buffer.internal = dims
+    buffer.suboffsets = NULL
+    if (flags & PyBUF_ND) == PyBUF_ND:
+        buffer.ndim = ndim
+        buffer.itemsize = itemsize
+        buffer.format = PyBytes_AS_STRING(fmt) if flags & PyBUF_FORMAT else NULL
+        buffer.shape = dims
+        buffer.strides = dims + ndim if want_strides else NULL
+    else:  # a plain run of bytes (contiguous, checked above)
+        buffer.ndim = 1
+        buffer.itemsize = 1
+        buffer.format = <char*>_BYTE_FORMAT if flags & PyBUF_FORMAT else NULL
+        buffer.shape = NULL
+        buffer.strides = NULL
+    return 0

@@ -1,0 +1,121 @@
+# Included by _core.pyx. arrayport.view(obj): one entry point for every protocol.
+#
+# The order (documented in the README), best first:
+#   1. a View is returned as it is; a DLPack capsule is consumed;
+#   2. DLPack: the type's C exchange API when it has one, else __dlpack__ (it carries the
+#      device, read-only flag and stream semantics);
+#   3. the CUDA Array Interface (device memory, before any host-only protocol);
+#   4. the buffer protocol (PEP 3118);
+#   5. __array_interface__;
+#   6. __array__ (the NumPy array it returns is kept alive).
+# Which of these a type offers is worked out once per type and cached (instance-level
+# __array_interface__ / __cuda_array_interface__ attributes are looked for on types whose
+# instances have a __dict__). A protocol that refuses with BufferError (NumPy's DLPack
+# refusing bfloat16, a View's buffer export refusing device memory…) hands over to the
+# next one; if every one refuses, the first refusal is raised. TypeError and ValueError
+# (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
+
+cdef enum _Protocol:
+    _P_DLPACK = 1
+    _P_CAI = 2
+    _P_BUFFER = 3
+    _P_AI = 4
+    _P_ARRAY = 5
+
+cdef dict _plan_by_type = {}
+
+
+cdef tuple _make_plan(object tp, object obj):
+    plan = []
+    instance_attributes = getattr(tp, "__dictoffset__", 0) != 0
+    if getattr(tp, "__dlpack__", None) is not None:
+        plan.append(_P_DLPACK)
+    if instance_attributes or hasattr(tp, "__cuda_array_interface__"):
+        plan.append(_P_CAI)
+    if PyObject_CheckBuffer(obj):
+        plan.append(_P_BUFFER)
+    if instance_attributes or hasattr(tp, "__array_interface__"):
+        plan.append(_P_AI)
+    if getattr(tp, "__array__", None) is not None:
+        plan.append(_P_ARRAY)
+    return tuple(plan)
+
+
+cdef object _last_plan_type = None   # one-entry cache in front of the dict
+cdef tuple _last_plan = None
+
+
+cdef inline tuple _plan_for(object obj):
+    global _last_plan_type, _last_plan
+    tp = type(obj)
+    if tp is _last_plan_type:
+        return _last_plan
+    plan = _plan_by_type.get(tp)
+    if plan is None:
+        plan = _make_plan(tp, obj)
+        if len(_plan_by_type) >= _TYPE_CACHE_LIMIT:
+            _plan_by_type.clear()
+        _plan_by_type[tp] = plan
+    _last_plan_type, _last_plan = tp, plan
+    return <tuple>plan
+
+
+cdef View _view_by(int protocol, object obj, object stream):
+    """A View of ``obj`` through one protocol; None when ``obj`` turns out not to offer
+    it after all (an instance attribute that is absent)."""
+    if protocol == _P_DLPACK:
+        return _dlpack_view(obj, stream)
+    if protocol == _P_CAI:
+        d = getattr(obj, "__cuda_array_interface__", None)
+        return None if d is None else _view_from_cai_dict(d, obj, stream)
+    if stream is not None:
+        check_stream(stream, 1)  # host-only protocols: the stream must be None
+    if protocol == _P_BUFFER:
+        return _view_from_buffer(obj, obj, "buffer")
+    if protocol == _P_AI:
+        d = getattr(obj, "__array_interface__", None)
+        return None if d is None else _view_from_ai_dict(d, obj)
+    return _view_from_array_method(obj)
+
+
+def view(obj, /, *, stream=None):
+    """A View of ``obj`` through the best protocol it offers, never a copy.
+
+    ``stream`` is the CUDA/ROCm stream the caller will use the data on (DLPack stream
+    values); the producer orders its pending work before it. ``View.protocol`` records
+    which protocol was used. BufferError when no protocol gives a zero-copy view; TypeError
+    when ``obj`` offers none.
+    """
+    if type(obj) is View:
+        return obj
+    if PyCapsule_CheckExact(obj):
+        if stream is not None:
+            raise ValueError("view: a DLPack capsule was already produced; a stream cannot "
+                             "apply to it")
+        return _view_from_capsule(obj, obj)
+    cdef tuple plan = _plan_for(obj)
+    cdef View result
+    first_refusal = None
+    for protocol in plan:
+        try:
+            result = _view_by(protocol, obj, stream)
+        except BufferError as refusal:
+            if first_refusal is None:
+                first_refusal = refusal
+            continue
+        if result is not None:
+            return result
+    if first_refusal is not None:
+        raise first_refusal
+    tp = type(obj)
+    raise TypeError(f"view: {tp.__module__}.{tp.__qualname__} offers no array protocol "
+                    f"(__dlpack__, __cuda_array_interface__, the buffer protocol, "
+                    f"__array_interface__ or __array__)")
+
+
+def protocol_plan(tp):
+    """The protocols ``view`` tries for instances of type ``tp``, in order (as cached)."""
+    names = {_P_DLPACK: "dlpack", _P_CAI: "cuda_array_interface", _P_BUFFER: "buffer",
+             _P_AI: "array_interface", _P_ARRAY: "array"}
+    plan = _plan_by_type.get(tp)
+    return None if plan is None else tuple(names[p] for p in plan)

@@ -1,0 +1,349 @@
+# Included by _core.pyx. The two dict protocols, both ways:
+# NumPy's __array_interface__ (host memory) and the CUDA Array Interface v3 (device memory);
+# plus __array__ (import: call it and keep the array; export: NumPy 2 semantics).
+#
+# Import validates the whole dict before anything else happens (in particular before any
+# CUDA driver call), so a malformed dict gets the same error with or without a GPU:
+#   TypeError  - a key holds the wrong kind of value;
+#   ValueError - a CUDA stream value the spec disallows (0);
+#   BufferError - a well-formed dict describing something DLPack cannot hold (structured or
+#                 byte-swapped types, masks, an unknown version, bad layouts).
+# The View keeps the object the dict came from alive (the dict itself owns nothing). When
+# the array interface points into another object's buffer ("data" is a buffer, or missing),
+# the View holds that buffer (a _BufferLease) and the layout is checked against its length.
+
+import sys as _sys
+
+cdef str _AI = "array_interface"
+cdef str _CAI = "cuda_array_interface"
+cdef object _MISSING = object()
+cdef object _cuda_driver_module = None
+cdef object _to_numpy = None
+# typestr -> (code, bits, lanes) for the common, non-"V" type strings.
+cdef dict _dtype_for_typestr = {}
+
+
+cdef object _cuda_driver():
+    """arrayport._cuda_driver, imported on first CUDA use (never at arrayport import)."""
+    global _cuda_driver_module
+    if _cuda_driver_module is None:
+        from arrayport import _cuda_driver
+        _cuda_driver_module = _cuda_driver
+    return _cuda_driver_module
+
+
+cdef object _required(dict d, str key, str protocol):
+    value = d.get(key, _MISSING)
+    if value is _MISSING:
+        raise BufferError(f"{protocol}: the dict has no {key!r} entry, which is required")
+    return value
+
+
+cdef inline int64_t _as_int64(object value, str protocol, str what) except? -1:
+    """An int from a dict entry (Python or NumPy integer, never bool)."""
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{protocol}: {what} must hold ints, got {type(value).__name__}")
+        value = value.__index__()
+    if not -0x8000000000000000 <= value <= 0x7FFFFFFFFFFFFFFF:
+        raise BufferError(f"{protocol}: {what} value {value} does not fit in int64")
+    return value
+
+
+cdef tuple _item_type(dict d, str protocol):
+    """(code, bits, lanes, padded) from typestr (and descr for raw "V" bytes)."""
+    typestr = _required(d, "typestr", protocol)
+    cached = _dtype_for_typestr.get(typestr) if type(typestr) is str else None
+    if cached is not None:
+        return cached
+    descr = d.get("descr") if type(typestr) is str and typestr[1:2] == "V" else None
+    dtype = _formats.dtype_from_typestr(typestr, descr, protocol)
+    key = (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
+    if typestr[1:2] != "V":
+        _dtype_for_typestr[typestr] = key
+    return key
+
+
+cdef tuple _data_tuple(object data, str protocol):
+    """(pointer, readonly) from a ``data`` entry that is a 2-tuple."""
+    if len(<tuple>data) != 2:
+        raise TypeError(f"{protocol}: data must be a (pointer, readonly) 2-tuple, got "
+                        f"{len(<tuple>data)} items")
+    pointer, readonly = data
+    if type(pointer) is not int:
+        if isinstance(pointer, bool) or not hasattr(pointer, "__index__"):
+            raise TypeError(f"{protocol}: the data pointer must be an int, got "
+                            f"{type(pointer).__name__}")
+        pointer = pointer.__index__()
+    if not 0 <= pointer <= <uintptr_t>-1:
+        raise BufferError(f"{protocol}: data pointer {pointer} is not an address")
+    if type(readonly) is not bool and not (type(readonly) is int and readonly in (0, 1)):
+        raise TypeError(f"{protocol}: the data read-only flag must be a bool, got "
+                        f"{readonly!r}")
+    return (pointer, bool(readonly))
+
+
+cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tuple item,
+                            bint readonly, object owner, str protocol):
+    """A host View over ``pointer`` described by a dict's shape and byte strides (None:
+    C-contiguous), validated exactly like a DLPack import."""
+    if type(shape) is not tuple:
+        if not isinstance(shape, (tuple, list)):
+            raise TypeError(f"{protocol}: shape must be a tuple of ints, got "
+                            f"{type(shape).__name__}")
+        shape = tuple(shape)
+    cdef Py_ssize_t ndim = len(<tuple>shape)
+    if ndim > MAX_NDIM:
+        raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
+    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
+    cdef int64_t strides_c[AP_COPY_MAX_NDIM]
+    cdef int64_t stride
+    cdef APDLTensor t
+    code, bits, lanes, padded = item
+    cdef int64_t storage_bits = (8 if padded and bits < 8 else bits) * lanes
+    for i in range(ndim):
+        shape_c[i] = _as_int64((<tuple>shape)[i], protocol, "shape")
+    if strides is not None:
+        if not isinstance(strides, (tuple, list)):
+            raise TypeError(f"{protocol}: strides must be None or a tuple of ints, got "
+                            f"{type(strides).__name__}")
+        if len(strides) != ndim:
+            raise BufferError(f"{protocol}: strides has {len(strides)} entries for {ndim} "
+                              f"dimensions")
+        for i in range(ndim):
+            stride = _as_int64(strides[i], protocol, "strides")
+            if storage_bits % 8 or stride % (storage_bits // 8):
+                raise BufferError(f"{protocol}: stride {stride} is not a multiple of the item "
+                                  f"size ({storage_bits} bits)")
+            strides_c[i] = stride // (storage_bits // 8)
+    t.data = <void*>pointer
+    t.device.device_type = 1
+    t.device.device_id = 0
+    t.ndim = <int32_t>ndim
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, lanes
+    t.shape = shape_c
+    t.strides = strides_c if strides is not None else NULL
+    t.byte_offset = 0
+    cdef uint64_t flags = APDL_FLAG_READ_ONLY if readonly else 0
+    if padded:
+        flags |= APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
+    cdef View v = View.__new__(View)
+    _adopt(v, &t, flags, True, protocol)
+    v._owner = owner
+    v._protocol = protocol
+    return v
+
+
+cdef int _check_within(View v, _BufferLease lease, str protocol) except -1:
+    """Every element of ``v`` lies inside the leased buffer."""
+    if v._size == 0:
+        return 0
+    cdef int64_t itemsize = v._itembits() // 8
+    cdef int64_t low = 0, high = itemsize
+    cdef int64_t reach
+    for i in range(v._t.ndim):
+        reach = (v._t.shape[i] - 1) * v._t.strides[i] * itemsize
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
+    cdef int64_t start = <int64_t>(<uintptr_t>v._t.data - <uintptr_t>lease.buffer.buf)
+    if start + low < 0 or start + high > lease.buffer.len:
+        raise BufferError(f"{protocol}: the array reaches bytes {start + low}..{start + high} "
+                          f"of a {lease.buffer.len}-byte data buffer")
+    return 0
+
+
+# ---- __array_interface__ import ------------------------------------------------------------
+
+cdef View _view_from_ai_object(obj):
+    d = getattr(obj, "__array_interface__", None)
+    if d is None:
+        raise TypeError(f"{_AI}: {type(obj).__module__}.{type(obj).__qualname__} has no "
+                        f"__array_interface__")
+    return _view_from_ai_dict(d, obj)
+
+
+cdef View _view_from_ai_dict(object d, object owner):
+    if type(d) is not dict:
+        raise TypeError(f"{_AI}: __array_interface__ must be a dict, got {type(d).__name__}")
+    cdef dict interface = <dict>d
+    version = _required(interface, "version", _AI)
+    if type(version) is not int:
+        raise TypeError(f"{_AI}: version must be an int, got {type(version).__name__}")
+    if version != 3:
+        raise BufferError(f"{_AI}: version {version} is not supported; the array interface "
+                          f"is version 3")
+    shape = _required(interface, "shape", _AI)
+    item = _item_type(interface, _AI)
+    if interface.get("mask") is not None:
+        raise BufferError(f"{_AI}: masked arrays are not supported (a mask marks elements "
+                          f"as invalid; DLPack cannot carry one)")
+    offset = interface.get("offset", 0)
+    cdef int64_t byte_offset = 0 if offset is None else _as_int64(offset, _AI, "offset")
+    if byte_offset < 0:
+        raise BufferError(f"{_AI}: offset {byte_offset} is negative")
+    strides = interface.get("strides")
+    data = interface.get("data")
+    cdef _BufferLease lease = None
+    if type(data) is tuple:
+        pointer, readonly = _data_tuple(data, _AI)
+    elif data is None or PyObject_CheckBuffer(data):
+        # The memory is a buffer: "data" itself, or (no "data") the object's own buffer.
+        source = owner if data is None else data
+        if not PyObject_CheckBuffer(source):
+            raise TypeError(f"{_AI}: data is missing and {type(source).__qualname__} does not "
+                            f"export a buffer to take it from")
+        lease = _lease_buffer(source, _AI)
+        pointer, readonly = <uintptr_t>lease.buffer.buf, lease.buffer.readonly != 0
+    else:
+        raise TypeError(f"{_AI}: data must be a (pointer, readonly) tuple or a buffer, got "
+                        f"{type(data).__name__}")
+    if pointer + byte_offset > <uintptr_t>-1:
+        raise BufferError(f"{_AI}: data pointer + offset wraps around the address space")
+    cdef View v = _view_from_layout(pointer + byte_offset, shape, strides, item, readonly,
+                                    owner, _AI)
+    if lease is not None:
+        _check_within(v, lease, _AI)
+        v._lease = lease
+    return v
+
+
+# ---- __cuda_array_interface__ import --------------------------------------------------------
+
+cdef View _view_from_cai_object(obj, stream=None):
+    d = getattr(obj, "__cuda_array_interface__", None)
+    if d is None:
+        raise TypeError(f"{_CAI}: {type(obj).__module__}.{type(obj).__qualname__} has no "
+                        f"__cuda_array_interface__")
+    return _view_from_cai_dict(d, obj, stream)
+
+
+cdef object _cai_stream(dict d):
+    """The producer's stream entry: None or a stream handle (1 legacy, 2 per-thread)."""
+    stream = d.get("stream")
+    if stream is None:
+        return None
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError(f"{_CAI}: stream must be None or an int, got {type(stream).__name__}")
+    if stream == 0:
+        raise ValueError(f"{_CAI}: stream 0 is disallowed (ambiguous between None and the "
+                         f"legacy and per-thread default streams); use None, 1 or 2")
+    if stream < 0:
+        raise ValueError(f"{_CAI}: stream {stream} is not a stream handle")
+    return stream
+
+
+cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
+    """Validate a CUDA Array Interface dict entirely, then ask the driver where the
+    pointer lives. Versions 0-3 are read; a newer version is refused (its synchronization
+    rules may differ, and guessing would race)."""
+    if type(d) is not dict:
+        raise TypeError(f"{_CAI}: __cuda_array_interface__ must be a dict, got "
+                        f"{type(d).__name__}")
+    cdef dict interface = <dict>d
+    version = _required(interface, "version", _CAI)
+    if type(version) is not int:
+        raise TypeError(f"{_CAI}: version must be an int, got {type(version).__name__}")
+    if not 0 <= version <= 3:
+        raise BufferError(f"{_CAI}: version {version} is not supported; arrayport reads "
+                          f"versions 0 to 3 (a newer version may change synchronization "
+                          f"rules, so it is refused rather than guessed)")
+    shape = _required(interface, "shape", _CAI)
+    item = _item_type(interface, _CAI)
+    data = _required(interface, "data", _CAI)
+    if type(data) is not tuple:
+        raise TypeError(f"{_CAI}: data must be a (pointer, readonly) tuple, got "
+                        f"{type(data).__name__}")
+    pointer, readonly = _data_tuple(data, _CAI)
+    if interface.get("mask") is not None:
+        raise BufferError(f"{_CAI}: masked arrays are not supported (a mask marks elements "
+                          f"as invalid; DLPack cannot carry one)")
+    producer_stream = _cai_stream(interface)
+    if consumer_stream is not None:
+        check_stream(consumer_stream, 2)
+    cdef View v = _view_from_layout(pointer, shape, interface.get("strides"), item, readonly,
+                                    owner, _CAI)
+    # Everything is validated; only now touch the driver.
+    driver = _cuda_driver()
+    if pointer == 0:  # size 0: no memory to ask about
+        v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
+    else:
+        v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
+    v._stream = producer_stream
+    if producer_stream is not None and consumer_stream is not None:
+        driver.make_stream_wait(v._t.device.device_id, consumer_stream, producer_stream)
+    return v
+
+
+# ---- exports ----------------------------------------------------------------------------------
+
+cdef dict _interface_of(View v, str attr):
+    spelled = _formats.typestr_for(v.dtype)
+    if spelled is None:
+        raise AttributeError(f"{attr}: packed {v.dtype.name} elements have no byte address, "
+                             f"so no type string can describe them; use DLPack")
+    typestr, descr = spelled
+    cdef bint c_contiguous = ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides) != 0
+    return {
+        "version": 3,
+        "shape": v.shape,
+        "typestr": typestr,
+        "descr": list(descr),
+        "data": (v.ptr, v.readonly),
+        "strides": None if c_contiguous else v.strides,
+    }
+
+
+cdef dict _array_interface_of(View v):
+    if not _host_accessible(v._t.device.device_type):
+        raise AttributeError(f"__array_interface__: the View's memory is on {v.device}; the "
+                             f"array interface describes host memory only")
+    return _interface_of(v, "__array_interface__")
+
+
+cdef dict _cuda_array_interface_of(View v):
+    cdef int32_t kind = v._t.device.device_type
+    if not (kind == 2 or kind == 3 or kind == 13):
+        raise AttributeError(f"__cuda_array_interface__: the View's memory is on {v.device}; "
+                             f"the CUDA Array Interface describes CUDA-accessible memory only")
+    d = _interface_of(v, "__cuda_array_interface__")
+    if v._size == 0:
+        d["data"] = (0, v.readonly)  # the spec's rule for zero-size arrays
+    d["stream"] = v._stream
+    return d
+
+
+# ---- __array__ ---------------------------------------------------------------------------------
+
+cdef View _view_from_array_method(obj):
+    if getattr(type(obj), "__array__", None) is None:
+        raise TypeError(f"array: {type(obj).__module__}.{type(obj).__qualname__} has no "
+                        f"__array__ method")
+    result = obj.__array__()
+    numpy = _sys.modules.get("numpy")
+    if numpy is None or not isinstance(result, numpy.ndarray):
+        raise TypeError(f"array: {type(obj).__qualname__}.__array__() returned "
+                        f"{type(result).__name__}, not a numpy.ndarray")
+    cdef View v = _dlpack_view(result, None)
+    v._protocol = "array"
+    return v
+
+
+cdef object _ndarray_of(View v, dtype, copy):
+    global _to_numpy
+    if copy is not None and type(copy) is not bool:
+        raise TypeError(f"__array__: copy must be True, False or None, got {copy!r}")
+    if not _host_accessible(v._t.device.device_type):
+        raise BufferError(f"__array__: the View's memory is on {v.device}; NumPy reads host "
+                          f"memory only (copy it to the CPU explicitly)")
+    if _to_numpy is None:
+        from arrayport.convert import to_numpy
+        _to_numpy = to_numpy
+    array = _to_numpy(v)
+    if dtype is not None and array.dtype != dtype:
+        if copy is False:
+            raise ValueError(f"__array__: converting {array.dtype} to {dtype} needs a copy, "
+                             f"but copy=False")
+        return array.astype(dtype)
+    return array.copy() if copy else array

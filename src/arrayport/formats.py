@@ -1,0 +1,217 @@
+"""Element-type spellings of the host protocols, both ways:
+
+- NumPy array-interface *type strings* (``"<f4"``, ``"|b1"``) and ``descr`` lists, used by
+  ``__array_interface__`` and ``__cuda_array_interface__``;
+- PEP 3118 *format strings* (``"d"``, ``"<i"``, ``"Zf"``), used by the buffer protocol.
+
+DLPack has no byte order but the native one and no structured types, so both are refused
+with ``BufferError``; so is every kind DLPack cannot hold (strings, objects, datetimes…).
+
+Types these protocols cannot spell (bfloat16, float8/6/4, complex32, float128, opaque
+handles, multi-lane types) follow one convention, documented in the README: the type
+string is raw bytes, ``"|V<itemsize>"``, and ``descr`` is ``[(<DLPack name>, "|V<itemsize>")]``.
+NumPy then sees an opaque one-field record named after the type (never an integer), and
+arrayport reads the name back. The buffer protocol has no such escape: it refuses them, and
+so do packed sub-byte types in every protocol (their elements have no byte address).
+
+Parsed results are cached: the hot import paths call these only on a cache miss.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+from arrayport.dtypes import DType, DTypeCode
+
+__all__ = ["buffer_format_for", "dtype_from_buffer_format", "dtype_from_typestr",
+           "typestr_for"]
+
+_LITTLE = sys.byteorder == "little"
+_NATIVE_ORDER = "<" if _LITTLE else ">"
+_FOREIGN_ORDER = ">" if _LITTLE else "<"
+
+# Array-interface kinds DLPack shares, with the byte sizes it allows.
+_KIND_CODES = {"b": (DTypeCode.BOOL, (1,)), "i": (DTypeCode.INT, (1, 2, 4, 8)),
+               "u": (DTypeCode.UINT, (1, 2, 4, 8)), "f": (DTypeCode.FLOAT, (2, 4, 8)),
+               "c": (DTypeCode.COMPLEX, (8, 16))}
+_KIND_MEANING = {"t": "bit field", "m": "timedelta", "M": "datetime", "O": "Python object",
+                 "S": "byte string", "U": "unicode string", "a": "byte string",
+                 "V": "raw bytes / structured record", "f": "floating point",
+                 "c": "complex", "i": "integer", "u": "unsigned integer", "b": "boolean"}
+
+_typestr_cache: dict[tuple[str, object], DType] = {}
+_format_cache: dict[tuple[str, int], DType] = {}
+_export_cache: dict[DType, tuple[str, list] | None] = {}
+
+
+def _is_native_kind(dtype: DType) -> bool:
+    """Whether NumPy's own type strings spell ``dtype`` truthfully."""
+    if dtype.lanes != 1 or dtype.code not in (DTypeCode.BOOL, DTypeCode.INT, DTypeCode.UINT,
+                                              DTypeCode.FLOAT, DTypeCode.COMPLEX):
+        return False
+    return dtype.name != "complex32"
+
+
+# ---- type strings (array interface, CUDA Array Interface) ------------------------------------
+
+def dtype_from_typestr(typestr: object, descr: object, protocol: str) -> DType:
+    """The DType a ``typestr`` (and, for raw ``V`` bytes, ``descr``) describes.
+
+    TypeError when they are not strings/lists; BufferError when they describe something
+    DLPack cannot hold. Messages start with ``protocol``.
+    """
+    if type(typestr) is not str:
+        raise TypeError(f"{protocol}: typestr must be a str, got {type(typestr).__name__}")
+    key = (typestr, _descr_key(descr) if typestr[1:2] == "V" else None)
+    dtype = _typestr_cache.get(key)
+    if dtype is None:
+        dtype = _parse_typestr(typestr, descr, protocol)
+        _typestr_cache[key] = dtype
+    return dtype
+
+
+def _descr_key(descr: object) -> object:
+    try:
+        hash(repr(descr))
+        return repr(descr)
+    except Exception:  # noqa: BLE001 - an unprintable descr is simply not cached
+        return object()
+
+
+def _parse_typestr(typestr: str, descr: object, protocol: str) -> DType:
+    if len(typestr) < 3 or typestr[0] not in "<>|=" or not typestr[2:].isdigit():
+        raise BufferError(f"{protocol}: typestr {typestr!r} is not of the form "
+                          f"<byte order><kind><bytes>, e.g. '<f4'")
+    order, kind, size = typestr[0], typestr[1], int(typestr[2:])
+    if size < 1:
+        raise BufferError(f"{protocol}: typestr {typestr!r} has an item size of 0")
+    if kind == "V":
+        return _dtype_from_named_bytes(typestr, size, descr, protocol)
+    entry = _KIND_CODES.get(kind)
+    if entry is None or size not in entry[1]:
+        meaning = _KIND_MEANING.get(kind, "unknown kind")
+        raise BufferError(f"{protocol}: typestr {typestr!r} ({meaning}, {size} bytes) has no "
+                          f"DLPack equivalent")
+    if order == _FOREIGN_ORDER and size > 1:
+        raise BufferError(f"{protocol}: typestr {typestr!r} is not in native byte order; "
+                          f"DLPack has native byte order only")
+    return DType(entry[0], size * 8)
+
+
+def _dtype_from_named_bytes(typestr: str, size: int, descr: object, protocol: str) -> DType:
+    """Raw ``V`` bytes are only a DLPack type under arrayport's convention:
+    descr == [(<DLPack type name>, typestr)] with a matching size."""
+    name = None
+    if (isinstance(descr, list) and len(descr) == 1 and isinstance(descr[0], tuple)
+            and len(descr[0]) == 2 and isinstance(descr[0][0], str)
+            and descr[0][1] in (typestr, f"|V{size}")):
+        name = descr[0][0]
+    if name:
+        try:
+            dtype = DType(name)
+        except ValueError:
+            dtype = None
+        if dtype is not None and dtype.itemsize == size:
+            return dtype
+    if isinstance(descr, list) and len(descr) > 1:
+        raise BufferError(f"{protocol}: a structured type (descr {descr!r}) has no DLPack "
+                          f"equivalent")
+    raise BufferError(f"{protocol}: typestr {typestr!r} is raw bytes with no DLPack type name "
+                      f"in descr (got {descr!r}); structured and void types have no DLPack "
+                      f"equivalent")
+
+
+def typestr_for(dtype: DType) -> tuple[str, list] | None:
+    """(typestr, descr) spelling ``dtype``; None for packed sub-byte types, which have no
+    byte-addressed elements."""
+    try:
+        return _export_cache[dtype]
+    except KeyError:
+        pass
+    size = dtype.itemsize
+    if size is None:
+        spelled = None
+    elif _is_native_kind(dtype):
+        order = "|" if size == 1 else _NATIVE_ORDER
+        kind = {DTypeCode.BOOL: "b", DTypeCode.INT: "i", DTypeCode.UINT: "u",
+                DTypeCode.FLOAT: "f", DTypeCode.COMPLEX: "c"}[dtype.code]
+        typestr = f"{order}{kind}{size}"
+        spelled = (typestr, [("", typestr)])
+    else:
+        typestr = f"|V{size}"
+        spelled = (typestr, [(dtype.name, typestr)])
+    _export_cache[dtype] = spelled
+    return spelled
+
+
+# ---- PEP 3118 formats (buffer protocol) ------------------------------------------------------
+
+# code -> (DLPack code, bits with native '@' sizes, bits with standard sizes or None)
+_FORMAT_CODES = {
+    "?": (DTypeCode.BOOL, 8, 8),
+    "b": (DTypeCode.INT, 8, 8), "B": (DTypeCode.UINT, 8, 8),
+    "h": (DTypeCode.INT, 16, 16), "H": (DTypeCode.UINT, 16, 16),
+    "i": (DTypeCode.INT, 32, 32), "I": (DTypeCode.UINT, 32, 32),
+    "l": (DTypeCode.INT, struct.calcsize("l") * 8, 32),
+    "L": (DTypeCode.UINT, struct.calcsize("L") * 8, 32),
+    "q": (DTypeCode.INT, 64, 64), "Q": (DTypeCode.UINT, 64, 64),
+    "n": (DTypeCode.INT, struct.calcsize("n") * 8, None),
+    "N": (DTypeCode.UINT, struct.calcsize("N") * 8, None),
+    "e": (DTypeCode.FLOAT, 16, 16), "f": (DTypeCode.FLOAT, 32, 32),
+    "d": (DTypeCode.FLOAT, 64, 64),
+    "Zf": (DTypeCode.COMPLEX, 64, 64), "Zd": (DTypeCode.COMPLEX, 128, 128),
+}
+_FORMAT_MEANING = {"g": "long double", "Zg": "complex long double", "c": "char",
+                   "s": "char[]", "p": "Pascal string", "x": "pad byte", "P": "void pointer",
+                   "O": "Python object", "u": "UCS-2 char", "w": "UCS-4 char", "T": "struct"}
+
+
+def dtype_from_buffer_format(fmt: object, itemsize: int, protocol: str = "buffer") -> DType:
+    """The DType a PEP 3118 ``fmt`` (None means 'B') describes, checked against the
+    exporter's ``itemsize``. BufferError for anything DLPack cannot hold."""
+    if fmt is None:
+        fmt = "B"
+    key = (fmt, itemsize)
+    dtype = _format_cache.get(key)
+    if dtype is None:
+        dtype = _parse_buffer_format(fmt, itemsize, protocol)
+        _format_cache[key] = dtype
+    return dtype
+
+
+def _parse_buffer_format(fmt: str, itemsize: int, protocol: str) -> DType:
+    order, code = ("@", fmt) if fmt[:1] not in "@=<>!" or not fmt else (fmt[0], fmt[1:])
+    if code[:1].isdigit():
+        raise BufferError(f"{protocol}: format {fmt!r} has a repeat count (a sub-array per "
+                          f"element), which DLPack cannot describe")
+    entry = _FORMAT_CODES.get(code)
+    if entry is None:
+        meaning = _FORMAT_MEANING.get(code[:1] if code[:1] != "Z" else code, "not a single "
+                                      "PEP 3118 item")
+        raise BufferError(f"{protocol}: format {fmt!r} ({meaning}) has no DLPack equivalent")
+    dl_code, native_bits, standard_bits = entry
+    bits = native_bits if order == "@" else standard_bits
+    if bits is None:
+        raise BufferError(f"{protocol}: format {fmt!r} is invalid: {code!r} exists only with "
+                          f"native sizes ('@')")
+    foreign = order in ("!", ">") if _LITTLE else order == "<"
+    if foreign and bits > 8:
+        raise BufferError(f"{protocol}: format {fmt!r} is not in native byte order; DLPack "
+                          f"has native byte order only")
+    if bits // 8 != itemsize:
+        raise BufferError(f"{protocol}: format {fmt!r} is {bits // 8} bytes but the exporter "
+                          f"says itemsize {itemsize}")
+    return DType(dl_code, bits)
+
+
+_FORMAT_FOR_NAME = {
+    "bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
+    "uint32": "I", "int64": "q", "uint64": "Q", "float16": "e", "float32": "f",
+    "float64": "d", "complex64": "Zf", "complex128": "Zd",
+}
+
+
+def buffer_format_for(dtype: DType) -> str | None:
+    """The PEP 3118 format for ``dtype``, or None when the buffer protocol cannot spell it."""
+    return _FORMAT_FOR_NAME.get(dtype.name) if dtype.lanes == 1 else None
