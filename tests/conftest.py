@@ -3,7 +3,7 @@ import gc
 import pytest
 
 import arrayport
-from producer import build_producer, compiler
+from producer import build_extension, build_producer, compiler
 
 
 @pytest.fixture(scope="session")
@@ -12,6 +12,14 @@ def producer(tmp_path_factory):
     if compiler() is None:
         pytest.skip("no C compiler to build the test producer")
     return build_producer(tmp_path_factory.mktemp("producer"))
+
+
+@pytest.fixture(scope="session")
+def buffer_exporter(tmp_path_factory):
+    """The test-only C extension exporting arbitrary Py_buffers (tests/helpers/buffer_exporter.c)."""
+    if compiler() is None:
+        pytest.skip("no C compiler to build the buffer exporter")
+    return build_extension("buffer_exporter", tmp_path_factory.mktemp("buffer_exporter"))
 
 
 class LiveCounts:

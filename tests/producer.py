@@ -101,3 +101,17 @@ def build_producer(folder: Path) -> Producer:
     if result.returncode != 0:
         raise RuntimeError(f"building the test producer failed:\n{result.stderr}")
     return Producer(library)
+
+
+def build_extension(name: str, folder: Path):
+    """Compile tests/helpers/<name>.c as a CPython extension module and import it."""
+    import importlib.util
+
+    output = folder / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    result = compile_c(HELPERS / f"{name}.c", output, "-shared", "-fPIC", "-O1")
+    if result.returncode != 0:
+        raise RuntimeError(f"building {name} failed:\n{result.stderr}")
+    spec_ = importlib.util.spec_from_file_location(name, output)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    return module

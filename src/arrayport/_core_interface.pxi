@@ -323,7 +323,7 @@ cdef View _view_from_array_method(obj):
     result = obj.__array__()
     numpy = _sys.modules.get("numpy")
     if numpy is None or not isinstance(result, numpy.ndarray):
-        raise TypeError(f"array: {type(obj).__qualname__}.__array__() returned "
+        raise TypeError(f"array: {type(obj).__name__}.__array__() returned "
                         f"{type(result).__name__}, not a numpy.ndarray")
     cdef View v = _dlpack_view(result, None)
     v._protocol = "array"
@@ -343,7 +343,7 @@ cdef object _ndarray_of(View v, dtype, copy):
     array = _to_numpy(v)
     if dtype is not None and array.dtype != dtype:
         if copy is False:
-            raise ValueError(f"__array__: converting {array.dtype} to {dtype} needs a copy, "
-                             f"but copy=False")
+            raise ValueError(f"__array__: converting {array.dtype} to "
+                             f"{_sys.modules['numpy'].dtype(dtype)} needs a copy, but copy=False")
         return array.astype(dtype)
     return array.copy() if copy else array

@@ -109,7 +109,7 @@ def _dtype_from_named_bytes(typestr: str, size: int, descr: object, protocol: st
         name = descr[0][0]
     if name:
         try:
-            dtype = DType(name)
+            dtype = DType(name, padded=True)  # a sub-byte type taking whole bytes is padded
         except ValueError:
             dtype = None
         if dtype is not None and dtype.itemsize == size:
@@ -183,8 +183,10 @@ def dtype_from_buffer_format(fmt: object, itemsize: int, protocol: str = "buffer
 def _parse_buffer_format(fmt: str, itemsize: int, protocol: str) -> DType:
     order, code = ("@", fmt) if fmt[:1] not in "@=<>!" or not fmt else (fmt[0], fmt[1:])
     if code[:1].isdigit():
-        raise BufferError(f"{protocol}: format {fmt!r} has a repeat count (a sub-array per "
-                          f"element), which DLPack cannot describe")
+        item = code.lstrip("0123456789")
+        meaning = _FORMAT_MEANING.get(item[:2] if item[:1] == "Z" else item[:1], item)
+        raise BufferError(f"{protocol}: format {fmt!r} has a repeat count (each element is "
+                          f"several {meaning} items), which DLPack cannot describe")
     entry = _FORMAT_CODES.get(code)
     if entry is None:
         meaning = _FORMAT_MEANING.get(code[:1] if code[:1] != "Z" else code, "not a single "
