@@ -68,14 +68,24 @@ cdef View _view_by(int protocol, object obj, object stream):
     if protocol == _P_CAI:
         d = getattr(obj, "__cuda_array_interface__", None)
         return None if d is None else _view_from_cai_dict(d, obj, stream)
-    if stream is not None:
-        check_stream(stream, 1)  # host-only protocols: the stream must be None
     if protocol == _P_BUFFER:
+        _check_host_stream(stream, "buffer")
         return _view_from_buffer(obj, obj, "buffer")
     if protocol == _P_AI:
         d = getattr(obj, "__array_interface__", None)
-        return None if d is None else _view_from_ai_dict(d, obj)
+        if d is None:
+            return None
+        _check_host_stream(stream, _AI)
+        return _view_from_ai_dict(d, obj)
+    _check_host_stream(stream, "array")
     return _view_from_array_method(obj)
+
+
+cdef inline int _check_host_stream(object stream, str protocol) except -1:
+    if stream is not None:
+        raise ValueError(f"{protocol}: stream must be None for host memory (this protocol "
+                         f"describes host memory only), got {stream!r}")
+    return 0
 
 
 def view(obj, /, *, stream=None):

@@ -56,7 +56,8 @@ _BY_LABEL.update({"hip": DeviceType.ROCM, "gpu": DeviceType.CUDA})
 class Device(tuple):
     """A DLPack device: ``Device("cuda:1")``, ``Device(2, 1)``, ``Device((2, 1))``.
 
-    Immutable, hashable, and equal to the plain ``(type, id)`` tuple.
+    Immutable, hashable, and equal to the plain ``(type, id)`` tuple and to its name
+    (``Device(2, 1) == "cuda:1"``; a name that is not a device compares unequal).
     """
 
     __slots__ = ()
@@ -98,6 +99,19 @@ class Device(tuple):
 
     def __reduce__(self):
         return (Device, (int(self[0]), self[1]))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                other = _parse_device_string(other)
+            except (TypeError, ValueError):
+                return False
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
 
 
 def _parse_device_string(text: str) -> tuple[DeviceType, int]:
