@@ -56,11 +56,21 @@ def test_memory_is_shared_and_read_only_is_kept():
     assert ap.view(Holder(frozen.__array_interface__, keep=frozen)).readonly
 
 
-def test_offset_moves_the_pointer():
+def test_offset_moves_into_buffer_data():
+    source = np.arange(10, dtype=np.int64)
+    d = {"version": 3, "shape": (3,), "typestr": "<i8", "data": source, "offset": 16}
+    view = ap.view(Holder(d))
+    assert np.asarray(view).tolist() == [2, 3, 4]
+    assert np.asarray(Holder(d)).tolist() == [2, 3, 4]  # as NumPy reads it
+
+
+def test_offset_next_to_a_pointer_is_refused_as_ambiguous():
     source = np.arange(10, dtype=np.int64)
     d = interface_of(source, shape=(3,), offset=16)
-    view = ap.view(Holder(d, keep=source))
-    assert np.asarray(view).tolist() == [2, 3, 4]
+    assert np.asarray(Holder(d, keep=source)).tolist() == [0, 1, 2]  # NumPy ignores it
+    with pytest.raises(BufferError, match="offset 16 applies only when data is a buffer"):
+        ap.view(Holder(d, keep=source))
+    assert ap.view(Holder(interface_of(source, offset=0), keep=source)).shape == (10,)
 
 
 def test_data_may_be_a_buffer_and_the_view_holds_it(live):
@@ -115,7 +125,8 @@ def test_the_source_lives_exactly_as_long_as_the_view():
 @pytest.mark.parametrize("changes,error,message", [
     ({"version": 2}, BufferError, "version 2 is not supported"),
     ({"version": "3"}, TypeError, "version must be an int"),
-    ({"shape": [2, -1]}, BufferError, r"shape\[1\] is negative"),
+    ({"shape": (2, -1)}, BufferError, r"shape\[1\] is negative"),
+    ({"shape": [2, 2]}, TypeError, "shape must be a tuple of ints, got list"),
     ({"shape": 3}, TypeError, "shape must be a tuple of ints"),
     ({"shape": (2.0,)}, TypeError, "shape must hold ints, got float"),
     ({"shape": (True,)}, TypeError, "shape must hold ints, got bool"),
@@ -139,6 +150,7 @@ def test_the_source_lives_exactly_as_long_as_the_view():
     ({"strides": "no"}, TypeError, "strides must be None or a tuple"),
     ({"mask": np.ones(4, bool)}, BufferError, "masked arrays are not supported"),
     ({"offset": -8}, BufferError, "offset -8 is negative"),
+    ({"offset": 8}, BufferError, "offset 8 applies only when data is a buffer"),
     ({"offset": 2.0}, TypeError, "offset must hold ints"),
 ])
 def test_malformed_dicts_get_clear_errors(changes, error, message):

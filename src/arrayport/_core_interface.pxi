@@ -87,11 +87,8 @@ cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tup
                             bint readonly, object owner, str protocol):
     """A host View over ``pointer`` described by a dict's shape and byte strides (None:
     C-contiguous), validated exactly like a DLPack import."""
-    if type(shape) is not tuple:
-        if not isinstance(shape, (tuple, list)):
-            raise TypeError(f"{protocol}: shape must be a tuple of ints, got "
-                            f"{type(shape).__name__}")
-        shape = tuple(shape)
+    if not isinstance(shape, tuple):
+        raise TypeError(f"{protocol}: shape must be a tuple of ints, got {type(shape).__name__}")
     cdef Py_ssize_t ndim = len(<tuple>shape)
     if ndim > MAX_NDIM:
         raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
@@ -104,7 +101,7 @@ cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tup
     for i in range(ndim):
         shape_c[i] = _as_int64((<tuple>shape)[i], protocol, "shape")
     if strides is not None:
-        if not isinstance(strides, (tuple, list)):
+        if not isinstance(strides, tuple):
             raise TypeError(f"{protocol}: strides must be None or a tuple of ints, got "
                             f"{type(strides).__name__}")
         if len(strides) != ndim:
@@ -188,6 +185,11 @@ cdef View _view_from_ai_dict(object d, object owner):
     cdef _BufferLease lease = None
     if type(data) is tuple:
         pointer, readonly = _data_tuple(data, _AI)
+        if byte_offset != 0:
+            # The array interface applies offset only to buffer data; NumPy ignores it next
+            # to a pointer. Guessing either way could read the wrong bytes, so refuse.
+            raise BufferError(f"{_AI}: offset {byte_offset} applies only when data is a "
+                              f"buffer or absent, not to a (pointer, readonly) tuple")
     elif data is None or PyObject_CheckBuffer(data):
         # The memory is a buffer: "data" itself, or (no "data") the object's own buffer.
         source = owner if data is None else data
