@@ -14,14 +14,12 @@ from cpython.buffer cimport (
     PyBUF_RECORDS_RO, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
     PyObject_GetBuffer,
 )
-from cpython.bytes cimport PyBytes_AS_STRING
 
 from arrayport import formats as _formats
 
-# (format bytes, itemsize) -> (code, bits, lanes) for imports; (code, bits, lanes) -> format
-# bytes (or None) for exports. Both only ever grow by the handful of formats that exist.
+# (format bytes, itemsize) -> (code, bits, lanes) for the uncommon import formats (the
+# common ones, and every export format, are handled in C: core_support.h).
 cdef dict _dtype_for_format = {}
-cdef dict _format_for_dtype = {}
 cdef const char* _BYTE_FORMAT = "B"
 
 
@@ -60,6 +58,7 @@ cdef _BufferLease _lease_buffer(obj, str protocol):
 
 cdef extern from "_csrc/core_support.h":
     int ap_simple_buffer_format(const char* format, Py_ssize_t itemsize, APDLDataType* out)
+    const char* ap_buffer_format_for(uint8_t code, uint8_t bits, uint16_t lanes)
 
 
 cdef tuple _buffer_item_type(Py_buffer* b, str protocol):
@@ -125,20 +124,6 @@ cdef View _view_from_buffer(obj, owner, str protocol):
     return v
 
 
-cdef object _buffer_format(View v):
-    """The PEP 3118 format (bytes) for the View's items, or None when there is none."""
-    key = (v._t.dtype.code, v._t.dtype.bits, v._t.dtype.lanes,
-           (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0)
-    try:
-        return _format_for_dtype[key]
-    except KeyError:
-        pass
-    fmt = _formats.buffer_format_for(v.dtype)
-    fmt = None if fmt is None else fmt.encode("ascii")
-    _format_for_dtype[key] = fmt
-    return fmt
-
-
 cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
     """Fill ``buffer`` for a PEP 3118 consumer asking with ``flags``."""
     if not _host_accessible(v._t.device.device_type):
@@ -146,8 +131,9 @@ cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
                           f"protocol (host memory only) cannot export")
     if (flags & PyBUF_WRITABLE) and (v._flags & APDL_FLAG_READ_ONLY):
         raise BufferError("buffer: the View is read-only but a writable buffer was requested")
-    fmt = _buffer_format(v)
-    if fmt is None:
+    cdef const char* fmt = ap_buffer_format_for(v._t.dtype.code, v._t.dtype.bits,
+                                                 v._t.dtype.lanes)
+    if fmt == NULL:
         raise BufferError(f"buffer: {v.dtype.name} has no PEP 3118 format; use DLPack "
                           f"(arrayport.to_numpy, numpy.from_dlpack) for this View")
     cdef int ndim = v._t.ndim
@@ -179,7 +165,7 @@ cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
     if (flags & PyBUF_ND) == PyBUF_ND:
         buffer.ndim = ndim
         buffer.itemsize = itemsize
-        buffer.format = PyBytes_AS_STRING(fmt) if flags & PyBUF_FORMAT else NULL
+        buffer.format = <char*>fmt if flags & PyBUF_FORMAT else NULL
         buffer.shape = dims
         buffer.strides = dims + ndim if want_strides else NULL
     else:  # a plain run of bytes (contiguous, checked above)

@@ -2,7 +2,9 @@
 
 - NumPy array-interface *type strings* (``"<f4"``, ``"|b1"``) and ``descr`` lists, used by
   ``__array_interface__`` and ``__cuda_array_interface__``;
-- PEP 3118 *format strings* (``"d"``, ``"<i"``, ``"Zf"``), used by the buffer protocol.
+- PEP 3118 *format strings* (``"d"``, ``"<i"``, ``"Zf"``), used by the buffer protocol
+  (import only: the common formats, and every export format, are spelled in C in
+  ``_csrc/core_support.h``; this module explains everything else).
 
 DLPack has no byte order but the native one and no structured types, so both are refused
 with ``BufferError``; so is every kind DLPack cannot hold (strings, objects, datetimes…).
@@ -24,8 +26,7 @@ import sys
 
 from arrayport.dtypes import DType, DTypeCode
 
-__all__ = ["buffer_format_for", "dtype_from_buffer_format", "dtype_from_typestr",
-           "typestr_for"]
+__all__ = ["dtype_from_buffer_format", "dtype_from_typestr", "typestr_for"]
 
 _LITTLE = sys.byteorder == "little"
 _NATIVE_ORDER = "<" if _LITTLE else ">"
@@ -205,15 +206,3 @@ def _parse_buffer_format(fmt: str, itemsize: int, protocol: str) -> DType:
         raise BufferError(f"{protocol}: format {fmt!r} is {bits // 8} bytes but the exporter "
                           f"says itemsize {itemsize}")
     return DType(dl_code, bits)
-
-
-_FORMAT_FOR_NAME = {
-    "bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
-    "uint32": "I", "int64": "q", "uint64": "Q", "float16": "e", "float32": "f",
-    "float64": "d", "complex64": "Zf", "complex128": "Zd",
-}
-
-
-def buffer_format_for(dtype: DType) -> str | None:
-    """The PEP 3118 format for ``dtype``, or None when the buffer protocol cannot spell it."""
-    return _FORMAT_FOR_NAME.get(dtype.name) if dtype.lanes == 1 else None

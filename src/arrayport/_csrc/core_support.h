@@ -308,6 +308,22 @@ static inline int ap_simple_buffer_format(const char *format, Py_ssize_t itemsiz
     return 1;
 }
 
+/* The PEP 3118 format of a DLPack type with one lane, or NULL when the buffer protocol has
+ * none (bfloat16, float8/6/4, complex32, opaque handles, float128, multi-lane types). */
+static inline const char *ap_buffer_format_for(uint8_t code, uint8_t bits, uint16_t lanes) {
+    if (lanes != 1) return NULL;
+    switch (code) {
+    case APDL_BOOL: return bits == 8 ? "?" : NULL;
+    case APDL_INT:
+        return bits == 8 ? "b" : bits == 16 ? "h" : bits == 32 ? "i" : bits == 64 ? "q" : NULL;
+    case APDL_UINT:
+        return bits == 8 ? "B" : bits == 16 ? "H" : bits == 32 ? "I" : bits == 64 ? "Q" : NULL;
+    case APDL_FLOAT: return bits == 16 ? "e" : bits == 32 ? "f" : bits == 64 ? "d" : NULL;
+    case APDL_COMPLEX: return bits == 64 ? "Zf" : bits == 128 ? "Zd" : NULL;
+    default: return NULL;
+    }
+}
+
 /* ---- host copies ---------------------------------------------------------------------------- */
 
 /* Copy a strided host array (byte strides, any sign) into a C-contiguous destination.

@@ -1,0 +1,57 @@
+"""Shared by the benchmark scripts: medians of timeit runs, the header naming the machine
+and library versions, and the side-by-side table (arrayport vs. a peer, same run)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import statistics
+import timeit
+
+import numpy as np
+
+import arrayport as ap
+
+OPTIONAL = ("torch", "tvm_ffi")
+
+
+def arguments(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--number", type=int, default=20000)
+    return parser.parse_args()
+
+
+def median_ns(statement: str, namespace: dict, number: int, repeat: int) -> float:
+    timer = timeit.Timer(statement, globals=namespace)
+    timer.timeit(number // 10 or 1)  # warm-up
+    return statistics.median(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+
+
+def namespace_with_libraries() -> dict:
+    """ap, np and whichever optional libraries are installed (never failing without them)."""
+    namespace = {"ap": ap, "np": np}
+    for module in OPTIONAL:
+        if importlib.util.find_spec(module) is not None:
+            namespace[module] = __import__(module)
+    return namespace
+
+
+def print_table(rows, namespace: dict, args: argparse.Namespace) -> None:
+    """rows: (label, arrayport statement, peer statement, needed module or None)."""
+    versions = [f"arrayport {ap.__version__}", f"numpy {np.__version__}"] + [
+        f"{m} {getattr(namespace[m], '__version__', '?')}" for m in OPTIONAL if m in namespace]
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}; "
+          + ", ".join(versions))
+    print(f"# median of {args.repeat} x {args.number} calls, ns per call")
+    print(f"{'case':<38} {'arrayport':>10} {'peer':>10} {'ratio':>7}  peer statement")
+    for label, ours, peer, needs in rows:
+        if needs is not None and needs not in namespace:
+            continue
+        ours_ns = median_ns(ours, namespace, args.number, args.repeat)
+        peer_ns = median_ns(peer, namespace, args.number, args.repeat)
+        print(f"{label:<38} {ours_ns:>10.0f} {peer_ns:>10.0f} {ours_ns / peer_ns:>7.2f}  {peer}")
+    missing = [m for m in OPTIONAL if m not in namespace]
+    if missing:
+        print(f"# not installed, rows skipped: {', '.join(missing)}")
