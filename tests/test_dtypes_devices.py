@@ -108,3 +108,11 @@ def test_device_from_dlpack_device_tuple_and_framework_objects():
 def test_bad_devices(bad, error):
     with pytest.raises(error, match="Device: "):
         Device(bad)
+
+
+def test_device_equals_its_name():
+    from arrayport import Device
+
+    assert Device(2, 1) == "cuda:1" and Device("cpu") == "cpu"
+    assert Device(2, 1) != "cuda:0" and Device(2, 1) != "not a device"
+    assert hash(Device(2, 1)) == hash((2, 1))

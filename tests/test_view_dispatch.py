@@ -243,3 +243,13 @@ def test_a_type_with_a_bogus_table_falls_back_to_dunder_dlpack():
 
     assert _core.exchange_api_version(Bogus) is None
     assert ap.view(Bogus()).shape == (3,)
+
+
+def test_masked_arrays_are_refused_when_anything_is_masked():
+    masked = np.ma.masked_array(np.arange(4.0), mask=[0, 1, 0, 0])
+    with pytest.raises(TypeError, match="masked array has masked"):
+        ap.view(masked)
+    clean = np.ma.masked_array(np.arange(4.0), mask=False)
+    view = ap.view(clean)
+    assert view.ptr == clean.data.__array_interface__["data"][0]
+    assert _core.protocol_plan(type(clean))[0] == "mask_check"

@@ -303,7 +303,8 @@ cdef class View:
 
     @property
     def protocol(self):
-        """How the View was made: "dlpack", "array_interface", "copy"…"""
+        """How the View was made: "dlpack", "cuda_array_interface", "buffer",
+        "array_interface", "array" (``__array__``) or "copy"."""
         return self._protocol
 
     def __repr__(self):

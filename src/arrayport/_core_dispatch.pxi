@@ -8,6 +8,8 @@
 #   4. the buffer protocol (PEP 3118);
 #   5. __array_interface__;
 #   6. __array__ (the NumPy array it returns is kept alive).
+# NumPy masked arrays are checked first: one with any masked element is refused (TypeError)
+# rather than exported without its mask, which every one of these protocols would do.
 # Which of these a type offers is worked out once per type and cached (instance-level
 # __array_interface__ / __cuda_array_interface__ attributes are looked for on types whose
 # instances have a __dict__). A protocol that refuses with BufferError (NumPy's DLPack
@@ -16,6 +18,7 @@
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
 
 cdef enum _Protocol:
+    _P_MASK_CHECK = 0  # numpy.ma.MaskedArray: refuse if any element is masked
     _P_DLPACK = 1
     _P_CAI = 2
     _P_BUFFER = 3
@@ -27,6 +30,9 @@ cdef dict _plan_by_type = {}
 
 cdef tuple _make_plan(object tp, object obj):
     plan = []
+    masked = getattr(_sys.modules.get("numpy.ma"), "MaskedArray", None)
+    if masked is not None and issubclass(tp, masked):
+        plan.append(_P_MASK_CHECK)
     instance_attributes = getattr(tp, "__dictoffset__", 0) != 0
     if getattr(tp, "__dlpack__", None) is not None:
         plan.append(_P_DLPACK)
@@ -65,6 +71,11 @@ cdef View _view_by(int protocol, object obj, object stream):
     it after all (an instance attribute that is absent)."""
     if protocol == _P_DLPACK:
         return _dlpack_view(obj, stream)
+    if protocol == _P_MASK_CHECK:
+        if obj.mask.any():
+            raise TypeError("view: the masked array has masked (invalid) elements, which no "
+                            "array protocol can carry; use .filled(value) or .data explicitly")
+        return None  # nothing masked: the data is the whole truth
     if protocol == _P_CAI:
         d = getattr(obj, "__cuda_array_interface__", None)
         return None if d is None else _view_from_cai_dict(d, obj, stream)
@@ -125,7 +136,7 @@ def view(obj, /, *, stream=None):
 
 def protocol_plan(tp):
     """The protocols ``view`` tries for instances of type ``tp``, in order (as cached)."""
-    names = {_P_DLPACK: "dlpack", _P_CAI: "cuda_array_interface", _P_BUFFER: "buffer",
+    names = {_P_MASK_CHECK: "mask_check", _P_DLPACK: "dlpack", _P_CAI: "cuda_array_interface", _P_BUFFER: "buffer",
              _P_AI: "array_interface", _P_ARRAY: "array"}
     plan = _plan_by_type.get(tp)
     return None if plan is None else tuple(names[p] for p in plan)
