@@ -47,22 +47,24 @@ cdef tuple _make_plan(object tp, object obj):
     return tuple(plan)
 
 
-cdef object _last_plan_type = None   # one-entry cache in front of the dict
-cdef tuple _last_plan = None
+# One-entry cache in front of the dict: (type, plan) in one object, so that a reader on
+# another thread never pairs one type with another type's plan.
+cdef tuple _last_plan = (None, None)
 
 
 cdef inline tuple _plan_for(object obj):
-    global _last_plan_type, _last_plan
+    global _last_plan
     tp = type(obj)
-    if tp is _last_plan_type:
-        return _last_plan
+    cdef tuple last = _last_plan
+    if last[0] is tp:
+        return <tuple>last[1]
     plan = _plan_by_type.get(tp)
     if plan is None:
         plan = _make_plan(tp, obj)
         if len(_plan_by_type) >= _TYPE_CACHE_LIMIT:
             _plan_by_type.clear()
         _plan_by_type[tp] = plan
-    _last_plan_type, _last_plan = tp, plan
+    _last_plan = (tp, plan)
     return <tuple>plan
 
 

@@ -38,18 +38,20 @@ cdef uintptr_t _find_exchange_api(object tp):
     return <uintptr_t>api
 
 
-cdef object _last_exchange_type = None   # one-entry cache in front of the dict
-cdef uintptr_t _last_exchange_api = 0
+# One-entry cache in front of the dict, (type, table address) in one object so that
+# threads never see a type paired with another type's table.
+cdef tuple _last_exchange = (None, 0)
 
 
 cdef inline uintptr_t _exchange_api_for(object tp):
     """The exchange API table of type ``tp`` (0: none), looked up once per type."""
-    global _last_exchange_type, _last_exchange_api
-    if tp is _last_exchange_type:
-        return _last_exchange_api
+    global _last_exchange
+    cdef tuple last = _last_exchange
+    if last[0] is tp:
+        return last[1]
     cached = _exchange_api_by_type.get(tp)
     if cached is not None:
-        _last_exchange_type, _last_exchange_api = tp, cached
+        _last_exchange = (tp, cached)
         return cached
     cdef uintptr_t found = _find_exchange_api(tp)
     if len(_exchange_api_by_type) >= _TYPE_CACHE_LIMIT:
