@@ -1,14 +1,13 @@
 """NumPy's __array_interface__ (version 3), both ways, and View.__array__."""
 
-import gc
 import sys
-import weakref
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import arrayport as ap
+from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
 
 
@@ -110,16 +109,11 @@ def test_read_only_bytes_as_data_stay_read_only():
 
 
 def test_the_source_lives_exactly_as_long_as_the_view():
-    source = np.arange(3.0)
-    holder = Holder(source.__array_interface__, keep=source)
-    ref = weakref.ref(holder)
-    view = ap.view(holder)
-    del holder
-    gc.collect()
-    assert ref() is not None
-    del view
-    gc.collect()
-    assert ref() is None
+    def make_holder():
+        source = np.arange(3.0)
+        return Holder(source.__array_interface__, keep=source)
+
+    assert_view_keeps_source_alive(make_holder, ap.view)
 
 
 @pytest.mark.parametrize("changes,error,message", [

@@ -6,12 +6,12 @@ import ctypes
 import gc
 import mmap
 import sys
-import weakref
 
 import numpy as np
 import pytest
 
 import arrayport as ap
+from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
 
 # PEP 3118 request flags (CPython's values).
@@ -233,15 +233,7 @@ def test_the_view_keeps_the_exporter_alive(buffer_exporter):
 
 
 def test_views_of_a_weakly_referenced_source_outlive_its_last_name():
-    source = np.arange(4.0)
-    ref = weakref.ref(source)
-    view = ap.View.from_buffer(source)
-    del source
-    gc.collect()
-    assert ref() is not None and np.asarray(view).tolist() == [0, 1, 2, 3]
-    del view
-    gc.collect()
-    assert ref() is None
+    assert_view_keeps_source_alive(lambda: np.arange(4.0), ap.View.from_buffer)
 
 
 # ---- export: memoryview(view) and raw requests -------------------------------------------------

@@ -5,14 +5,13 @@ pointer, what kind of memory it is); the real driver is exercised by `pytest -m 
 Validation must never reach the driver: those tests make any driver call fail loudly.
 """
 
-import gc
-import weakref
 
 import numpy as np
 import pytest
 
 import arrayport as ap
 from arrayport import _cuda_driver
+from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
 
 
@@ -100,15 +99,7 @@ def test_strides_and_read_only(fake_driver):
 
 
 def test_the_view_keeps_the_producer_alive(fake_driver):
-    producer = CAIObject(cai())
-    ref = weakref.ref(producer)
-    view = ap.view(producer)
-    del producer
-    gc.collect()
-    assert ref() is not None and view.owner is ref()
-    del view
-    gc.collect()
-    assert ref() is None
+    assert_view_keeps_source_alive(lambda: CAIObject(cai()), ap.view)
 
 
 def test_the_producer_stream_is_kept_and_waited_on(fake_driver):
