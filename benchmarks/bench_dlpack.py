@@ -9,10 +9,7 @@ of what the call returns). The "peer" column is the best-known path for the same
 
 from __future__ import annotations
 
-import numpy as np
 from _timing import arguments, namespace_with_libraries, print_table
-
-import arrayport as ap
 
 ROWS = [
     ("from_dlpack(numpy array)", "ap.from_dlpack(np_array)", "np.from_dlpack(np_array)", None),
@@ -28,12 +25,7 @@ ROWS = [
 
 def main():
     args = arguments(__doc__.splitlines()[0])
-    namespace = namespace_with_libraries()
-    namespace["np_array"] = np.ones((3, 4), np.float32)
-    namespace["view"] = ap.from_dlpack(namespace["np_array"])
-    if "torch" in namespace:
-        namespace["torch_tensor"] = namespace["torch"].ones((3, 4))
-    print_table(ROWS, namespace, args)
+    print_table(ROWS, namespace_with_libraries(), args)
 
 
 if __name__ == "__main__":

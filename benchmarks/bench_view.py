@@ -11,10 +11,7 @@ np.asarray(ndarray) returns its argument unchanged (no object is made).
 
 from __future__ import annotations
 
-import numpy as np
 from _timing import arguments, namespace_with_libraries, print_table
-
-import arrayport as ap
 
 
 class InterfaceHolder:
@@ -41,12 +38,8 @@ ROWS = [
 def main():
     args = arguments(__doc__.splitlines()[0])
     namespace = namespace_with_libraries()
-    namespace["np_array"] = np.ones((3, 4), np.float32)
     namespace["raw_bytes"] = bytes(48)
     namespace["holder"] = InterfaceHolder(namespace["np_array"])
-    namespace["view"] = ap.view(namespace["np_array"])
-    if "torch" in namespace:
-        namespace["torch_tensor"] = namespace["torch"].ones((3, 4))
     print_table(ROWS, namespace, args)
 
 

@@ -635,12 +635,8 @@ cdef View _view_from_capsule(object capsule, object owner):
     if PyCapsule_IsValid(capsule, APDL_CAPSULE_VERSIONED):
         mv = <APDLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, APDL_CAPSULE_VERSIONED)
         if mv.version.major != APDL_MAJOR_VERSION:
-            major, minor = mv.version.major, mv.version.minor
             PyCapsule_SetName(capsule, APDL_CAPSULE_VERSIONED_USED)
-            if mv.deleter != NULL:
-                mv.deleter(mv)
-            raise BufferError(f"dlpack: capsule has DLPack version {major}.{minor}; arrayport "
-                              f"reads major version {APDL_MAJOR_VERSION} only")
+            _refuse_foreign_major(mv, "capsule")
         v = View.__new__(View)
         _adopt(v, &mv.dl_tensor, mv.flags, mv.version.minor < 2, "dlpack")
         PyCapsule_SetName(capsule, APDL_CAPSULE_VERSIONED_USED)
@@ -661,6 +657,16 @@ cdef View _view_from_capsule(object capsule, object owner):
     v._owner = owner
     v._protocol = "dlpack"
     return v
+
+
+cdef int _refuse_foreign_major(APDLManagedTensorVersioned* m, str what) except -1:
+    """A tensor of another DLPack major version: call its deleter, read nothing else, and
+    raise. The caller has already given up ownership (a capsule is marked used first)."""
+    major, minor = m.version.major, m.version.minor
+    if m.deleter != NULL:
+        m.deleter(m)
+    raise BufferError(f"dlpack: {what} has DLPack version {major}.{minor}; arrayport reads "
+                      f"major version {APDL_MAJOR_VERSION} only")
 
 
 cdef int _raise_bad_capsule(object capsule) except -1:

@@ -96,11 +96,7 @@ cdef View _view_owning_versioned(APDLManagedTensorVersioned* m, object owner):
     deleter is called here, exactly once."""
     cdef View v
     if m.version.major != APDL_MAJOR_VERSION:
-        major, minor = m.version.major, m.version.minor
-        if m.deleter != NULL:
-            m.deleter(m)
-        raise BufferError(f"dlpack: tensor has DLPack version {major}.{minor}; arrayport "
-                          f"reads major version {APDL_MAJOR_VERSION} only")
+        _refuse_foreign_major(m, "tensor")
     v = View.__new__(View)
     try:
         _adopt(v, &m.dl_tensor, m.flags, m.version.minor < 2, "dlpack")
