@@ -22,6 +22,15 @@ def buffer_exporter(tmp_path_factory):
     return build_extension("buffer_exporter", tmp_path_factory.mktemp("buffer_exporter"))
 
 
+@pytest.fixture(scope="session")
+def capi_consumer(tmp_path_factory):
+    """The out-of-tree C consumer of the exchange API and arrayport's C API
+    (tests/helpers/capi_consumer.c), built against the installed headers only."""
+    if compiler() is None:
+        pytest.skip("no C compiler to build the C API consumer")
+    return build_extension("capi_consumer", tmp_path_factory.mktemp("capi_consumer"))
+
+
 class LiveCounts:
     """Exact deltas of arrayport's private live counters and the producer's deleter calls."""
 

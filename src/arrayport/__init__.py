@@ -4,22 +4,27 @@ The public surface:
 - ``View``: an immutable description of strided memory on any DLPack device;
 - ``view(obj, stream=)``: a View of anything, through the best protocol it offers, never a copy;
 - ``from_dlpack(obj, device=, copy=)``: a View of anything with ``__dlpack__`` or a capsule;
-- ``to_numpy(obj)``: a NumPy array of it (ml_dtypes for bfloat16/float8/…);
+- ``to_numpy(obj, copy=)``: a NumPy array of it (ml_dtypes for bfloat16/float8/…);
+- ``to_torch(obj, device=, copy=, stream=, readonly=)``: a torch.Tensor of it, safely;
+- ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
-- ``get_include()``: the folder holding ``arrayport/dlpack_abi.h`` for C extensions.
+- ``get_include()``: the folder holding ``arrayport/dlpack_abi.h`` and ``arrayport/capi.h``
+  for C extensions; ``_C_API`` is the capsule ``arrayport_import_capi()`` reads;
+- ``View.__dlpack_c_exchange_api__``: the DLPack 1.3 C exchange API table.
 """
 
 from pathlib import Path as _Path
 
-from arrayport._core import DLPACK_VERSION, MAX_NDIM, View, from_dlpack, view
+from arrayport._core import _C_API, DLPACK_VERSION, MAX_NDIM, View, from_dlpack, view
 from arrayport._version import __version__
-from arrayport.convert import to_numpy
+from arrayport.convert import ReadOnlySharedWarning, to, to_numpy, to_torch
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 
 __all__ = [
-    "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode", "View",
-    "__version__", "from_dlpack", "get_include", "to_numpy", "view",
+    "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
+    "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include", "to",
+    "to_numpy", "to_torch", "view",
 ]
 
 

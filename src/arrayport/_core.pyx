@@ -94,12 +94,13 @@ cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
 def live_counts():
     """Private lifetime counters: exported managed tensors not yet deleted, imported
     managed tensors still held, host copy buffers still allocated, Py_buffer exports of
-    other objects still held."""
+    other objects still held, tensors made by the exchange-API allocator not yet deleted."""
     return {
         "exported": ap_counter_get(&ap_live_exported),
         "imported": ap_counter_get(&ap_live_imported),
         "host_buffers": ap_counter_get(&ap_live_host_buffers),
         "buffer_leases": ap_counter_get(&ap_live_buffer_leases),
+        "allocated": ap_counter_get(&ap_live_allocated),
     }
 
 
@@ -158,6 +159,9 @@ cdef class View:
     cdef object _lease          # a _BufferLease whose Py_buffer this View reads, or None
     cdef object _stream         # CUDA stream with pending work on the data (CAI), or None
     cdef object __weakref__
+
+    # The DLPack 1.3 C exchange API (_core_capi.pxi): looked up on the type by consumers.
+    __dlpack_c_exchange_api__ = _exchange_api_capsule()
 
     def __cinit__(self):
         self._dims = self._inline_dims
@@ -298,7 +302,8 @@ cdef class View:
 
     @property
     def owner(self):
-        """The object that keeps this memory alive."""
+        """The object that keeps this memory alive; None when it is a managed tensor handed
+        over through C (the exchange API or arrayport's C API), which the View deletes."""
         return self._owner
 
     @property
@@ -312,9 +317,11 @@ cdef class View:
         if self.is_copy:
             flags += " copy"
         owner = type(self._owner)
+        owner_name = ("a C managed tensor" if self._owner is None
+                      else f"{owner.__module__}.{owner.__qualname__}")
         return (f"<arrayport.View {self.dtype.name}{list(self.shape)} on {self.device}"
                 f" strides={self.strides} ptr={self.ptr:#x}{flags}"
-                f" via {self._protocol} owner={owner.__module__}.{owner.__qualname__}>")
+                f" via {self._protocol} owner={owner_name}>")
 
     cdef inline int64_t _itembits(self) noexcept:
         cdef int64_t bits = self._t.dtype.bits
@@ -383,22 +390,30 @@ cdef class View:
         v._t.device.device_id = 0
         return v
 
-    cdef object _export_versioned(self, bint copied):
-        cdef int32_t ndim = self._t.ndim
-        cdef APDLManagedTensorVersioned* m = ap_alloc_exported_versioned(ndim)
+    cdef APDLManagedTensorVersioned* _export_managed(self, bint copied) except NULL:
+        """An owning versioned managed tensor of this View (for a capsule, the exchange
+        API or the C API). It holds a reference to the View until its deleter runs."""
+        cdef APDLManagedTensorVersioned* m = ap_alloc_exported_versioned(self._t.ndim)
         self._fill_exported(&m.dl_tensor)
         m.flags = self._flags & (APDL_FLAG_READ_ONLY | APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
         if copied:
             m.flags |= APDL_FLAG_IS_COPIED
         Py_INCREF(self)  # the export's reference, dropped by its deleter
         m.manager_ctx = <void*>self
-        return ap_capsule_for_export(m, True)
+        return m
+
+    cdef object _export_versioned(self, bint copied):
+        return ap_capsule_for_export(self._export_managed(copied), True)
 
     cdef object _export_legacy(self):
         if self._flags & APDL_FLAG_READ_ONLY:
             raise BufferError("dlpack: a read-only View cannot be exported as a legacy "
                               "(unversioned) capsule, which has no read-only flag; ask for "
                               "max_version=(1, 0) or later")
+        return self._export_legacy_writable_or_immutable()
+
+    cdef object _export_legacy_writable_or_immutable(self):
+        """A legacy capsule, for a writable View or a consumer that never writes."""
         if self._t.dtype.bits < 8 and (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED):
             raise BufferError("dlpack: a padded sub-byte View cannot be exported as a legacy "
                               "capsule, which cannot say it is padded")
@@ -706,7 +721,9 @@ cdef View _dlpack_view(x, stream):
     stream is involved, else __dlpack__), zero-copy. ``stream``: the consumer's stream."""
     cdef uintptr_t api
     cdef View v
-    if stream is None:
+    if stream is not None:
+        _check_stream_for_producer(x, stream)
+    else:
         api = _exchange_api_for(type(x))
         if api != 0:
             v = _view_via_exchange_api(x, api)
@@ -720,6 +737,20 @@ cdef View _dlpack_view(x, stream):
             raise
         return v
     return _view_from_capsule(capsule, x)
+
+
+cdef int _check_stream_for_producer(x, stream) except -1:
+    """Validate ``stream`` against the device the producer says its data is on, before
+    calling its __dlpack__: producers answer a bad stream in their own dialects (NumPy
+    raises RuntimeError), the spec's answer is ValueError."""
+    device = getattr(x, "__dlpack_device__", None)
+    if device is None:
+        return 0
+    device_type = device()[0]
+    if (isinstance(device_type, int) and 0 < device_type < len(_DEVICE_TYPES)
+            and _DEVICE_TYPES[device_type] is not None):
+        check_stream(stream, device_type)  # unknown devices: the producer judges
+    return 0
 
 
 def rejects_keywords(error, names):
@@ -776,3 +807,5 @@ include "_core_buffer.pxi"
 include "_core_interface.pxi"
 include "_core_exchange.pxi"
 include "_core_dispatch.pxi"
+include "_core_capi.pxi"
+include "_core_convert.pxi"

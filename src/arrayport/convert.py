@@ -1,15 +1,103 @@
-"""Converters from anything arrayport can view to other libraries' arrays."""
+"""Converters from anything ``arrayport.view`` accepts to other libraries' arrays.
+
+``to_numpy``, ``to_torch`` and ``to(x, target)`` share memory whenever the target can hold
+the data as it is, and copy only when ``copy=True`` asks or when ``copy=None`` and the
+target cannot hold it (``copy=False`` then raises ``BufferError``). They route around the
+targets' known traps instead of passing them on:
+
+- PyTorch aborts the whole process on negative strides (a C++ exception nobody catches
+  inside ``torch.from_dlpack``): arrayport copies first, or refuses with ``copy=False``.
+- PyTorch and tvm-ffi tensors are always writable, and both ignore DLPack's READ_ONLY flag.
+  ``readonly="copy"`` (the default) hands them a writable copy of read-only memory;
+  ``readonly="share"`` shares it anyway with a ``ReadOnlySharedWarning``.
+- NumPy has no bfloat16/float8/float6/float4: those become ``ml_dtypes`` arrays.
+- JAX (without ``jax_enable_x64``) silently narrows 64-bit types to 32 bits: refused with
+  ``TypeError`` instead; JAX refuses negative and zero strides: copied first; JAX copies
+  unaligned memory even with ``copy=False``: detected and refused.
+"""
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 from arrayport import _core
+from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DTypeCode
 
-__all__ = ["to_numpy"]
+__all__ = ["ReadOnlySharedWarning", "TARGETS", "to", "to_numpy", "to_torch"]
 
+View = _core.View
 _NUMPY_DLPACK_CODES = frozenset(
     {DTypeCode.INT, DTypeCode.UINT, DTypeCode.FLOAT, DTypeCode.COMPLEX, DTypeCode.BOOL})
+# (code, bits) pairs torch.from_dlpack understands, all with one lane (PyTorch 2.13).
+_TORCH_TYPES = frozenset(
+    [(DTypeCode.INT, b) for b in (8, 16, 32, 64)]
+    + [(DTypeCode.UINT, b) for b in (8, 16, 32, 64)]
+    + [(DTypeCode.FLOAT, b) for b in (16, 32, 64)]
+    + [(DTypeCode.COMPLEX, b) for b in (32, 64, 128)]
+    + [(DTypeCode.BFLOAT, 16), (DTypeCode.BOOL, 8)]
+    + [(code, 8) for code in (DTypeCode.FLOAT8_E4M3FN, DTypeCode.FLOAT8_E4M3FNUZ,
+                              DTypeCode.FLOAT8_E5M2, DTypeCode.FLOAT8_E5M2FNUZ,
+                              DTypeCode.FLOAT8_E8M0FNU)])
+_READONLY_POLICIES = ("copy", "share")
 
+
+class ReadOnlySharedWarning(UserWarning):
+    """Read-only memory was shared with a library whose arrays are always writable
+    (``readonly="share"``): writing through them writes memory its owner said not to."""
+
+
+# ---- shared steps ------------------------------------------------------------------------
+
+def _check_copy(copy, who):
+    if copy is not None and type(copy) is not bool:
+        raise TypeError(f"{who}: copy must be True, False or None, got {copy!r}")
+
+
+def _check_readonly_policy(readonly, who):
+    if readonly not in _READONLY_POLICIES:
+        raise ValueError(f"{who}: readonly must be 'copy' or 'share', got {readonly!r}")
+
+
+def _host_copy(view, copy, who, why):
+    """``view`` copied into new host memory because the target cannot hold it (``why``)."""
+    if copy is False:
+        raise BufferError(f"{who}: {why}, so sharing needs a copy, but copy=False")
+    return view.host_copy()
+
+
+def _placed(view, device, copy, who):
+    """``view`` on ``device`` (copying only where needed), then copied if copy=True."""
+    if device is not None:
+        target = Device(device)
+        if view.device != target:
+            from arrayport._import_rules import from_dlpack_with_options
+            return from_dlpack_with_options(view, target, copy)
+    if copy:
+        return view.host_copy()
+    return view
+
+
+def _writable_for(view, readonly, copy, who, library):
+    """Apply the read-only policy for a ``library`` whose arrays are always writable."""
+    if not view.readonly:
+        return view
+    if readonly == "share":
+        warnings.warn(f"{who}: sharing read-only memory with {library}, whose arrays are "
+                      f"always writable; do not write to the result", ReadOnlySharedWarning,
+                      stacklevel=3)
+        return view
+    return _host_copy(view, copy, who, f"the data is read-only and {library} arrays are "
+                      f"always writable (pass readonly='share' to share it anyway)")
+
+
+def _device_name(device):
+    """Accept torch.device / jax devices by their string form."""
+    return device if device is None or isinstance(device, (str, tuple, Device)) else str(device)
+
+
+# ---- NumPy -----------------------------------------------------------------------------------
 
 class _ArrayInterfaceHolder:
     """Presents a View to NumPy as raw bytes and keeps the View alive as the array's base."""
@@ -28,18 +116,186 @@ class _ArrayInterfaceHolder:
 
 
 def to_numpy(x, *, copy=None):
-    """A NumPy array of ``x`` (anything ``arrayport.from_dlpack`` accepts), zero-copy unless
+    """A NumPy array of ``x`` (anything ``arrayport.view`` accepts), zero-copy unless
     ``copy=True``. Read-only stays read-only. bfloat16 and the float8/6/4 formats become
-    ``ml_dtypes`` arrays (``TypeError`` without ml_dtypes)."""
-    import numpy as np
-
-    view = x if isinstance(x, _core.View) else _core.from_dlpack(x)
-    if not view.device.type.is_host_accessible:
-        raise BufferError(f"to_numpy: the data is on {view.device}; NumPy reads host memory only")
+    ``ml_dtypes`` arrays (``TypeError`` without ml_dtypes). Pinned host memory is shared;
+    device memory raises ``BufferError``."""
+    np = sys.modules.get("numpy")
+    if np is not None and type(x) is np.ndarray and not copy:
+        return x
+    _check_copy(copy, "to_numpy")
+    view = x if type(x) is View else _core.view(x)
+    if view.device.type is not DeviceType.CPU:
+        if not view.device.type.is_host_accessible:
+            raise BufferError(f"to_numpy: the data is on {view.device}; NumPy reads host "
+                              f"memory only")
+        view = _core.from_dlpack(view, device="cpu")  # pinned memory: relabelled, shared
+    if copy:
+        view = view.host_copy()
     dtype = view.dtype
     if dtype.code in _NUMPY_DLPACK_CODES and dtype.lanes == 1 and dtype.name != "complex32":
-        array = np.from_dlpack(view)
-    else:
-        target = dtype.to_numpy()
-        array = np.asarray(_ArrayInterfaceHolder(view, target.itemsize)).view(target)
-    return array.copy() if copy else array
+        return _core.numpy_array_of(view)
+    import numpy as np
+    target = dtype.to_numpy()
+    return np.asarray(_ArrayInterfaceHolder(view, target.itemsize)).view(target)
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+
+def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
+    """A ``torch.Tensor`` of ``x`` (anything ``arrayport.view`` accepts), zero-copy when
+    PyTorch can hold the data as it is.
+
+    ``device``: where the tensor should live (a copy when the data is elsewhere).
+    ``copy``: True always copies; False never does (``BufferError`` when it would have to);
+    None copies only when PyTorch cannot hold the data (negative strides, read-only).
+    ``stream``: the DLPack stream value the caller will use the tensor on.
+    ``readonly``: "copy" (default) gives read-only memory to PyTorch as a writable copy;
+    "share" shares it and warns (``ReadOnlySharedWarning``): PyTorch cannot mark a tensor
+    read-only, so nothing stops writes through it.
+    """
+    torch = sys.modules.get("torch")
+    if (torch is not None and type(x) is torch.Tensor and device is None and not copy
+            and stream is None):
+        return x
+    _check_copy(copy, "to_torch")
+    _check_readonly_policy(readonly, "to_torch")
+    view = _placed(_core.view(x, stream=stream), _device_name(device), copy, "to_torch")
+    dtype = view.dtype
+    if (dtype.code, dtype.bits) not in _TORCH_TYPES or dtype.lanes != 1 or dtype.padded:
+        raise TypeError(f"to_torch: PyTorch has no type for {dtype.name}")
+    if _core.has_negative_stride(view):
+        view = _host_copy(view, copy, "to_torch", "PyTorch cannot hold negative strides "
+                          "(torch.from_dlpack aborts the process on them)")
+    view = _writable_for(view, readonly, copy, "to_torch", "PyTorch")
+    return _core.torch_tensor_of(view)
+
+
+# ---- JAX -------------------------------------------------------------------------------------
+
+class _ImmutableConsumerExport:
+    """Hands JAX a legacy capsule even for read-only memory: JAX asks for legacy capsules
+    (no READ_ONLY flag), and its arrays are immutable, so it never writes through them."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view):
+        self._view = view
+
+    def __dlpack_device__(self):
+        return self._view.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return _core.legacy_capsule_for_immutable_consumer(self._view, stream)
+
+
+def _to_jax(x, *, device=None, copy=None, stream=None):
+    import jax
+    import jax.numpy as jnp
+
+    _check_copy(copy, "to(jax)")
+    view = _placed(_core.view(x, stream=stream), _device_name(device), copy, "to(jax)")
+    numpy_dtype = view.dtype.to_numpy()
+    if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:
+        raise TypeError(f"to(jax): JAX would narrow {view.dtype.name} to "
+                        f"{jax.dtypes.canonicalize_dtype(numpy_dtype)} (enable "
+                        f"jax_enable_x64, or convert explicitly)")
+    if any(s <= 0 for s, n in zip(view.element_strides, view.shape) if n > 1):
+        view = _host_copy(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
+    array = jnp.from_dlpack(_ImmutableConsumerExport(view), copy=copy)
+    if copy is False and view.size and array.unsafe_buffer_pointer() != view.ptr:
+        raise BufferError("to(jax): JAX copied the data (it shares only 64-byte aligned "
+                          "host memory), but copy=False")
+    return array
+
+
+# ---- tvm-ffi, CuPy, pyarrow ------------------------------------------------------------------
+
+def _to_tvm_ffi(x, *, copy=None, stream=None, readonly="copy"):
+    import tvm_ffi
+
+    _check_copy(copy, "to(tvm_ffi)")
+    _check_readonly_policy(readonly, "to(tvm_ffi)")
+    view = _placed(_core.view(x, stream=stream), None, copy, "to(tvm_ffi)")
+    return tvm_ffi.from_dlpack(_writable_for(view, readonly, copy, "to(tvm_ffi)", "tvm-ffi"))
+
+
+def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
+    import cupy
+
+    _check_copy(copy, "to(cupy)")
+    _check_readonly_policy(readonly, "to(cupy)")
+    view = _core.view(x, stream=stream)
+    if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
+        view = _placed(view, None, copy, "to(cupy)")
+        return cupy.from_dlpack(_writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
+    if copy is False:
+        raise BufferError(f"to(cupy): the data is on {view.device}; CuPy arrays live in "
+                          f"CUDA memory, so this needs a copy, but copy=False")
+    return cupy.asarray(to_numpy(view))
+
+
+def _pyarrow_type(view, who):
+    import pyarrow as pa
+
+    dtype = view.dtype
+    if dtype.code in (DTypeCode.COMPLEX, DTypeCode.BOOL) or dtype.code not in _NUMPY_DLPACK_CODES \
+            or dtype.lanes != 1:
+        raise TypeError(f"{who}: Arrow has no fixed-width type for {dtype.name}")
+    return pa.from_numpy_dtype(dtype.to_numpy())
+
+
+def _to_pyarrow(x, *, copy=None):
+    """A ``pyarrow.Array`` (one dimension; Arrow arrays are immutable, so read-only memory
+    is shared)."""
+    import pyarrow as pa
+
+    _check_copy(copy, "to(pyarrow)")
+    view = _placed(_core.view(x), None, copy, "to(pyarrow)")
+    if view.ndim != 1:
+        raise ValueError(f"to(pyarrow): an Arrow array has one dimension, the data has "
+                         f"{view.ndim}; use target 'pyarrow.Tensor'")
+    arrow_type = _pyarrow_type(view, "to(pyarrow)")
+    if not view.is_c_contiguous:
+        view = _host_copy(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
+    return pa.Array.from_buffers(arrow_type, view.size, [None, pa.py_buffer(view)])
+
+
+def _to_pyarrow_tensor(x, *, copy=None):
+    """A ``pyarrow.Tensor`` (n-dimensional, strided, immutable)."""
+    import pyarrow as pa
+
+    _check_copy(copy, "to(pyarrow.Tensor)")
+    view = _placed(_core.view(x), None, copy, "to(pyarrow.Tensor)")
+    _pyarrow_type(view, "to(pyarrow.Tensor)")
+    if any(s < 0 for s in view.element_strides):
+        view = _host_copy(view, copy, "to(pyarrow.Tensor)",
+                          "Arrow tensors cannot hold negative strides")
+    return pa.Tensor.from_numpy(to_numpy(view))
+
+
+# ---- one entry point -------------------------------------------------------------------------
+
+TARGETS = {
+    "numpy": to_numpy,
+    "torch": to_torch,
+    "jax": _to_jax,
+    "cupy": _to_cupy,
+    "tvm_ffi": _to_tvm_ffi,
+    "pyarrow": _to_pyarrow,
+    "pyarrow.Tensor": _to_pyarrow_tensor,
+}
+
+
+def to(x, target, /, **options):
+    """``x`` (anything ``arrayport.view`` accepts) as an array of library ``target``: one
+    of ``TARGETS`` ("numpy", "torch", "jax", "cupy", "tvm_ffi", "pyarrow",
+    "pyarrow.Tensor"). ``options`` are the target converter's (``copy``, ``device``,
+    ``stream``, ``readonly`` where the target has them). The target library is imported
+    only here."""
+    try:
+        convert = TARGETS[target]
+    except (KeyError, TypeError):
+        raise ValueError(f"to: unknown target {target!r}; choose one of "
+                         f"{', '.join(TARGETS)}") from None
+    return convert(x, **options)
