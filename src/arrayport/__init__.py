@@ -21,6 +21,9 @@ from arrayport.convert import ReadOnlySharedWarning, to, to_numpy, to_torch
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 
+# The capsule arrayport_import_capi() (arrayport/capi.h) finds as "arrayport._C_API".
+_C_API = _C_API
+
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
     "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include", "to",

@@ -202,10 +202,12 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
                         f"jax_enable_x64, or convert explicitly)")
     if any(s <= 0 for s, n in zip(view.element_strides, view.shape) if n > 1):
         view = _host_copy(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
+    if copy is False and view.device.type is DeviceType.CPU and view.ptr % 64:
+        raise BufferError("to(jax): JAX shares only 64-byte aligned host memory and would "
+                          "copy this, but copy=False")
     array = jnp.from_dlpack(_ImmutableConsumerExport(view), copy=copy)
     if copy is False and view.size and array.unsafe_buffer_pointer() != view.ptr:
-        raise BufferError("to(jax): JAX copied the data (it shares only 64-byte aligned "
-                          "host memory), but copy=False")
+        raise BufferError("to(jax): JAX copied the data, but copy=False")
     return array
 
 
@@ -298,4 +300,11 @@ def to(x, target, /, **options):
     except (KeyError, TypeError):
         raise ValueError(f"to: unknown target {target!r}; choose one of "
                          f"{', '.join(TARGETS)}") from None
+    module = target.split(".")[0]
+    if module != "numpy" and sys.modules.get(module) is None:
+        try:
+            __import__(module)
+        except ImportError as error:
+            raise ImportError(f"to: target {target!r} needs {module}, which cannot be "
+                              f"imported: {error}") from error
     return convert(x, **options)

@@ -1,0 +1,309 @@
+"""ap.to_numpy, ap.to_torch and ap.to(x, target): zero-copy where the target can hold the
+data, a copy only when asked or unavoidable, and every known trap of the targets routed
+around (PyTorch's abort on negative strides, writable-only tensors, NumPy's missing
+bfloat16/float8, JAX's silent narrowing and alignment copies)."""
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport._core import view_from_pointer
+
+torch = pytest.importorskip("torch")
+
+
+def address(array):
+    return array.__array_interface__["data"][0]
+
+
+def readonly(array):
+    array = array.copy()
+    array.flags.writeable = False
+    return array
+
+
+def view_on(device, dtype="float32", shape=(4,)):
+    """A View claiming memory on ``device`` (backed by a host array that is never read)."""
+    backing = np.zeros(64, np.uint8)
+    return view_from_pointer(address(backing), shape, None, dtype, readonly=False,
+                             owner=backing, device=device, protocol="test")
+
+
+# ---- to_numpy --------------------------------------------------------------------------------
+
+def test_to_numpy_returns_an_ndarray_itself_and_shares_everything_else(live):
+    array = np.arange(6.0)
+    assert ap.to_numpy(array) is array
+    tensor = torch.arange(6, dtype=torch.int16)
+    shared = ap.to_numpy(tensor)
+    tensor[0] = 99
+    assert shared[0] == 99 and address(shared) == tensor.data_ptr()
+    assert ap.to_numpy(bytearray(b"xyz")).tolist() == [120, 121, 122]
+    assert ap.to_numpy(ap.view(array[::-2])).tolist() == [5.0, 3.0, 1.0]
+    del shared, tensor
+    assert live.delta() == {}
+
+
+def test_to_numpy_keeps_read_only_and_copies_only_when_asked():
+    source = readonly(np.arange(4.0))
+    shared = ap.to_numpy(memoryview(source))
+    assert not shared.flags.writeable and address(shared) == address(source)
+    copied = ap.to_numpy(source, copy=True)
+    assert copied.flags.writeable and address(copied) != address(source)
+    np.testing.assert_array_equal(copied, source)
+    with pytest.raises(TypeError, match="copy must be True, False or None"):
+        ap.to_numpy(source, copy="yes")
+
+
+def test_to_numpy_maps_bfloat16_and_float8_through_ml_dtypes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    tensor = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
+    array = ap.to_numpy(tensor)
+    assert array.dtype == ml_dtypes.bfloat16 and address(array) == tensor.data_ptr()
+    assert array.astype(np.float32).tolist() == [1.5, -2.0]
+    fp8 = ap.to_numpy(torch.tensor([0.5, 4.0]).to(torch.float8_e4m3fn))
+    assert fp8.dtype == ml_dtypes.float8_e4m3fn and fp8.astype(float).tolist() == [0.5, 4.0]
+
+
+def test_to_numpy_shares_pinned_host_memory_and_refuses_device_memory():
+    pinned = view_on((3, 0))
+    assert address(ap.to_numpy(pinned)) == pinned.ptr
+    with pytest.raises(BufferError, match="to_numpy: the data is on cuda:0; NumPy reads host"):
+        ap.to_numpy(view_on((2, 0)))
+
+
+# ---- to_torch --------------------------------------------------------------------------------
+
+def test_to_torch_shares_memory_both_ways(live):
+    array = np.arange(6.0).reshape(2, 3)[:, 1:]
+    tensor = ap.to_torch(array)
+    assert tensor.data_ptr() == address(array) and tensor.stride() == (3, 1)
+    tensor[0, 0] = -7
+    assert array[0, 0] == -7
+    array[1, 1] = 11
+    assert tensor[1, 1] == 11
+    del tensor
+    assert live.delta() == {}
+
+
+def test_to_torch_returns_a_tensor_itself():
+    tensor = torch.ones(3)
+    assert ap.to_torch(tensor) is tensor
+    assert ap.to_torch(tensor, copy=True) is not tensor
+
+
+@pytest.mark.parametrize("dtype", [
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128",
+])
+def test_to_torch_every_numpy_dtype_round_trips(dtype):
+    array = (np.arange(5) % 2).astype(dtype)
+    tensor = ap.to_torch(array)
+    assert tensor.data_ptr() == address(array)
+    np.testing.assert_array_equal(tensor.numpy(), array)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_to_torch_ml_dtypes_arrays_become_the_same_torch_type(dtype):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    array = np.array([1.0, 2.0], dtype=getattr(ml_dtypes, dtype))
+    tensor = ap.to_torch(array)
+    assert tensor.dtype == getattr(torch, dtype) and tensor.data_ptr() == address(array)
+    assert tensor.float().tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("dtype", ["float8_e3m4", "float4_e2m1fn", "float32x4",
+                                   "opaque_handle64"])
+def test_to_torch_refuses_types_pytorch_lacks(dtype):
+    with pytest.raises(TypeError, match=f"to_torch: PyTorch has no type for {dtype}"):
+        ap.to_torch(view_on((1, 0), dtype, (2,)))
+
+
+def test_to_torch_copies_negative_strides_and_refuses_with_copy_false(live):
+    array = np.arange(6.0).reshape(2, 3)[::-1, ::-1]
+    tensor = ap.to_torch(array)
+    assert tensor.tolist() == array.tolist()
+    assert tensor.data_ptr() != address(array)
+    with pytest.raises(BufferError, match="negative strides .* but copy=False"):
+        ap.to_torch(array, copy=False)
+    # Negative strides on a dimension of one element move nowhere: shared.
+    single = np.arange(3.0)[None, :][::-1]
+    assert ap.to_torch(single, copy=False).data_ptr() == address(single)
+    del tensor
+    assert live.delta() == {}
+
+
+NEGATIVE_STRIDES = """
+import numpy as np, arrayport as ap
+array = np.arange(6.0)[::-1]
+{call}
+print(tensor.tolist())
+"""
+
+
+def test_negative_strides_abort_pytorch_directly_but_not_through_arrayport():
+    # The trap is real: PyTorch kills the process (a C++ exception nobody catches)...
+    direct = subprocess.run(
+        [sys.executable, "-c", NEGATIVE_STRIDES.format(
+            call="import torch; tensor = torch.from_dlpack(array)")],
+        capture_output=True, text=True, timeout=120)
+    assert direct.returncode != 0 and "Storage size calculation overflowed" in direct.stderr
+    # ...and arrayport survives it, with the right values.
+    routed = subprocess.run(
+        [sys.executable, "-c", NEGATIVE_STRIDES.format(call="tensor = ap.to_torch(array)")],
+        capture_output=True, text=True, timeout=120)
+    assert routed.returncode == 0, routed.stderr
+    assert routed.stdout.strip() == "[5.0, 4.0, 3.0, 2.0, 1.0, 0.0]"
+
+
+def test_to_torch_read_only_default_policy_is_a_copy():
+    source = readonly(np.arange(3.0))
+    tensor = ap.to_torch(source)
+    tensor[0] = 100
+    assert source[0] == 0 and tensor.data_ptr() != address(source)
+    with pytest.raises(BufferError, match="read-only .* readonly='share'.* but copy=False"):
+        ap.to_torch(source, copy=False)
+
+
+def test_to_torch_read_only_share_policy_shares_and_warns():
+    source = readonly(np.arange(3.0))
+    with pytest.warns(ap.ReadOnlySharedWarning, match="do not write") as record:
+        tensor = ap.to_torch(source, readonly="share", copy=False)
+    assert record[0].filename == __file__  # the warning points at the caller
+    assert tensor.data_ptr() == address(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ap.to_torch(np.arange(3.0), readonly="share")  # writable data: no warning
+    with pytest.raises(ValueError, match="readonly must be 'copy' or 'share'"):
+        ap.to_torch(source, readonly="ignore")
+
+
+def test_to_torch_copy_true_is_fresh_and_writable():
+    source = np.arange(4, dtype=np.int32)
+    tensor = ap.to_torch(source, copy=True)
+    tensor[0] = 5
+    assert source[0] == 0
+
+
+def test_to_torch_devices_and_streams():
+    source = np.arange(3.0)
+    assert ap.to_torch(source, device="cpu").data_ptr() == address(source)
+    assert ap.to_torch(source, device=torch.device("cpu")).data_ptr() == address(source)
+    with pytest.raises(BufferError, match="cuda:0"):
+        ap.to_torch(source, device="cuda:0")
+    with pytest.raises(ValueError, match="stream must be None for cpu memory"):
+        ap.to_torch(source, stream=1)
+    pinned = view_on((3, 0))
+    assert ap.to_torch(pinned, device="cpu").data_ptr() == pinned.ptr
+
+
+# ---- ap.to -----------------------------------------------------------------------------------
+
+def test_to_names_its_targets_and_refuses_unknown_ones():
+    assert set(ap.convert.TARGETS) == {"numpy", "torch", "jax", "cupy", "tvm_ffi", "pyarrow",
+                                       "pyarrow.Tensor"}
+    assert ap.to(np.arange(2), "torch").tolist() == [0, 1]
+    with pytest.raises(ValueError, match="unknown target 'tensorflow'; choose one of numpy"):
+        ap.to(np.arange(2), "tensorflow")
+
+
+def test_to_a_missing_library_is_a_clear_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as if not installed
+    with pytest.raises(ImportError, match="to: target 'cupy' needs cupy"):
+        ap.to(np.arange(2), "cupy")
+
+
+def test_to_tvm_ffi_shares_memory_and_applies_the_read_only_policy(live):
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    array = np.arange(6.0)[::-1]
+    tensor = ap.to(array, "tvm_ffi")
+    assert isinstance(tensor, tvm_ffi.Tensor) and tensor.data_ptr() == ap.view(array).ptr
+    source = readonly(np.arange(3.0))
+    assert ap.to(source, "tvm_ffi").data_ptr() != address(source)
+    with pytest.warns(ap.ReadOnlySharedWarning):
+        assert ap.to(source, "tvm_ffi", readonly="share").data_ptr() == address(source)
+    del tensor
+    assert live.delta() == {}
+
+
+def test_to_pyarrow_shares_one_dimensional_contiguous_data():
+    pa = pytest.importorskip("pyarrow")
+    source = readonly(np.arange(5, dtype=np.int32))  # Arrow arrays are immutable: shared
+    array = ap.to(source, "pyarrow")
+    assert array.type == pa.int32() and array.to_pylist() == [0, 1, 2, 3, 4]
+    assert array.buffers()[1].address == address(source)
+    strided = np.arange(6.0)[::-2]
+    assert ap.to(strided, "pyarrow").to_pylist() == [5.0, 3.0, 1.0]
+    with pytest.raises(BufferError, match="Arrow arrays are contiguous, .* copy=False"):
+        ap.to(strided, "pyarrow", copy=False)
+    with pytest.raises(ValueError, match="one dimension, the data has 2"):
+        ap.to(np.zeros((2, 2)), "pyarrow")
+    with pytest.raises(TypeError, match="no fixed-width type for complex128"):
+        ap.to(np.zeros(2, complex), "pyarrow")
+
+
+def test_to_pyarrow_tensor_keeps_strides():
+    pa = pytest.importorskip("pyarrow")
+    source = np.arange(6.0).reshape(2, 3).T
+    tensor = ap.to(source, "pyarrow.Tensor")
+    assert isinstance(tensor, pa.Tensor) and tensor.shape == (3, 2)
+    assert tensor.strides == source.strides
+    np.testing.assert_array_equal(tensor.to_numpy(), source)
+    flipped = np.arange(4.0)[::-1]
+    np.testing.assert_array_equal(ap.to(flipped, "pyarrow.Tensor").to_numpy(), flipped)
+
+
+@pytest.fixture
+def jnp():
+    pytest.importorskip("jax")
+    import jax.numpy
+    return jax.numpy
+
+
+def test_to_jax_shares_aligned_memory_and_reads_read_only(jnp):
+    aligned = ap.view(np.arange(16, dtype=np.float32)).host_copy()  # 64-byte aligned
+    array = ap.to(aligned, "jax", copy=False)
+    assert array.unsafe_buffer_pointer() == aligned.ptr
+    source = readonly(np.arange(4, dtype=np.float32))
+    assert ap.to(source, "jax").tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_to_jax_routes_around_its_traps(jnp):
+    with pytest.raises(TypeError, match="JAX would narrow float64 to float32"):
+        ap.to(np.arange(3.0), "jax")
+    flipped = np.arange(4, dtype=np.float32)[::-1]
+    assert ap.to(flipped, "jax").tolist() == [3.0, 2.0, 1.0, 0.0]
+    with pytest.raises(BufferError, match="negative or zero strides"):
+        ap.to(flipped, "jax", copy=False)
+    unaligned = ap.view(np.zeros(20, np.uint8)).host_copy()
+    offset = view_from_pointer(unaligned.ptr + 4, (4,), None, "float32", readonly=False,
+                               owner=unaligned, protocol="test")
+    with pytest.raises(BufferError, match="64-byte aligned .* but copy=False"):
+        ap.to(offset, "jax", copy=False)
+
+
+def test_converters_leave_no_counters_behind(live):
+    source = np.arange(8.0)
+    for _ in range(3):
+        ap.to_torch(source)
+        ap.to_numpy(torch.ones(2))
+        ap.to_torch(readonly(source))
+        ap.to_torch(source[::-1])
+    assert live.delta() == {}
+
+
+def test_conversion_works_in_a_fresh_interpreter_without_other_imports():
+    code = textwrap.dedent("""
+        import sys, numpy as np, arrayport as ap
+        assert "torch" not in sys.modules and "jax" not in sys.modules
+        print(ap.to_torch(np.arange(3)).tolist())
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0, 1, 2]"
