@@ -89,3 +89,32 @@ def test_no_host_pointer_arithmetic_on_device_views():
         memoryview(view)
     with pytest.raises(BufferError):
         np.asarray(view)  # never a silent device-to-host copy
+
+
+# ---- converters on CUDA memory (issue 5) --------------------------------------------------
+
+def test_to_torch_of_device_memory_shares_it_through_torch_from_dlpack():
+    source = torch.arange(6, device=last_device(), dtype=torch.float32)
+    view = ap.view(source)
+    tensor = ap.to_torch(view)
+    assert tensor.device == source.device and tensor.data_ptr() == source.data_ptr()
+    tensor[0] = 42
+    torch.cuda.synchronize()
+    assert source[0].item() == 42
+
+
+def test_to_numpy_refuses_device_memory_without_copying():
+    with pytest.raises(BufferError, match="NumPy reads host memory only"):
+        ap.to_numpy(torch.zeros(2, device=last_device()))
+
+
+def test_to_cupy_shares_device_memory_and_copies_host_memory():
+    cupy = pytest.importorskip("cupy")
+    with cupy.cuda.Device(last_device().index):
+        source = torch.arange(4, device=last_device(), dtype=torch.float32)
+        array = ap.to(source, "cupy")
+        assert array.data.ptr == source.data_ptr()
+        host = ap.to(np.arange(3.0), "cupy")
+        assert host.get().tolist() == [0.0, 1.0, 2.0]
+        with pytest.raises(BufferError, match="CuPy arrays live in CUDA memory"):
+            ap.to(np.arange(3.0), "cupy", copy=False)

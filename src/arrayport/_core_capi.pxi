@@ -33,7 +33,7 @@ cdef inline object _stream_value(const int64_t* stream):
 cdef int _exchange_from_py_object(void* obj, APDLManagedTensorVersioned** out) \
         except -1 with gil:
     out[0] = NULL
-    cdef View v = view(<object>obj)
+    cdef View v = _view(<object>obj, None)
     out[0] = v._export_managed(False)
     return 0
 
@@ -88,7 +88,7 @@ cdef object _exchange_api_capsule():
 cdef int _capi_to_managed(object obj, const int64_t* stream,
                           APDLManagedTensorVersioned** out) except -1:
     out[0] = NULL
-    cdef View v = view(obj, stream=_stream_value(stream))
+    cdef View v = _view(obj, _stream_value(stream))
     out[0] = v._export_managed(False)
     return 0
 
@@ -110,7 +110,7 @@ cdef int _capi_view_dltensor(object obj, APDLTensor* out, uint64_t* flags) excep
 
 
 cdef object _capi_view(object obj, const int64_t* stream):
-    return view(obj, stream=_stream_value(stream))
+    return _view(obj, _stream_value(stream))
 
 
 cdef ArrayportCAPI _arrayport_capi

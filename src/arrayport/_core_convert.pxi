@@ -10,6 +10,8 @@
 from cpython.ref cimport Py_DECREF
 
 cdef object _torch_tensor_type = None
+cdef object _ndarray_type = None
+cdef object _convert_module = None  # arrayport.convert: the general (slow) paths
 cdef uintptr_t _torch_to_py_object = 0   # PyTorch's managed_tensor_to_py_object_no_sync
 cdef object _numpy_from_dlpack = None
 
@@ -28,6 +30,10 @@ cdef int _load_torch() except -1:
 def torch_tensor_of(View v):
     """A torch.Tensor sharing ``v``'s memory, exactly as it is: callers have already
     ruled out what PyTorch cannot hold (negative strides abort the process)."""
+    return _torch_tensor_of(v)
+
+
+cdef object _torch_tensor_of(View v):
     if _torch_tensor_type is None:
         _load_torch()
     cdef APDLManagedTensorVersioned* m
@@ -70,3 +76,91 @@ def legacy_capsule_for_immutable_consumer(View v, stream=None):
     write through them."""
     check_stream(stream, v._t.device.device_type)
     return v._export_legacy_writable_or_immutable()
+
+
+# ---- the public converters' fast paths ----------------------------------------------------
+# The common call (no options, CPU data PyTorch/NumPy can hold as it is) is decided here in
+# C; everything else goes to arrayport.convert, which owns the rules and their messages.
+
+cdef inline bint _torch_holds(APDLDataType d) noexcept:
+    """PyTorch 2.13 has this DLPack type (one lane)."""
+    if d.lanes != 1:
+        return False
+    if d.code == 0 or d.code == 1:
+        return d.bits == 8 or d.bits == 16 or d.bits == 32 or d.bits == 64
+    if d.code == 2:
+        return d.bits == 16 or d.bits == 32 or d.bits == 64
+    if d.code == 5:
+        return d.bits == 32 or d.bits == 64 or d.bits == 128
+    if d.code == 4 or d.code == 6:
+        return d.bits == 16 if d.code == 4 else d.bits == 8
+    return 10 <= d.code <= 14 and d.bits == 8  # float8 e4m3fn, e4m3fnuz, e5m2(fnuz), e8m0fnu
+
+
+cdef inline bint _numpy_reads(APDLDataType d) noexcept:
+    """NumPy reads this DLPack type through np.from_dlpack (no ml_dtypes needed)."""
+    if d.lanes != 1:
+        return False
+    if d.code == 0 or d.code == 1:
+        return d.bits == 8 or d.bits == 16 or d.bits == 32 or d.bits == 64
+    if d.code == 2:
+        return d.bits == 16 or d.bits == 32 or d.bits == 64
+    if d.code == 5:
+        return d.bits == 64 or d.bits == 128
+    return d.code == 6 and d.bits == 8
+
+
+cdef object _general():
+    global _convert_module
+    if _convert_module is None:
+        from arrayport import convert
+        _convert_module = convert
+    return _convert_module
+
+
+def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
+    """A ``torch.Tensor`` of ``x`` (anything ``arrayport.view`` accepts), zero-copy when
+    PyTorch can hold the data as it is.
+
+    ``device``: where the tensor should live (a copy when the data is elsewhere).
+    ``copy``: True always copies; False never does (``BufferError`` when it would have to);
+    None copies only when PyTorch cannot hold the data (negative strides, read-only).
+    ``stream``: the DLPack stream value the caller will use the tensor on.
+    ``readonly``: "copy" (default) gives read-only memory to PyTorch as a writable copy;
+    "share" shares it and warns (``ReadOnlySharedWarning``): PyTorch cannot mark a tensor
+    read-only, so nothing stops writes through it.
+    """
+    cdef View v
+    if device is None and copy is None and stream is None and (
+            readonly == "copy" or readonly == "share"):
+        if _torch_tensor_type is None:
+            _load_torch()
+        if type(x) is _torch_tensor_type:
+            return x
+        v = x if type(x) is View else _view(x, None)
+        if (v._t.device.device_type == 1 and not (v._flags & APDL_FLAG_READ_ONLY)
+                and _torch_holds(v._t.dtype) and not _has_negative_stride(v)):
+            return _torch_tensor_of(v)
+        x = v
+    return _general().to_torch_general(x, device=device, copy=copy, stream=stream,
+                                       readonly=readonly)
+
+
+def to_numpy(x, *, copy=None):
+    """A NumPy array of ``x`` (anything ``arrayport.view`` accepts), zero-copy unless
+    ``copy=True``. Read-only stays read-only. bfloat16 and the float8/6/4 formats become
+    ``ml_dtypes`` arrays (``TypeError`` without ml_dtypes). Pinned host memory is shared;
+    device memory raises ``BufferError``."""
+    global _ndarray_type
+    cdef View v
+    if copy is None:
+        if _ndarray_type is None:
+            import numpy
+            _ndarray_type = numpy.ndarray
+        if type(x) is _ndarray_type:
+            return x
+        v = x if type(x) is View else _view(x, None)
+        if v._t.device.device_type == 1 and _numpy_reads(v._t.dtype):
+            return numpy_array_of(v)
+        x = v
+    return _general().to_numpy_general(x, copy=copy)

@@ -27,6 +27,11 @@ from arrayport.dtypes import DTypeCode
 
 __all__ = ["ReadOnlySharedWarning", "TARGETS", "to", "to_numpy", "to_torch"]
 
+# The public converters; their common case is decided in C (_core_convert.pxi), which calls
+# the *_general functions below for everything else.
+to_numpy = _core.to_numpy
+to_torch = _core.to_torch
+
 View = _core.View
 _NUMPY_DLPACK_CODES = frozenset(
     {DTypeCode.INT, DTypeCode.UINT, DTypeCode.FLOAT, DTypeCode.COMPLEX, DTypeCode.BOOL})
@@ -86,10 +91,18 @@ def _writable_for(view, readonly, copy, who, library):
     if readonly == "share":
         warnings.warn(f"{who}: sharing read-only memory with {library}, whose arrays are "
                       f"always writable; do not write to the result", ReadOnlySharedWarning,
-                      stacklevel=3)
+                      stacklevel=_caller_stacklevel())
         return view
     return _host_copy(view, copy, who, f"the data is read-only and {library} arrays are "
                       f"always writable (pass readonly='share' to share it anyway)")
+
+
+def _caller_stacklevel():
+    """The stack level of the first frame outside arrayport (the user's call)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("arrayport"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _device_name(device):
@@ -115,11 +128,8 @@ class _ArrayInterfaceHolder:
         }
 
 
-def to_numpy(x, *, copy=None):
-    """A NumPy array of ``x`` (anything ``arrayport.view`` accepts), zero-copy unless
-    ``copy=True``. Read-only stays read-only. bfloat16 and the float8/6/4 formats become
-    ``ml_dtypes`` arrays (``TypeError`` without ml_dtypes). Pinned host memory is shared;
-    device memory raises ``BufferError``."""
+def to_numpy_general(x, *, copy=None):
+    """``arrayport.to_numpy`` beyond its fast path (which lives in _core_convert.pxi)."""
     np = sys.modules.get("numpy")
     if np is not None and type(x) is np.ndarray and not copy:
         return x
@@ -142,18 +152,8 @@ def to_numpy(x, *, copy=None):
 
 # ---- PyTorch ---------------------------------------------------------------------------------
 
-def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
-    """A ``torch.Tensor`` of ``x`` (anything ``arrayport.view`` accepts), zero-copy when
-    PyTorch can hold the data as it is.
-
-    ``device``: where the tensor should live (a copy when the data is elsewhere).
-    ``copy``: True always copies; False never does (``BufferError`` when it would have to);
-    None copies only when PyTorch cannot hold the data (negative strides, read-only).
-    ``stream``: the DLPack stream value the caller will use the tensor on.
-    ``readonly``: "copy" (default) gives read-only memory to PyTorch as a writable copy;
-    "share" shares it and warns (``ReadOnlySharedWarning``): PyTorch cannot mark a tensor
-    read-only, so nothing stops writes through it.
-    """
+def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy"):
+    """``arrayport.to_torch`` beyond its fast path (which lives in _core_convert.pxi)."""
     torch = sys.modules.get("torch")
     if (torch is not None and type(x) is torch.Tensor and device is None and not copy
             and stream is None):
