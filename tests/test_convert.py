@@ -81,13 +81,16 @@ def test_to_numpy_shares_pinned_host_memory_and_refuses_device_memory():
 
 def test_to_torch_shares_memory_both_ways(live):
     array = np.arange(6.0).reshape(2, 3)[:, 1:]
+    before = sys.getrefcount(array)
     tensor = ap.to_torch(array)
+    assert sys.getrefcount(array) == before + 1  # NumPy's managed tensor, now PyTorch's
     assert tensor.data_ptr() == address(array) and tensor.stride() == (3, 1)
     tensor[0, 0] = -7
     assert array[0, 0] == -7
     array[1, 1] = 11
     assert tensor[1, 1] == 11
     del tensor
+    assert sys.getrefcount(array) == before
     assert live.delta() == {}
 
 

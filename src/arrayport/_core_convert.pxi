@@ -49,6 +49,24 @@ cdef object _torch_tensor_of(View v):
     return torch.from_dlpack(v)
 
 
+cdef object _torch_tensor_taking(View v):
+    """Like _torch_tensor_of, for a View made just now that nobody else holds: the
+    producer's managed tensor (validated when the View was made) goes to PyTorch as it is,
+    instead of a second one wrapping the View. The View is left owning nothing."""
+    if _torch_to_py_object == 0 or v._managed == NULL or not v._managed_versioned \
+            or v._t.device.device_type != 1:
+        return _torch_tensor_of(v)
+    cdef APDLManagedTensorVersioned* m = <APDLManagedTensorVersioned*>v._managed
+    v._managed = NULL
+    ap_counter_add(&ap_live_imported, -1)
+    cdef void* out = NULL
+    if (<APDLManagedTensorToPyObjectNoSyncFn>_torch_to_py_object)(m, &out) != 0:
+        _exchange_failed("managed_tensor_to_py_object_no_sync")
+    tensor = <object>out
+    Py_DECREF(tensor)  # adopt the new reference PyTorch returned
+    return tensor
+
+
 cdef bint _has_negative_stride(View v) noexcept:
     for i in range(v._t.ndim):
         if v._t.strides[i] < 0 and v._t.shape[i] > 1:
@@ -140,7 +158,9 @@ def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
         v = x if type(x) is View else _view(x, None)
         if (v._t.device.device_type == 1 and not (v._flags & APDL_FLAG_READ_ONLY)
                 and _torch_holds(v._t.dtype) and not _has_negative_stride(v)):
-            return _torch_tensor_of(v)
+            if v is x:
+                return _torch_tensor_of(v)
+            return _torch_tensor_taking(v)  # v is ours alone: hand over what it holds
         x = v
     return _general().to_torch_general(x, device=device, copy=copy, stream=stream,
                                        readonly=readonly)
