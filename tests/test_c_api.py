@@ -56,7 +56,21 @@ def test_exchange_export_shares_memory_keeps_the_view_alive_and_deletes_once(
     assert live.delta() == {"imported": 1}
 
 
-def test_exchange_dltensor_is_non_owning_and_type_checked(capi_consumer, live):
+def test_views_table_exports_numpy_arrays_and_anything_view_accepts(capi_consumer, live):
+    array = np.arange(6, dtype=np.int16).reshape(2, 3)[:, ::-1]
+    array.flags.writeable = False
+    before = sys.getrefcount(array)
+    description = capi_consumer.exchange_import_with(LIKE, array)
+    assert description["data"] == ap.view(array).ptr
+    assert description["strides"] == (3, -1) and description["flags"] == 1
+    assert capi_consumer.exchange_import_with(LIKE, b"abc")["shape"] == (3,)
+    with pytest.raises(TypeError, match="offers no array protocol"):
+        capi_consumer.exchange_import_with(LIKE, object())
+    assert sys.getrefcount(array) == before
+    assert live.delta() == {}
+
+
+def test_exchange_dltensor_is_non_owning(capi_consumer, live):
     view = ap.view(np.arange(4, dtype=np.uint8)[1:])
     before = sys.getrefcount(view)
     assert capi_consumer.exchange_dltensor(view)["data"] == view.ptr

@@ -85,6 +85,20 @@ static PyObject *exchange_import(PyObject *self, PyObject *obj) {
     return d;
 }
 
+/* exchange_import_with(table_owner, obj) -> description of obj exported through the
+ * table of table_owner's type (View's table accepts anything arrayport.view accepts). */
+static PyObject *exchange_import_with(PyObject *self, PyObject *args) {
+    PyObject *owner, *obj;
+    if (!PyArg_ParseTuple(args, "OO", &owner, &obj)) return NULL;
+    const APDLPackExchangeAPI *api = exchange_api_of(owner);
+    if (api == NULL) return NULL;
+    APDLManagedTensorVersioned *m = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
+    PyObject *d = describe(&m->dl_tensor, m->flags);
+    if (m->deleter != NULL) m->deleter(m);
+    return d;
+}
+
 /* A capsule "held_tensor" that owns a managed tensor and deletes it when it dies. */
 static void held_tensor_destructor(PyObject *capsule) {
     APDLManagedTensorVersioned *m =
@@ -338,6 +352,7 @@ static PyObject *deleter_calls(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"exchange_version", exchange_version, METH_O, NULL},
     {"exchange_import", exchange_import, METH_O, NULL},
+    {"exchange_import_with", exchange_import_with, METH_VARARGS, NULL},
     {"exchange_hold", exchange_hold, METH_O, NULL},
     {"exchange_dltensor", exchange_dltensor, METH_O, NULL},
     {"exchange_move", exchange_move, METH_VARARGS, NULL},
