@@ -30,10 +30,23 @@ cdef inline object _stream_value(const int64_t* stream):
 
 # ---- the DLPack C exchange API (producer side) -----------------------------------------------
 
-cdef int _exchange_from_py_object(void* obj, APDLManagedTensorVersioned** out) \
+cdef int _exchange_from_py_object(void* py_object, APDLManagedTensorVersioned** out) \
         except -1 with gil:
     out[0] = NULL
-    cdef View v = _view(<object>obj, None)
+    obj = <object>py_object
+    cdef View v
+    cdef uintptr_t api
+    if type(obj) is View:
+        v = obj
+    else:
+        api = _exchange_api_for(type(obj))
+        if api != 0 and (<APDLPackExchangeAPI*>api).managed_tensor_from_py_object_no_sync == \
+                <APDLManagedTensorFromPyObjectNoSyncFn>_exchange_from_py_object:
+            # The type borrowed View's table: viewing it through that table would come
+            # straight back here, so go through its __dlpack__ instead.
+            v = _view_from_capsule(_request_capsule(obj, None), obj)
+        else:
+            v = _view(obj, None)
     out[0] = v._export_managed(False)
     return 0
 
