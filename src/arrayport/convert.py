@@ -72,7 +72,7 @@ def _host_copy(view, copy, who, why):
     return view.host_copy()
 
 
-def _placed(view, device, copy, who):
+def _placed(view, device, copy):
     """``view`` on ``device`` (copying only where needed), then copied if copy=True."""
     if device is not None:
         target = Device(device)
@@ -160,7 +160,7 @@ def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy")
         return x
     _check_copy(copy, "to_torch")
     _check_readonly_policy(readonly, "to_torch")
-    view = _placed(_core.view(x, stream=stream), _device_name(device), copy, "to_torch")
+    view = _placed(_core.view(x, stream=stream), _device_name(device), copy)
     dtype = view.dtype
     if (dtype.code, dtype.bits) not in _TORCH_TYPES or dtype.lanes != 1 or dtype.padded:
         raise TypeError(f"to_torch: PyTorch has no type for {dtype.name}")
@@ -194,7 +194,7 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
     import jax.numpy as jnp
 
     _check_copy(copy, "to(jax)")
-    view = _placed(_core.view(x, stream=stream), _device_name(device), copy, "to(jax)")
+    view = _placed(_core.view(x, stream=stream), _device_name(device), copy)
     numpy_dtype = view.dtype.to_numpy()
     if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:
         raise TypeError(f"to(jax): JAX would narrow {view.dtype.name} to "
@@ -218,7 +218,7 @@ def _to_tvm_ffi(x, *, copy=None, stream=None, readonly="copy"):
 
     _check_copy(copy, "to(tvm_ffi)")
     _check_readonly_policy(readonly, "to(tvm_ffi)")
-    view = _placed(_core.view(x, stream=stream), None, copy, "to(tvm_ffi)")
+    view = _placed(_core.view(x, stream=stream), None, copy)
     return tvm_ffi.from_dlpack(_writable_for(view, readonly, copy, "to(tvm_ffi)", "tvm-ffi"))
 
 
@@ -229,7 +229,7 @@ def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
     _check_readonly_policy(readonly, "to(cupy)")
     view = _core.view(x, stream=stream)
     if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
-        view = _placed(view, None, copy, "to(cupy)")
+        view = _placed(view, None, copy)
         return cupy.from_dlpack(_writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
     if copy is False:
         raise BufferError(f"to(cupy): the data is on {view.device}; CuPy arrays live in "
@@ -253,7 +253,7 @@ def _to_pyarrow(x, *, copy=None):
     import pyarrow as pa
 
     _check_copy(copy, "to(pyarrow)")
-    view = _placed(_core.view(x), None, copy, "to(pyarrow)")
+    view = _placed(_core.view(x), None, copy)
     if view.ndim != 1:
         raise ValueError(f"to(pyarrow): an Arrow array has one dimension, the data has "
                          f"{view.ndim}; use target 'pyarrow.Tensor'")
@@ -268,7 +268,7 @@ def _to_pyarrow_tensor(x, *, copy=None):
     import pyarrow as pa
 
     _check_copy(copy, "to(pyarrow.Tensor)")
-    view = _placed(_core.view(x), None, copy, "to(pyarrow.Tensor)")
+    view = _placed(_core.view(x), None, copy)
     _pyarrow_type(view, "to(pyarrow.Tensor)")
     if any(s < 0 for s in view.element_strides):
         view = _host_copy(view, copy, "to(pyarrow.Tensor)",

@@ -74,9 +74,8 @@ static PyObject *exchange_version(PyObject *self, PyObject *obj) {
                          api->current_work_stream != NULL);
 }
 
-/* exchange_import(obj) -> description; the managed tensor is deleted before returning. */
-static PyObject *exchange_import(PyObject *self, PyObject *obj) {
-    const APDLPackExchangeAPI *api = exchange_api_of(obj);
+/* Export obj through `api`, describe it, delete it. */
+static PyObject *import_and_describe(const APDLPackExchangeAPI *api, PyObject *obj) {
     if (api == NULL) return NULL;
     APDLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
@@ -85,18 +84,17 @@ static PyObject *exchange_import(PyObject *self, PyObject *obj) {
     return d;
 }
 
+/* exchange_import(obj) -> description through obj's type's table. */
+static PyObject *exchange_import(PyObject *self, PyObject *obj) {
+    return import_and_describe(exchange_api_of(obj), obj);
+}
+
 /* exchange_import_with(table_owner, obj) -> description of obj exported through the
  * table of table_owner's type (View's table accepts anything arrayport.view accepts). */
 static PyObject *exchange_import_with(PyObject *self, PyObject *args) {
     PyObject *owner, *obj;
     if (!PyArg_ParseTuple(args, "OO", &owner, &obj)) return NULL;
-    const APDLPackExchangeAPI *api = exchange_api_of(owner);
-    if (api == NULL) return NULL;
-    APDLManagedTensorVersioned *m = NULL;
-    if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
-    PyObject *d = describe(&m->dl_tensor, m->flags);
-    if (m->deleter != NULL) m->deleter(m);
-    return d;
+    return import_and_describe(exchange_api_of(owner), obj);
 }
 
 /* A capsule "held_tensor" that owns a managed tensor and deletes it when it dies. */
