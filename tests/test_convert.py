@@ -221,6 +221,20 @@ def test_to_a_missing_library_is_a_clear_import_error(monkeypatch):
         ap.to(np.arange(2), "cupy")
 
 
+def test_to_torch_without_pytorch_is_a_clear_import_error():
+    code = textwrap.dedent("""
+        import sys, numpy as np, arrayport as ap
+        sys.modules["torch"] = None  # as if not installed
+        try:
+            ap.to_torch(np.arange(3))
+        except ImportError as error:
+            print(error)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.startswith("to_torch: PyTorch cannot be imported"), result.stderr
+
+
 def test_to_tvm_ffi_shares_memory_and_applies_the_read_only_policy(live):
     tvm_ffi = pytest.importorskip("tvm_ffi")
     array = np.arange(6.0)[::-1]

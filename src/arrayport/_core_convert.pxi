@@ -18,7 +18,10 @@ cdef object _numpy_from_dlpack = None
 
 cdef int _load_torch() except -1:
     global _torch_tensor_type, _torch_to_py_object
-    import torch
+    try:
+        torch = __import__("torch")  # the builtin honours a None in sys.modules
+    except ImportError as error:
+        raise ImportError(f"to_torch: PyTorch cannot be imported: {error}") from error
     _torch_tensor_type = torch.Tensor
     cdef uintptr_t api = _exchange_api_for(torch.Tensor)
     if api != 0:
