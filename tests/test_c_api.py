@@ -78,6 +78,17 @@ def test_exchange_dltensor_is_non_owning(capi_consumer, live):
     assert live.delta() == {"imported": 1}  # the View itself, nothing more
 
 
+def test_exchange_functions_refuse_bad_input_with_clear_errors(capi_consumer, live):
+    with pytest.raises(TypeError, match="dltensor_from_py_object_no_sync expects an "
+                                        "arrayport.View, got ndarray"):
+        capi_consumer.exchange_dltensor_with(LIKE, np.zeros(2))
+    with pytest.raises(ValueError, match="managed_tensor_to_py_object_no_sync got a NULL"):
+        capi_consumer.exchange_to_py_null(LIKE)
+    with pytest.raises(ValueError, match="view_from_managed got a NULL tensor"):
+        capi_consumer.capi_view_from_null()
+    assert live.delta() == {}
+
+
 def test_exchange_to_py_object_wraps_another_libraries_tensor_as_a_view(capi_consumer, live):
     tensor = torch.arange(5, dtype=torch.float32)
     before = sys.getrefcount(tensor)

@@ -126,6 +126,27 @@ static PyObject *exchange_dltensor(PyObject *self, PyObject *obj) {
     return describe(&t, 0);
 }
 
+/* exchange_dltensor_with(table_owner, obj) -> description of obj through the non-owning
+ * dltensor_from_py_object of table_owner's type. */
+static PyObject *exchange_dltensor_with(PyObject *self, PyObject *args) {
+    PyObject *owner, *obj;
+    if (!PyArg_ParseTuple(args, "OO", &owner, &obj)) return NULL;
+    const APDLPackExchangeAPI *api = exchange_api_of(owner);
+    if (api == NULL) return NULL;
+    APDLTensor t;
+    if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) return NULL;
+    return describe(&t, 0);
+}
+
+/* exchange_to_py_null(table_owner): to_py_object with a NULL tensor must raise. */
+static PyObject *exchange_to_py_null(PyObject *self, PyObject *owner) {
+    const APDLPackExchangeAPI *api = exchange_api_of(owner);
+    if (api == NULL) return NULL;
+    void *out = (void *)1;
+    if (api->managed_tensor_to_py_object_no_sync(NULL, &out) != 0) return NULL;
+    return PyErr_Format(PyExc_AssertionError, "a NULL tensor was accepted");
+}
+
 /* exchange_move(obj, target) -> obj's data as target's type: from_py_object on obj's
  * table, to_py_object on target's table (ownership moves to the new object). */
 static PyObject *exchange_move(PyObject *self, PyObject *args) {
@@ -290,6 +311,12 @@ static PyObject *capi_rewrap(PyObject *self, PyObject *obj) {
     return ap_api->view_from_managed(m);
 }
 
+/* capi_view_from_null(): view_from_managed(NULL) must raise. */
+static PyObject *capi_view_from_null(PyObject *self, PyObject *unused) {
+    if (need_capi() != 0) return NULL;
+    return ap_api->view_from_managed(NULL);
+}
+
 /* capi_dltensor(view) -> description (with flags) of the View, not owning anything */
 static PyObject *capi_dltensor(PyObject *self, PyObject *obj) {
     if (need_capi() != 0) return NULL;
@@ -354,6 +381,8 @@ static PyMethodDef methods[] = {
     {"exchange_hold", exchange_hold, METH_O, NULL},
     {"exchange_dltensor", exchange_dltensor, METH_O, NULL},
     {"exchange_move", exchange_move, METH_VARARGS, NULL},
+    {"exchange_dltensor_with", exchange_dltensor_with, METH_VARARGS, NULL},
+    {"exchange_to_py_null", exchange_to_py_null, METH_O, NULL},
     {"exchange_allocate", exchange_allocate, METH_VARARGS, NULL},
     {"exchange_current_stream", exchange_current_stream, METH_VARARGS, NULL},
     {"exchange_loop", exchange_loop, METH_VARARGS, NULL},
@@ -363,6 +392,7 @@ static PyMethodDef methods[] = {
     {"capi_view", capi_view, METH_VARARGS, NULL},
     {"capi_rewrap", capi_rewrap, METH_O, NULL},
     {"capi_dltensor", capi_dltensor, METH_O, NULL},
+    {"capi_view_from_null", capi_view_from_null, METH_NOARGS, NULL},
     {"make_view", make_view, METH_VARARGS, NULL},
     {"deleter_calls", deleter_calls, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
