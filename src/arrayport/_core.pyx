@@ -736,7 +736,24 @@ cdef View _dlpack_view(x, stream):
         if v is None:
             raise
         return v
-    return _view_from_capsule(capsule, x)
+    v = _view_from_capsule(capsule, x)
+    if not (v._flags & APDL_FLAG_READ_ONLY) and _is_immutable_array_type(type(x)):
+        v._flags |= APDL_FLAG_READ_ONLY
+    return v
+
+
+cdef dict _IMMUTABLE_TYPES = {}
+
+
+cdef bint _is_immutable_array_type(type t):
+    """Whether ``t`` is an array type whose memory must never be written although its
+    capsules do not say so: JAX arrays are immutable (XLA may share or reuse their
+    buffers) and JAX exports legacy capsules, which have no READ_ONLY flag. Cached per type."""
+    cached = _IMMUTABLE_TYPES.get(t)
+    if cached is None:
+        cached = t.__module__.partition(".")[0] in ("jax", "jaxlib")
+        _IMMUTABLE_TYPES[t] = cached
+    return cached
 
 
 cdef int _check_stream_for_producer(x, stream) except -1:
