@@ -9,7 +9,7 @@ import json
 import platform
 import sys
 
-from arrayport.cli.libraries import BY_NAME, LIBRARIES, installed
+from arrayport.cli.libraries import LIBRARIES, installed
 
 
 def _split(text: str | None) -> list[str] | None:

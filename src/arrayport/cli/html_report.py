@@ -82,7 +82,7 @@ def pair_svg(report: dict, producer: str, consumer: str, dtypes: list[str],
              layouts: list[str], outcomes: dict) -> str:
     """dtype rows × layout columns; each square's left half the best direct outcome, its right
     half the arrayport outcome."""
-    cell, left, top = 16, 92, 58
+    cell, left, top = 16, 92, 72
     width, height = left + cell * len(layouts) + 4, top + cell * len(dtypes) + 4
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'font-family="sans-serif">']

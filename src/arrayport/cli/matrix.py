@@ -19,7 +19,7 @@ import numpy as np
 
 from . import isolation
 from .libraries import BY_NAME, NotOffered, element0_address, is_writable, to_host_numpy
-from .samples import LAYOUTS, base_array, numpy_layout
+from .samples import base_array, numpy_layout
 
 STATUSES = ["zero-copy", "copy", "refused", "crashed", "wrong"]
 WORKS = ("zero-copy", "copy")
@@ -266,6 +266,3 @@ def _verdict(made, result, expected: np.ndarray, read_only: bool) -> dict:
         return {"status": "wrong", "detail": "writable alias of read-only memory"}
     return {"status": "zero-copy" if shared else "copy"}
 
-
-def known_layouts() -> list[str]:
-    return list(LAYOUTS)

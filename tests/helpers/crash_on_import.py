@@ -1,0 +1,4 @@
+"""A 'library' whose import kills the process (tests of arrayport.cli.isolation)."""
+import os
+
+os.abort()

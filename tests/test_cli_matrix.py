@@ -1,0 +1,148 @@
+"""`arrayport matrix` end to end, in a subprocess, as a user runs it: the JSON records real
+findings (PyTorch aborts on negative strides when reached directly, and is reached cleanly
+through arrayport), the other formats render, and it runs with NumPy alone."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def arrayport_cli(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "arrayport", *args], capture_output=True,
+                          text=True, timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def torch_matrix(tmp_path_factory):
+    if not HAS_TORCH:
+        pytest.skip("needs torch")
+    html = tmp_path_factory.mktemp("matrix") / "matrix.html"
+    result = arrayport_cli("matrix", "--libraries", "numpy,torch,arrayport", "--dtypes",
+                           "float32,int64,bool", "--layouts", "contiguous,negative,read-only",
+                           "--format", "json", "--html", str(html), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), html
+
+
+def cell(report, producer, consumer, route, dtype, layout):
+    [found] = [c for c in report["cells"] if (c["producer"], c["consumer"], c["route"],
+                                              c["dtype"], c["layout"]) ==
+               (producer, consumer, route, dtype, layout)]
+    return found
+
+
+def test_torch_crash_on_negative_strides_is_recorded_and_arrayport_copies(torch_matrix):
+    report, _ = torch_matrix
+    direct = cell(report, "numpy", "torch", "dlpack", "float32", "negative")
+    assert direct["status"] == "crashed"
+    assert "SIGABRT" in direct["detail"] and "Storage size" in direct["detail"]
+    through = cell(report, "numpy", "torch", "arrayport", "float32", "negative")
+    assert through["status"] == "copy" and through["median_ns"] > 0
+
+
+def test_read_only_memory_reaches_torch_writable_directly_but_not_through_arrayport(torch_matrix):
+    report, _ = torch_matrix
+    direct = cell(report, "numpy", "torch", "dlpack", "float32", "read-only")
+    assert direct["status"] == "wrong" and "read-only" in direct["detail"]
+    assert cell(report, "numpy", "torch", "arrayport", "float32", "read-only")["status"] == "copy"
+
+
+def test_working_cells_say_zero_copy_and_carry_a_time(torch_matrix):
+    report, _ = torch_matrix
+    for producer, consumer, route in [("numpy", "torch", "dlpack"), ("torch", "numpy", "dlpack"),
+                                      ("numpy", "torch", "arrayport"),
+                                      ("torch", "arrayport", "dlpack")]:
+        found = cell(report, producer, consumer, route, "float32", "contiguous")
+        assert found["status"] == "zero-copy", found
+        assert isinstance(found["median_ns"], int) and found["median_ns"] > 0
+
+
+def test_no_arrayport_route_crashes_or_gives_wrong_data(torch_matrix):
+    report, _ = torch_matrix
+    bad = [c for c in report["cells"] if c["route"] == "arrayport"
+           and c["status"] in ("crashed", "wrong", "tool-error")]
+    assert bad == []
+    [pair] = [p for p in report["pairs"] if (p["producer"], p["consumer"]) == ("numpy", "torch")]
+    assert pair["direct"]["crashed"] == 3       # float32, int64 and bool, all negative
+    assert pair["arrayport"] == {**pair["arrayport"], "crashed": 0, "wrong": 0}
+    assert pair["arrayport"]["works"] == pair["arrayport"]["cases"]
+
+
+def test_findings_group_the_crash(torch_matrix):
+    report, _ = torch_matrix
+    crashes = [f for f in report["findings"] if f["status"] == "crashed"
+               and (f["producer"], f["consumer"]) == ("numpy", "torch")]
+    assert crashes and crashes[0]["layouts"] == ["negative"]
+    assert {"float32", "int64"} <= set(crashes[0]["dtypes"])
+
+
+def test_meta_names_versions_and_what_was_not_exercised(torch_matrix):
+    report, _ = torch_matrix
+    meta = report["meta"]
+    names = {lib["name"]: lib for lib in meta["libraries"]}
+    assert names["torch"]["exercised"] and names["torch"]["version"].startswith("2.13.0")
+    assert meta["layouts"] == ["contiguous", "negative", "read-only"]
+    assert meta["dlpack"] == "1.3"
+
+
+def test_html_report_is_self_contained(torch_matrix):
+    _, html = torch_matrix
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "numpy → torch" in page and "SIGABRT" in page
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
+def test_text_and_markdown_formats():
+    common = ["matrix", "--libraries", "numpy,torch", "--dtypes", "float32", "--layouts",
+              "contiguous,negative"]
+    text = arrayport_cli(*common)
+    assert text.returncode == 0, text.stderr
+    assert "numpy → torch" in text.stdout and "✗ numpy → torch via dlpack" in text.stdout
+    assert "\r[" not in text.stderr  # no progress bar when stderr is not a terminal
+    markdown = arrayport_cli(*common, "--format", "markdown")
+    assert "| numpy → torch |" in markdown.stdout and "|---|" in markdown.stdout
+
+
+def test_unknown_library_dtype_or_layout_is_a_usage_error():
+    for args in (["--libraries", "numpy,nosuchlib"], ["--dtypes", "float33"],
+                 ["--layouts", "diagonal"]):
+        result = arrayport_cli("matrix", *args)
+        assert result.returncode == 2
+        assert ("nosuchlib" in result.stderr or "float33" in result.stderr
+                or "diagonal" in result.stderr)
+
+
+HIDE_EVERYTHING_BUT_NUMPY = """
+import importlib.abc, sys
+HIDDEN = {"torch", "jax", "jaxlib", "pyarrow", "tvm_ffi", "array_api_strict", "ml_dtypes",
+          "cupy", "numba", "tensorflow", "mlx", "dask"}
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Hide())
+from arrayport.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_with_only_numpy_it_shows_numpy_and_arrayport():
+    result = subprocess.run([sys.executable, "-c", HIDE_EVERYTHING_BUT_NUMPY, "matrix",
+                             "--format", "json", "--dtypes", "float32,int16"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    exercised = [lib["name"] for lib in report["meta"]["libraries"] if lib["exercised"]]
+    assert exercised == ["numpy", "arrayport"]
+    pairs = {(p["producer"], p["consumer"]) for p in report["pairs"]}
+    assert pairs == {("numpy", "numpy"), ("numpy", "arrayport"), ("arrayport", "numpy"),
+                     ("arrayport", "arrayport")}
+    assert cell(report, "numpy", "arrayport", "arrayport", "float32",
+                "negative")["status"] == "zero-copy"

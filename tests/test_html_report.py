@@ -1,0 +1,49 @@
+"""The matrix's HTML report opens in headless Chromium and its picture is not empty: the
+screenshot shows the heat map's colours."""
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+from png import read_png  # noqa: E402
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+
+
+def find_browser():
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("CI must provide headless Chromium (.ci/run installs Debian's chromium)")
+    pytest.skip("no Chromium on this machine (apt-get install chromium)")
+
+
+def test_html_report_renders_a_heat_map(tmp_path):
+    browser = find_browser()
+    html = tmp_path / "matrix.html"
+    made = subprocess.run([sys.executable, "-m", "arrayport", "matrix", "--libraries",
+                           "numpy,arrayport", "--dtypes", "float32,int8,bfloat16",
+                           "--html", str(html), "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                    "--hide-scrollbars", f"--screenshot={shot}", "--window-size=900,900",
+                    html.as_uri()], capture_output=True, timeout=120)
+    assert shot.exists(), "Chromium wrote no screenshot"
+    width, height, rows = read_png(shot.read_bytes())
+    assert (width, height) == (900, 900)
+    colours = Counter(pixel for row in rows for pixel in row)
+    # The overview's cells: green where everything works (numpy <-> arrayport), and more
+    # than one colour in all: a real picture, not a blank page.
+    greens = sum(n for (r, g, b), n in colours.items() if g > 120 and r < 80 and b < 100)
+    assert greens > 2000, colours.most_common(5)
+    assert len(colours) > 20
