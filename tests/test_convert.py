@@ -324,3 +324,19 @@ def test_conversion_works_in_a_fresh_interpreter_without_other_imports():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[0, 1, 2]"
+
+
+def test_jax_arrays_are_viewed_read_only_and_never_handed_out_writable():
+    # JAX arrays are immutable but arrive as legacy capsules (no READ_ONLY flag): found by
+    # `arrayport matrix`, where ap.to_numpy(jax_array) was a writable alias of JAX's buffer.
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.arange(8, dtype=jnp.float32)
+    v = ap.view(x)
+    assert v.readonly and v.ptr == x.unsafe_buffer_pointer()
+    shared = ap.to_numpy(x)
+    assert not shared.flags.writeable
+    assert shared.__array_interface__["data"][0] == x.unsafe_buffer_pointer()
+    t = ap.to_torch(x)
+    assert t.data_ptr() != x.unsafe_buffer_pointer()
+    t += 1  # the copy is the user's to write
+    assert np.asarray(x)[0] == 0 and isinstance(t, torch.Tensor)
