@@ -13,6 +13,7 @@ the run.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import importlib.util
@@ -62,18 +63,21 @@ def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | No
                       lambda a: arrayport.view(numpy_read_only(a))),
     }
 
-    def lazy(module, make, consume, read_only=None):
-        table[module] = (make, consume, read_only)
+    def module(name):
+        return importlib.import_module(name)
 
-    lazy("torch", lambda a: arrayport.to_torch(a, copy=True),
-         lambda x: importlib.import_module("torch").from_dlpack(x))
-    lazy("jax", lambda a: importlib.import_module("jax.numpy").asarray(a),
-         lambda x: importlib.import_module("jax.numpy").from_dlpack(x),
-         lambda a: importlib.import_module("jax.numpy").asarray(a))  # immutable by nature
-    lazy("pyarrow", lambda a: importlib.import_module("pyarrow").Tensor.from_numpy(a), None,
-         lambda a: importlib.import_module("pyarrow").Tensor.from_numpy(a))
-    lazy("tvm_ffi", lambda a: importlib.import_module("tvm_ffi").from_dlpack(
-        arrayport.view(a.copy())), lambda x: importlib.import_module("tvm_ffi").from_dlpack(x))
+    table.update({
+        "torch": (lambda a: arrayport.to_torch(a, copy=True),
+                  lambda x: module("torch").from_dlpack(x), None),
+        # JAX arrays and Arrow tensors are immutable: read-only by nature.
+        "jax": (lambda a: module("jax.numpy").asarray(a),
+                lambda x: module("jax.numpy").from_dlpack(x),
+                lambda a: module("jax.numpy").asarray(a)),
+        "pyarrow": (lambda a: module("pyarrow").Tensor.from_numpy(a), None,
+                    lambda a: module("pyarrow").Tensor.from_numpy(a)),
+        "tvm_ffi": (lambda a: module("tvm_ffi").from_dlpack(arrayport.view(a.copy())),
+                    lambda x: module("tvm_ffi").from_dlpack(x), None),
+    })
     return table
 
 
@@ -85,7 +89,9 @@ class Target:
     make_read_only: Callable[[np.ndarray], Any] | None
 
 
+@functools.lru_cache(maxsize=None)
 def resolve(target: str) -> Target:
+    """The target's factory and consumer, worked out once per worker process."""
     module_name, _, factory = target.partition(":")
     module = importlib.import_module(module_name)
     known = _known_targets().get(module_name)
