@@ -1,12 +1,16 @@
 """Build arrayport's one compiled extension, arrayport._core (Cython)."""
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 core = Extension(
     "arrayport._core",
     sources=["src/arrayport/_core.pyx"],
-    include_dirs=["src/arrayport/include", "src/arrayport"],
+    # NumPy's headers: the ndarray fast paths (_csrc/numpy_arrays.h) use NumPy's C API,
+    # loaded at run time only when arrayport meets NumPy. Built against NumPy 2, the
+    # extension runs on NumPy >= 1.26 as well.
+    include_dirs=["src/arrayport/include", "src/arrayport", numpy.get_include()],
     extra_compile_args=["-O2", "-std=c11"],
 )
 

@@ -29,6 +29,20 @@ def median_ns(statement: str, namespace: dict, number: int, repeat: int) -> floa
     return statistics.median(timer.repeat(repeat=repeat, number=number)) / number * 1e9
 
 
+def paired_medians_ns(first: str, second: str, namespace: dict, number: int,
+                      repeat: int) -> tuple[float, float]:
+    """Medians of two statements timed in alternation (first, second, first, …), so that
+    the machine's drift during the run weighs on both alike."""
+    timers = [timeit.Timer(s, globals=namespace) for s in (first, second)]
+    for timer in timers:
+        timer.timeit(number // 10 or 1)  # warm-up
+    samples = ([], [])
+    for _ in range(repeat):
+        for timer, taken in zip(timers, samples):
+            taken.append(timer.timeit(number))
+    return tuple(statistics.median(taken) / number * 1e9 for taken in samples)
+
+
 def namespace_with_libraries() -> dict:
     """ap, np and whichever optional libraries are installed (never failing without them),
     plus the inputs every benchmark shares: a small (3, 4) float32 ``np_array``, its
@@ -44,19 +58,21 @@ def namespace_with_libraries() -> dict:
     return namespace
 
 
-def print_table(rows, namespace: dict, args: argparse.Namespace) -> None:
-    """rows: (label, arrayport statement, peer statement, needed module or None)."""
-    versions = [f"arrayport {ap.__version__}", f"numpy {np.__version__}"] + [
-        f"{m} {getattr(namespace[m], '__version__', '?')}" for m in OPTIONAL if m in namespace]
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}; "
-          + ", ".join(versions))
+def print_table(rows, namespace: dict, args: argparse.Namespace, header: bool = True) -> None:
+    """rows: (label, arrayport statement, peer statement, needed module or None).
+    ``header=False`` continues a table (same columns, another ``args.number``)."""
+    if header:
+        versions = [f"arrayport {ap.__version__}", f"numpy {np.__version__}"] + [
+            f"{m} {getattr(namespace[m], '__version__', '?')}" for m in OPTIONAL
+            if m in namespace]
+        print(f"# {platform.processor() or platform.machine()}, Python "
+              f"{platform.python_version()}; " + ", ".join(versions))
+        print(f"{'case':<38} {'arrayport':>10} {'peer':>10} {'ratio':>7}  peer statement")
     print(f"# median of {args.repeat} x {args.number} calls, ns per call")
-    print(f"{'case':<38} {'arrayport':>10} {'peer':>10} {'ratio':>7}  peer statement")
     for label, ours, peer, needs in rows:
         if needs is not None and needs not in namespace:
             continue
-        ours_ns = median_ns(ours, namespace, args.number, args.repeat)
-        peer_ns = median_ns(peer, namespace, args.number, args.repeat)
+        ours_ns, peer_ns = paired_medians_ns(ours, peer, namespace, args.number, args.repeat)
         print(f"{label:<38} {ours_ns:>10.0f} {peer_ns:>10.0f} {ours_ns / peer_ns:>7.2f}  {peer}")
     missing = [m for m in OPTIONAL if m not in namespace]
     if missing:

@@ -14,6 +14,8 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
     ("bench_dlpack.py", ["from_dlpack(numpy array)", "np.from_dlpack(View vs ndarray)"]),
     ("bench_exchange.py", ["to_torch(np) vs torch.from_dlpack", "to_numpy(torch) vs np.from_dlpack",
                            "C loop: exchange API import+delete"]),
+    ("bench_ufunc.py", ["np.add(view, view) n=1e1", "np.add(view, view) n=1e6",
+                        "np.mean(view) n=1e3", "dispatch floor vs np.add(a, b)"]),
     ("bench_view.py", ["view(numpy array)", "view(bytes)", "view(__array_interface__ object)",
                        "memoryview(View vs ndarray)"]),
 ])

@@ -452,6 +452,35 @@ cdef class View:
         needed. bfloat16/float8/… become ml_dtypes arrays."""
         return _ndarray_of(self, dtype, copy)
 
+    # ---- NumPy's dispatch protocols (_core_numpy.pxi, arrayport/numpy_dispatch.py) ---------
+    # NumPy functions run on the library that owns the View's device (NumPy for host memory,
+    # CuPy for CUDA memory) over zero-copy arrays of the inputs; array results come back as
+    # Views, scalars as scalars. What cannot run where the data is gives NotImplemented, so
+    # NumPy raises its TypeError: never a silent copy between devices.
+
+    # Above ndarray (0.0) and numpy.matrix (10.0): where NumPy picks the input whose
+    # __array_wrap__ shapes a result, a View's wins over an ndarray's.
+    __array_priority__ = 20.0
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        result = _ufunc_fast(ufunc, method, inputs, kwargs)
+        if result is _NOT_FAST:
+            return _general_dispatch().array_ufunc(ufunc, method, inputs, kwargs)
+        return result
+
+    def __array_function__(self, func, types, args, kwargs):
+        result = _array_function_fast(func, tuple(types), args, kwargs)
+        if result is _NOT_FAST:
+            return _general_dispatch().array_function(func, types, args, kwargs)
+        return result
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """NumPy's result ``array`` of a computation on this View, as a View (a 0-d result
+        as a scalar when NumPy asks for one)."""
+        if return_scalar:
+            return array[()]
+        return _wrap_result(array)
+
     def __getbuffer__(self, Py_buffer* buffer, int flags):
         _fill_buffer(self, buffer, flags)
         buffer.obj = self
@@ -723,6 +752,10 @@ cdef View _dlpack_view(x, stream):
     cdef View v
     if stream is not None:
         _check_stream_for_producer(x, stream)
+    elif _is_ndarray_type(type(x)):
+        v = _view_of_ndarray(x)
+        if v is not None:
+            return v
     else:
         api = _exchange_api_for(type(x))
         if api != 0:
@@ -826,3 +859,4 @@ include "_core_exchange.pxi"
 include "_core_dispatch.pxi"
 include "_core_capi.pxi"
 include "_core_convert.pxi"
+include "_core_numpy.pxi"

@@ -10,10 +10,8 @@
 from cpython.ref cimport Py_DECREF
 
 cdef object _torch_tensor_type = None
-cdef object _ndarray_type = None
 cdef object _convert_module = None  # arrayport.convert: the general (slow) paths
 cdef uintptr_t _torch_to_py_object = 0   # PyTorch's managed_tensor_to_py_object_no_sync
-cdef object _numpy_from_dlpack = None
 
 
 cdef int _load_torch() except -1:
@@ -83,12 +81,9 @@ def has_negative_stride(View v):
 
 
 def numpy_array_of(View v):
-    """A NumPy array sharing ``v``'s memory, for the types NumPy reads through DLPack."""
-    global _numpy_from_dlpack
-    if _numpy_from_dlpack is None:
-        import numpy
-        _numpy_from_dlpack = numpy.from_dlpack
-    return _numpy_from_dlpack(v)
+    """A NumPy array sharing ``v``'s host memory (a type NumPy holds natively), based on
+    ``v``: read-only when ``v`` is."""
+    return _ndarray_over_view(v)
 
 
 def legacy_capsule_for_immutable_consumer(View v, stream=None):
@@ -174,16 +169,12 @@ def to_numpy(x, *, copy=None):
     ``copy=True``. Read-only stays read-only. bfloat16 and the float8/6/4 formats become
     ``ml_dtypes`` arrays (``TypeError`` without ml_dtypes). Pinned host memory is shared;
     device memory raises ``BufferError``."""
-    global _ndarray_type
     cdef View v
     if copy is None:
-        if _ndarray_type is None:
-            import numpy
-            _ndarray_type = numpy.ndarray
-        if type(x) is _ndarray_type:
+        if _is_ndarray_type(type(x)):
             return x
         v = x if type(x) is View else _view(x, None)
         if v._t.device.device_type == 1 and _numpy_reads(v._t.dtype):
-            return numpy_array_of(v)
+            return _ndarray_over_view(v)
         x = v
     return _general().to_numpy_general(x, copy=copy)

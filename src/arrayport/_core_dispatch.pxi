@@ -122,6 +122,10 @@ cdef View _view(obj, stream):
         return _view_from_capsule(obj, obj)
     cdef View result
     cdef uintptr_t api
+    if stream is None and type(obj) is _numpy_ndarray:
+        result = _view_of_ndarray(obj)
+        if result is not None:
+            return result
     if stream is None:
         # The fastest protocol first, before the plan: a type's C exchange API.
         api = _exchange_api_for(type(obj))

@@ -339,10 +339,13 @@ cdef object _ndarray_of(View v, dtype, copy):
     if not _host_accessible(v._t.device.device_type):
         raise BufferError(f"__array__: the View's memory is on {v.device}; NumPy reads host "
                           f"memory only (copy it to the CPU explicitly)")
-    if _to_numpy is None:
-        from arrayport.convert import to_numpy
-        _to_numpy = to_numpy
-    array = _to_numpy(v)
+    if _numpy_computes_on(v):
+        array = _ndarray_over_view(v)
+    else:
+        if _to_numpy is None:
+            from arrayport.convert import to_numpy
+            _to_numpy = to_numpy
+        array = _to_numpy(v)
     if dtype is not None and array.dtype != dtype:
         if copy is False:
             raise ValueError(f"__array__: converting {array.dtype} to "
