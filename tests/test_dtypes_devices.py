@@ -116,3 +116,12 @@ def test_device_equals_its_name():
     assert Device(2, 1) == "cuda:1" and Device("cpu") == "cpu"
     assert Device(2, 1) != "cuda:0" and Device(2, 1) != "not a device"
     assert hash(Device(2, 1)) == hash((2, 1))
+
+
+def test_device_ids_beyond_int32_are_refused():
+    # Found by the fuzzer: an id DLPack's int32_t cannot hold reached NumPy as OverflowError.
+    with pytest.raises(ValueError, match="device id must be in 0..2\\*\\*31-1"):
+        ap.Device((2, 2**31))
+    with pytest.raises(ValueError, match="device id"):
+        ap.from_dlpack(np.zeros(2), device=(2, 2**63 - 1))
+    assert ap.Device((2, 2**31 - 1)).id == 2**31 - 1

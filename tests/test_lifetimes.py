@@ -141,3 +141,33 @@ def test_deleter_called_after_finalization_does_not_crash(producer):
     """, tests_dir)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["exiting", "deleter ran after finalization"]
+
+
+def test_every_kind_of_holder_alive_at_exit_and_freed_during_finalization():
+    """Buffers exported from Views, Views leasing other objects' buffers, Views of torch
+    tensors and JAX-free capsules, ndarrays based on Views, a daemon thread still holding
+    Views, and a module global only finalization frees: no crash, clean exit."""
+    result = run_python("""
+        import threading, time, types, sys
+        import numpy as np, arrayport as ap, torch
+        KEEP = []
+        for i in range(20):
+            source = np.arange(i + 1.0)
+            view = ap.view(source)
+            KEEP += [memoryview(view), ap.view(bytearray(i + 1)), ap.view(memoryview(b"x" * (i + 1))),
+                     ap.view(torch.arange(i + 1)), ap.to_numpy(view), np.exp(view),
+                     view.__dlpack__(max_version=(1, 3)), ap.to_torch(view)]
+        module = types.ModuleType("holder")
+        module.views = [ap.view(np.ones(3)) for _ in range(10)]
+        module.capsule = ap.view(np.ones(2)).__dlpack__(max_version=(1, 3))
+        sys.modules["holder"] = module
+
+        def hold_forever(views):
+            while True:
+                time.sleep(0.01)
+        threading.Thread(target=hold_forever, args=([ap.view(np.ones(4))] * 3,),
+                         daemon=True).start()
+        print("done")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"

@@ -137,6 +137,6 @@ def _make(device_type: object, device_id: object) -> Device:
         device_type = DeviceType(device_type)
     except ValueError:
         raise ValueError(f"Device: {device_type} is not a DLPack device type") from None
-    if device_id < 0:
-        raise ValueError(f"Device: device id must be >= 0, got {device_id}")
+    if not 0 <= device_id < 2**31:  # DLDevice.device_id is an int32_t
+        raise ValueError(f"Device: device id must be in 0..2**31-1 (an int32), got {device_id}")
     return tuple.__new__(Device, (device_type, int(device_id)))

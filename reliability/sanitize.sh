@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build arrayport._core with AddressSanitizer + UndefinedBehaviorSanitizer and run the test
+# suite against that build (GCC or Clang; Linux).
+#
+#   bash reliability/sanitize.sh [pytest arguments…]      # default: the whole suite
+#
+# The instrumented extension is built into build/sanitize/ and put first on PYTHONPATH, so
+# the normal install is left alone. Any ASan report or UB aborts the run (exit != 0).
+# Leak detection is off: CPython and the libraries it loads keep memory until exit by
+# design; arrayport's own leaks are caught by its live counters (tests, reliability/soak.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+OUT=build/sanitize
+rm -rf "$OUT" && mkdir -p "$OUT"
+FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
+CFLAGS="$FLAGS" LDFLAGS="-fsanitize=address,undefined" \
+    "$PYTHON" setup.py -q build_ext --build-lib "$OUT" --build-temp "$OUT/temp" --force
+cp -r src/arrayport/. "$OUT/arrayport/"   # the Python modules beside the instrumented core
+cp "$OUT"/arrayport/_core*.so "$OUT/arrayport/" 2>/dev/null || true
+ASAN_LIB=$("${CC:-gcc}" -print-file-name=libasan.so)
+UBSAN_LIB=$("${CC:-gcc}" -print-file-name=libubsan.so)
+echo "sanitized core: $(ls "$OUT"/arrayport/_core*.so)"
+export LD_PRELOAD="$ASAN_LIB $UBSAN_LIB"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:alloc_dealloc_mismatch=0:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export PYTHONPATH="$PWD/$OUT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONMALLOC=malloc   # let ASan see every Python allocation too
+"$PYTHON" -c "import arrayport._core as c, sys; assert '$OUT' in c.__file__, c.__file__; print('running against', c.__file__)"
+exec "$PYTHON" -m pytest -p no:cacheprovider -q "${@:-tests}"

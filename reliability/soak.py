@@ -1,0 +1,123 @@
+"""Soak test: a million exchanges through every import and export path, memory watched.
+
+    python reliability/soak.py [--count 1000000] [--warmup 20000] [--paths view,to_numpy]
+
+For each path: run ``--warmup`` exchanges, then take resident memory (``/proc/self/statm``),
+``tracemalloc``'s current size and arrayport's live counters; run ``--count`` exchanges;
+take them again. A path passes when both memory figures grew by less than 1 MiB and every
+live counter is back where it was. Prints one line per path and exits 1 if any failed.
+Not a timed test: a script, run by hand or by the nightly job (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import os
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+import arrayport as ap
+
+LIMIT = 1 << 20  # bytes of growth allowed after warm-up
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class InterfaceHolder:
+    def __init__(self, array):
+        self.__array_interface__ = array.__array_interface__
+        self.array = array
+
+
+def paths():
+    """name -> a function doing one exchange (its results dropped at once)."""
+    array = np.arange(12.0).reshape(3, 4)
+    readonly = array.copy()
+    readonly.flags.writeable = False
+    view = ap.view(array)
+    raw = bytes(48)
+    holder = InterfaceHolder(array)
+    found = {
+        "view(ndarray)": lambda: ap.view(array),
+        "view(read-only ndarray)": lambda: ap.view(readonly),
+        "from_dlpack(numpy capsule)": lambda: ap.from_dlpack(array.__dlpack__(max_version=(1, 3))),
+        "view(bytes) buffer": lambda: ap.view(raw),
+        "view(__array_interface__)": lambda: ap.view(holder),
+        "view(__array__)": lambda: ap.View.from_array(array),
+        "View.__dlpack__ versioned -> numpy": lambda: np.from_dlpack(view),
+        "View.__dlpack__ unconsumed": lambda: view.__dlpack__(max_version=(1, 3)),
+        "View.__dlpack__ legacy unconsumed": lambda: view.__dlpack__(),
+        "memoryview(View)": lambda: memoryview(view).release(),
+        "View.__array_interface__": lambda: view.__array_interface__,
+        "to_numpy(View)": lambda: ap.to_numpy(view),
+        "host_copy": lambda: view.host_copy(),
+        "from_dlpack(copy=True)": lambda: ap.from_dlpack(array, copy=True),
+        "np.add(View, View)": lambda: np.add(view, view),
+        "np.mean(View)": lambda: np.mean(view, axis=0),
+    }
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        tensor = torch.ones(3, 4)
+        found["to_torch(View)"] = lambda: ap.to_torch(view)
+        found["view(torch) exchange API"] = lambda: ap.view(tensor)
+        found["torch.from_dlpack(View)"] = lambda: torch.from_dlpack(view)
+    if importlib.util.find_spec("tvm_ffi") is not None:
+        import tvm_ffi
+        found["tvm_ffi.from_dlpack(View)"] = lambda: tvm_ffi.from_dlpack(view)
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        import ml_dtypes
+        bf16 = np.ones(8, ml_dtypes.bfloat16)
+        found["view(bfloat16 ndarray)"] = lambda: ap.view(bf16)
+    return found
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE
+
+
+def soak(name, exchange, count, warmup):
+    for _ in range(warmup):
+        exchange()
+    gc.collect()
+    rss, traced, live = resident_bytes(), tracemalloc.get_traced_memory()[0], ap._core.live_counts()
+    started = time.perf_counter()
+    for _ in range(count):
+        exchange()
+    seconds = time.perf_counter() - started
+    gc.collect()
+    rss_growth = resident_bytes() - rss
+    traced_growth = tracemalloc.get_traced_memory()[0] - traced
+    live_after = ap._core.live_counts()
+    ok = rss_growth < LIMIT and traced_growth < LIMIT and live_after == live
+    print(f"{'ok  ' if ok else 'FAIL'} {name:<36} {count:>9} x  rss {rss_growth / 1024:>+8.1f} KiB"
+          f"  traced {traced_growth / 1024:>+8.1f} KiB  live {live_after == live!s:<5}"
+          f"  {seconds:6.1f} s", flush=True)
+    return ok
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--warmup", type=int, default=20_000)
+    parser.add_argument("--paths", help="comma-separated substrings of path names")
+    args = parser.parse_args()
+    tracemalloc.start()
+    selected = paths()
+    if args.paths:
+        wanted = args.paths.split(",")
+        selected = {k: v for k, v in selected.items() if any(w in k for w in wanted)}
+    print(f"# arrayport {ap.__version__}, numpy {np.__version__}, Python "
+          f"{sys.version.split()[0]}; limit {LIMIT // 1024} KiB growth per path after warm-up")
+    results = [soak(name, exchange, args.count, args.warmup)
+               for name, exchange in selected.items()]
+    print(f"# {sum(results)}/{len(results)} paths flat")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
