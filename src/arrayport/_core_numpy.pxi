@@ -81,10 +81,13 @@ cdef object _compute_operand(View v):
 
 
 def compute_operand(View v):
-    """An ndarray over ``v``'s memory for NumPy to compute on, never handed to the user:
-    the ndarray ``v`` was made from when it still describes the same memory exactly, else a
-    new one based on ``v``. Only for views where NumPy computes (CPU, NumPy-native type)."""
-    return _compute_operand(v)
+    """An ndarray over ``v``'s host memory for NumPy to compute on, never handed to the
+    user: the ndarray ``v`` was made from when it still describes the same memory exactly,
+    else a new one based on ``v``; pinned memory and ml_dtypes types as ``to_numpy`` gives
+    them (shared all the same)."""
+    if _numpy_computes_on(v):
+        return _compute_operand(v)
+    return _general().to_numpy_general(v)
 
 
 cdef object _wrap_result(result):

@@ -25,11 +25,7 @@ import sys
 
 from arrayport._core import View, compute_operand, wrap_result
 from arrayport.devices import DeviceType
-from arrayport.dtypes import DTypeCode
 
-# NumPy holds these type codes natively; the rest (bfloat16, float8…) need ml_dtypes.
-_NUMPY_NATIVE_CODES = frozenset(
-    {DTypeCode.INT, DTypeCode.UINT, DTypeCode.FLOAT, DTypeCode.COMPLEX, DTypeCode.BOOL})
 _SCALAR_TYPES = (bool, int, float, complex)
 # Devices whose memory CuPy computes on (CuPy's ROCm builds take ROCm memory).
 _CUPY_DEVICES = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
@@ -40,8 +36,6 @@ class _Host:
 
     def __init__(self):
         import numpy
-        self._ndarray = numpy.ndarray
-        self._generic = numpy.generic
         self._own_overrides = {
             "__array_ufunc__": (View.__array_ufunc__, numpy.ndarray.__array_ufunc__),
             "__array_function__": (View.__array_function__,
@@ -49,12 +43,7 @@ class _Host:
         }
 
     def operand(self, view):
-        dtype = view.dtype
-        if view.device.type is DeviceType.CPU and dtype.code in _NUMPY_NATIVE_CODES \
-                and dtype.lanes == 1 and dtype.name != "complex32":
-            return compute_operand(view)
-        from arrayport.convert import to_numpy
-        return to_numpy(view)  # pinned host memory, ml_dtypes types: shared all the same
+        return compute_operand(view)
 
     def accepts(self, x, protocol):
         """Whether NumPy may be handed ``x`` (not a View) beside host Views: anything but
