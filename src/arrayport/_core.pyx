@@ -37,6 +37,7 @@ cdef extern from "_csrc/core_support.h":
     long ap_live_buffer_leases
     void ap_counter_add(long* counter, long delta) nogil
     long ap_counter_get(long* counter) nogil
+    void* ap_host_alloc(size_t nbytes) nogil
 
     APDLManagedTensorVersioned* ap_alloc_exported_versioned(int32_t ndim) except NULL
     APDLManagedTensor* ap_alloc_exported_legacy(int32_t ndim) except NULL
@@ -59,9 +60,6 @@ cdef extern from "_csrc/core_support.h":
     void ap_copy_strided_to_contiguous(char* dst, const char* src, int ndim,
                                        const int64_t* shape, const int64_t* byte_strides,
                                        int64_t itemsize) nogil
-
-cdef extern from "stdlib.h" nogil:
-    int posix_memalign(void** out, size_t alignment, size_t size)
 
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, dtype_problem
@@ -116,9 +114,8 @@ cdef class HostBuffer:
     def __cinit__(self, Py_ssize_t nbytes):
         if nbytes < 0:
             raise ValueError("HostBuffer: nbytes must be >= 0")
-        # Never hand out NULL, even for zero bytes: some consumers reject it.
-        if posix_memalign(&self.ptr, 64, <size_t>(nbytes if nbytes > 0 else 64)) != 0:
-            self.ptr = NULL
+        self.ptr = ap_host_alloc(<size_t>nbytes)
+        if self.ptr == NULL:
             raise MemoryError(f"arrayport: cannot allocate {nbytes} bytes of host memory")
         self.nbytes = nbytes
         ap_counter_add(&ap_live_host_buffers, 1)

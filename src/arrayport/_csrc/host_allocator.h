@@ -70,8 +70,8 @@ static int ap_exchange_allocate(APDLTensor *prototype, APDLManagedTensorVersione
 
     APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)malloc(
         sizeof(APDLManagedTensorVersioned) + 2 * (size_t)ndim * sizeof(int64_t));
-    void *data = NULL;
-    if (m == NULL || posix_memalign(&data, 64, nbytes > 0 ? nbytes : 64) != 0) {
+    void *data = m == NULL ? NULL : ap_host_alloc(nbytes);
+    if (data == NULL) {
         free(m);
         return ap_allocator_fail(error_ctx, set_error, "MemoryError",
                                  "arrayport allocator: out of host memory");
