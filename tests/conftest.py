@@ -56,3 +56,15 @@ def live(request):
     """Counters snapshot; `live.delta()` is what changed since the test began."""
     producer = request.getfixturevalue("producer") if "producer" in request.fixturenames else None
     return LiveCounts(producer)
+
+
+@pytest.fixture
+def without_cuda(monkeypatch):
+    """The CUDA driver as a machine without one has it (also on a machine with a GPU)."""
+    from arrayport import _cuda_driver
+    from arrayport._gpu_library import NativeLibrary
+
+    missing = NativeLibrary("cuda", "the CUDA driver", ("libarrayport-no-such-cuda.so",),
+                            _cuda_driver.CudaUnavailable, {}, lambda library: None)
+    monkeypatch.setattr(_cuda_driver, "_cuda", missing)
+    return missing

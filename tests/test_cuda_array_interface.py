@@ -148,10 +148,7 @@ def test_consumer_stream_zero_is_rejected_before_the_driver(no_driver_calls):
         ap.view(CAIObject(cai(stream=3)), stream=0)
 
 
-def test_without_a_driver_the_error_says_so(monkeypatch):
-    monkeypatch.setattr(_cuda_driver, "_library", None)
-    monkeypatch.setattr(_cuda_driver, "_failure", None)
-    monkeypatch.setattr(_cuda_driver, "_library_name", lambda: "libarrayport-no-such-cuda.so")
+def test_without_a_driver_the_error_says_so(without_cuda):
     with pytest.raises(_cuda_driver.CudaUnavailable,
                        match=r"^cuda: the CUDA driver \(libarrayport-no-such-cuda.so\) cannot "
                              r"be loaded"):

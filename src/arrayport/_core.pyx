@@ -61,6 +61,8 @@ cdef extern from "_csrc/core_support.h":
                                        const int64_t* shape, const int64_t* byte_strides,
                                        int64_t itemsize) nogil
 
+import os as _os
+
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, dtype_problem
 from arrayport import dtypes as _dtypes
@@ -367,19 +369,25 @@ cdef class View:
         same_device = (target_type == self._t.device.device_type
                        and target_id == self._t.device.device_id)
         if not same_device:
-            if not (target_type == 1 and _host_accessible(self._t.device.device_type)):
-                here, there = self.device, Device(target_type, target_id)
-                if copy is False:
-                    raise ValueError(f"dlpack: exporting {here} memory to {there} needs a "
-                                     f"copy, but copy=False")
-                raise BufferError(f"dlpack: cannot copy {here} memory to {there}: arrayport "
-                                  f"has no driver for {here.type.label} devices")
-            # Pinned host memory is CPU memory too: relabel without copying.
-            if not copy:
+            if target_type == 1 and _host_accessible(self._t.device.device_type) and not copy:
+                # Pinned host memory is CPU memory too: relabel without copying, once the
+                # GPU work pending on it is done (the spec's rule for kDLCPU exports).
+                _host_wait_for_pending(self)
                 return self._relabelled_as_cpu()
+            if copy is False:
+                raise ValueError(f"dlpack: exporting {self.device} memory to "
+                                 f"{Device(target_type, target_id)} needs a copy, but "
+                                 f"copy=False")
+            return self._copy_for_export(Device(target_type, target_id), stream)
         if copy:
-            return self.host_copy()
+            return self._copy_for_export(None, stream)
+        _order_after_pending(self, stream)
         return self
+
+    cdef View _copy_for_export(self, target, stream):
+        """A copy for a consumer: on ``target`` (None: here), on the consumer's stream."""
+        from arrayport.copies import copy_view
+        return copy_view(self, target, None if stream == -1 else stream, "dlpack")
 
     cdef View _relabelled_as_cpu(self):
         cdef View v = _new_view_like(self, self, "dlpack")
@@ -488,6 +496,14 @@ cdef class View:
 
     # ---- copies ---------------------------------------------------------------------------
 
+    def copy(self, device=None, stream=None):
+        """A C-contiguous, writable copy (IS_COPIED) on ``device`` (default: where the data
+        is) — host, CUDA or ROCm memory, in any direction (arrayport.copies). ``stream``:
+        the CUDA/ROCm stream the transfer is enqueued on (DLPack values; None: the default
+        stream). BufferError for devices arrayport has no driver for."""
+        from arrayport.copies import copy_view
+        return copy_view(self, device, stream)
+
     def host_copy(self):
         """A C-contiguous, writable copy in new host memory (IS_COPIED). Only for memory
         the CPU can read; other devices raise BufferError naming the device."""
@@ -572,6 +588,66 @@ def check_stream(stream, int32_t device_type):
     if rocm and (stream == 1 or stream == 2):
         raise ValueError(f"dlpack: stream {stream} is not supported on ROCm; use 0 (default "
                          f"stream) or a stream handle")
+
+
+# ---- streams: arrayport.gpu owns the rules; these are the C-level pieces -----------------
+
+# Implicit synchronization (arrayport.gpu): on unless ARRAYPORT_IMPLICIT_SYNC=0 says off.
+cdef bint _implicit_sync = _os.environ.get("ARRAYPORT_IMPLICIT_SYNC", "1").strip().lower() \
+    not in ("0", "false", "off", "no")
+# The stream a DLPack stream of None stands for, per device type (spec: the legacy default).
+cdef dict _NONE_STREAM = {2: 1, 13: 1, 10: 0}
+
+
+def set_implicit_sync(bint enabled):
+    global _implicit_sync
+    previous = _implicit_sync
+    _implicit_sync = enabled
+    return previous
+
+
+def implicit_sync_enabled():
+    return _implicit_sync
+
+
+def pending_stream(View v):
+    """The stream with work pending on ``v``'s data (CUDA/ROCm), or None."""
+    return v._stream
+
+
+def mark_copied(View v, stream):
+    """Flag ``v`` as a copy (IS_COPIED) whose data is still being written on ``stream``."""
+    v._flags |= APDL_FLAG_IS_COPIED
+    v._stream = stream
+    return v
+
+
+cdef int _order_after_pending(View v, consumer) except -1:
+    """The consumer's stream (DLPack value; None: the default stream) waits, on the GPU,
+    for the work pending on ``v``: an event recorded on the pending stream. -1, no pending
+    work, or synchronization switched off: nothing."""
+    if v._stream is None or not _implicit_sync or consumer == -1:
+        return 0
+    cdef int32_t device_type = v._t.device.device_type
+    if consumer is None:
+        consumer = _NONE_STREAM.get(device_type)
+        if consumer is None:
+            return 0
+    if device_type == 3 or device_type == 11:
+        return 0  # pinned host memory: CPU exports wait on the host instead (below)
+    from arrayport import gpu
+    gpu.driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
+    return 0
+
+
+cdef int _host_wait_for_pending(View v) except -1:
+    """Block until work pending on ``v`` is done: the spec's rule for CPU exports of
+    memory a GPU may still be writing."""
+    if v._stream is None or not _implicit_sync:
+        return 0
+    from arrayport import gpu
+    gpu.driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
+    return 0
 
 
 cdef inline void _fill_c_strides(int ndim, const int64_t* shape, int64_t* strides) noexcept:
@@ -747,8 +823,13 @@ cdef View _dlpack_view(x, stream):
     stream is involved, else __dlpack__), zero-copy. ``stream``: the consumer's stream."""
     cdef uintptr_t api
     cdef View v
+    cdef int32_t gpu_type = 0
+    if stream is not None or not _implicit_sync:
+        gpu_type = _check_stream_for_producer(x, stream)
+        if not _implicit_sync and gpu_type != 0:
+            stream = -1  # synchronization off: the producer must not synchronize either
     if stream is not None:
-        _check_stream_for_producer(x, stream)
+        pass
     elif _is_ndarray_type(type(x)):
         v = _view_of_ndarray(x)
         if v is not None:
@@ -769,6 +850,8 @@ cdef View _dlpack_view(x, stream):
     v = _view_from_capsule(capsule, x)
     if not (v._flags & APDL_FLAG_READ_ONLY) and _is_immutable_array_type(type(x)):
         v._flags |= APDL_FLAG_READ_ONLY
+    if gpu_type != 0 and stream is not None and stream != -1:
+        v._stream = stream  # the producer ordered its work before this stream
     return v
 
 
@@ -786,10 +869,11 @@ cdef bint _is_immutable_array_type(type t):
     return cached
 
 
-cdef int _check_stream_for_producer(x, stream) except -1:
+cdef int32_t _check_stream_for_producer(x, stream) except -1:
     """Validate ``stream`` against the device the producer says its data is on, before
     calling its __dlpack__: producers answer a bad stream in their own dialects (NumPy
-    raises RuntimeError), the spec's answer is ValueError."""
+    raises RuntimeError), the spec's answer is ValueError. Returns the device type when
+    it is a stream-ordered GPU (CUDA, CUDA managed, ROCm), else 0."""
     device = getattr(x, "__dlpack_device__", None)
     if device is None:
         return 0
@@ -797,6 +881,8 @@ cdef int _check_stream_for_producer(x, stream) except -1:
     if (isinstance(device_type, int) and 0 < device_type < len(_DEVICE_TYPES)
             and _DEVICE_TYPES[device_type] is not None):
         check_stream(stream, device_type)  # unknown devices: the producer judges
+        if device_type == 2 or device_type == 13 or device_type == 10:
+            return device_type
     return 0
 
 

@@ -114,6 +114,9 @@ def view(obj, /, *, stream=None):
 
 cdef View _view(obj, stream):
     if type(obj) is View:
+        if stream is not None:
+            check_stream(stream, (<View>obj)._t.device.device_type)
+            _order_after_pending(<View>obj, stream)
         return obj
     if PyCapsule_CheckExact(obj):
         if stream is not None:

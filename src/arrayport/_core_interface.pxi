@@ -272,9 +272,12 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
         v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
     else:
         v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
+    if not _implicit_sync:
+        return v  # the CAI spec's consumer option: act as if the producer gave no stream
     v._stream = producer_stream
-    if producer_stream is not None and consumer_stream is not None:
+    if producer_stream is not None and consumer_stream is not None and consumer_stream != -1:
         driver.make_stream_wait(v._t.device.device_id, consumer_stream, producer_stream)
+        v._stream = consumer_stream  # the data is now ready in the consumer's stream order
     return v
 
 
@@ -312,7 +315,9 @@ cdef dict _cuda_array_interface_of(View v):
     d = _interface_of(v, "__cuda_array_interface__")
     if v._size == 0:
         d["data"] = (0, v.readonly)  # the spec's rule for zero-size arrays
-    d["stream"] = v._stream
+    # Honest: the stream with pending work, or None (also when synchronization is off: the
+    # CAI spec's producer option).
+    d["stream"] = v._stream if _implicit_sync else None
     return d
 
 

@@ -6,9 +6,13 @@ importing arrayport never loads it. The library is opened on the first CUDA requ
 machine without it every CUDA request raises ``CudaUnavailable`` (a ``BufferError``) saying
 why, and CPU work never notices.
 
-This module answers "where does this pointer live?" for the CUDA Array Interface and the
-C API: which device, and whether the memory is device memory, pinned host memory
-(``CUDAHost``) or managed memory (``CUDAManaged``).
+What arrayport asks of it: where a pointer lives (CUDA Array Interface, C API imports),
+ordering one stream after another with an event (never a host wait), device and pinned
+allocations for copies, and the copies themselves, enqueued on the caller's stream. Every
+call runs with the device's *primary* context current — the one the CUDA runtime, and so
+PyTorch, CuPy, JAX and Numba, use — so memory and streams are shared with them.
+Stream values are the DLPack ones, which are also the driver's handles: 1 is
+``CU_STREAM_LEGACY``, 2 ``CU_STREAM_PER_THREAD``, anything larger a ``CUstream``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import sys
-import threading
 
-__all__ = ["CudaUnavailable", "current_device", "locate_pointer", "make_stream_wait"]
+from arrayport._gpu_library import NativeLibrary, c_address, c_handle, c_size
 
-# CUDA driver API facts (cuda.h): pointer attributes and memory types.
+__all__ = ["CudaUnavailable", "current_device", "locate_pointer", "make_stream_wait",
+           "synchronize", "allocate_device", "allocate_pinned", "copy_async", "copy_2d_async",
+           "copy_peer_async", "device_count"]
+
+# CUDA driver API facts (cuda.h).
 _CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 _CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
@@ -29,6 +36,7 @@ _CU_MEMORYTYPE_DEVICE = 2
 _CU_MEMORYTYPE_UNIFIED = 4
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _CU_EVENT_DISABLE_TIMING = 0x2
+_CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 
 # DLPack device types this module reports.
 _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 2, 3, 13
@@ -38,38 +46,68 @@ class CudaUnavailable(BufferError):
     """No usable CUDA driver: the library is missing, or it has no device."""
 
 
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_failure: str | None = None
+class _Memcpy2D(ctypes.Structure):
+    """CUDA_MEMCPY2D (v2). arrayport fills only the unified-addressing fields."""
+    _fields_ = [
+        ("srcXInBytes", c_size), ("srcY", c_size), ("srcMemoryType", ctypes.c_int),
+        ("srcHost", ctypes.c_void_p), ("srcDevice", c_address), ("srcArray", ctypes.c_void_p),
+        ("srcPitch", c_size),
+        ("dstXInBytes", c_size), ("dstY", c_size), ("dstMemoryType", ctypes.c_int),
+        ("dstHost", ctypes.c_void_p), ("dstDevice", c_address), ("dstArray", ctypes.c_void_p),
+        ("dstPitch", c_size),
+        ("WidthInBytes", c_size), ("Height", c_size),
+    ]
 
 
-def _library_name() -> str:
-    return "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+_INT = ctypes.c_int
+_SIGNATURES = {
+    "cuInit": (_INT, [ctypes.c_uint]),
+    "cuDeviceGetCount": (_INT, [ctypes.POINTER(_INT)]),
+    "cuDeviceGet": (_INT, [ctypes.POINTER(_INT), _INT]),
+    "cuDevicePrimaryCtxRetain": (_INT, [ctypes.POINTER(c_handle), _INT]),
+    "cuDevicePrimaryCtxRelease_v2": (_INT, [_INT]),
+    "cuCtxPushCurrent_v2": (_INT, [c_handle]),
+    "cuCtxPopCurrent_v2": (_INT, [ctypes.POINTER(c_handle)]),
+    "cuCtxGetDevice": (_INT, [ctypes.POINTER(_INT)]),
+    "cuPointerGetAttributes": (_INT, [ctypes.c_uint, ctypes.POINTER(_INT),
+                                      ctypes.POINTER(ctypes.c_void_p), c_address]),
+    "cuEventCreate": (_INT, [ctypes.POINTER(c_handle), ctypes.c_uint]),
+    "cuEventRecord": (_INT, [c_handle, c_handle]),
+    "cuEventDestroy_v2": (_INT, [c_handle]),
+    "cuStreamWaitEvent": (_INT, [c_handle, c_handle, ctypes.c_uint]),
+    "cuStreamSynchronize": (_INT, [c_handle]),
+    "cuMemAlloc_v2": (_INT, [ctypes.POINTER(c_address), c_size]),
+    "cuMemFree_v2": (_INT, [c_address]),
+    "cuMemHostAlloc": (_INT, [ctypes.POINTER(ctypes.c_void_p), c_size, ctypes.c_uint]),
+    "cuMemFreeHost": (_INT, [ctypes.c_void_p]),
+    "cuMemcpyAsync": (_INT, [c_address, c_address, c_size, c_handle]),
+    "cuMemcpy2DAsync_v2": (_INT, [ctypes.POINTER(_Memcpy2D), c_handle]),
+    "cuMemcpyPeerAsync": (_INT, [c_address, c_handle, c_address, c_handle, c_size, c_handle]),
+}
+
+
+def _initialise(library: ctypes.CDLL) -> str | None:
+    status = library.cuInit(0)
+    return None if status == 0 else f"cuInit failed with CUDA error {status} (no usable GPU?)"
+
+
+_cuda = NativeLibrary("cuda", "the CUDA driver",
+                      ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1",),
+                      CudaUnavailable, _SIGNATURES, _initialise)
 
 
 def _driver() -> ctypes.CDLL:
-    """The initialised driver library, opened once; CudaUnavailable when there is none."""
-    global _library, _failure
-    if _library is not None:
-        return _library
-    with _lock:
-        if _library is None and _failure is None:
-            try:
-                library = ctypes.CDLL(_library_name())
-            except OSError as error:
-                _failure = f"the CUDA driver ({_library_name()}) cannot be loaded: {error}"
-            else:
-                status = library.cuInit(0)
-                if status != 0:
-                    _failure = f"cuInit failed with CUDA error {status} (no usable GPU?)"
-                else:
-                    library.cuPointerGetAttributes.argtypes = [
-                        ctypes.c_uint, ctypes.POINTER(ctypes.c_int),
-                        ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64]
-                    _library = library
-    if _library is None:
-        raise CudaUnavailable(f"cuda: {_failure}")
-    return _library
+    return _cuda.get()
+
+
+def _check(status: int, call: str) -> None:
+    _cuda.check(status, call)
+
+
+def device_count() -> int:
+    count = _INT(0)
+    _check(_driver().cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
+    return count.value
 
 
 def locate_pointer(ptr: int) -> tuple[int, int]:
@@ -79,10 +117,9 @@ def locate_pointer(ptr: int) -> tuple[int, int]:
     library = _driver()
     memory_type = ctypes.c_uint(0)
     is_managed = ctypes.c_uint(0)
-    ordinal = ctypes.c_int(-1)
-    attributes = (ctypes.c_int * 3)(_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                    _CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                    _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+    ordinal = _INT(-1)
+    attributes = (_INT * 3)(_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, _CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                            _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
     outputs = (ctypes.c_void_p * 3)(ctypes.addressof(memory_type), ctypes.addressof(is_managed),
                                     ctypes.addressof(ordinal))
     # Unlike cuPointerGetAttribute, this call succeeds for pointers CUDA does not know and
@@ -105,36 +142,30 @@ def locate_pointer(ptr: int) -> tuple[int, int]:
 
 def current_device() -> int:
     """The device of the calling thread's current CUDA context, or 0 when none is current."""
-    library = _driver()
-    device = ctypes.c_int(0)
-    status = library.cuCtxGetDevice(ctypes.byref(device))
+    device = _INT(0)
+    status = _driver().cuCtxGetDevice(ctypes.byref(device))
     if status == _CUDA_ERROR_INVALID_CONTEXT:
         return 0
-    if status != 0:
-        raise BufferError(f"cuda: cuCtxGetDevice failed with CUDA error {status}")
+    _check(status, "cuCtxGetDevice")
     return device.value
 
 
-def _check(status: int, call: str) -> None:
-    if status != 0:
-        raise BufferError(f"cuda: {call} failed with CUDA error {status}")
-
-
 @contextlib.contextmanager
-def _primary_context(library: ctypes.CDLL, ordinal: int):
-    """Device ``ordinal``'s primary context (the one the CUDA runtime, and so PyTorch,
-    CuPy and JAX, use) current on this thread for the duration."""
-    device = ctypes.c_int(0)
+def on_device(ordinal: int):
+    """Device ``ordinal``'s primary context current on this thread for the duration;
+    yields that context."""
+    library = _driver()
+    device = _INT(0)
     _check(library.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
-    context = ctypes.c_void_p()
+    context = c_handle()
     _check(library.cuDevicePrimaryCtxRetain(ctypes.byref(context), device),
            "cuDevicePrimaryCtxRetain")
     try:
         _check(library.cuCtxPushCurrent_v2(context), "cuCtxPushCurrent")
         try:
-            yield
+            yield context
         finally:
-            library.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
     finally:
         library.cuDevicePrimaryCtxRelease_v2(device)
 
@@ -142,20 +173,97 @@ def _primary_context(library: ctypes.CDLL, ordinal: int):
 def make_stream_wait(ordinal: int, consumer: int, producer: int) -> None:
     """Order ``consumer`` after the work queued on ``producer`` so far, on the GPU: record
     an event on the producer's stream and make the consumer's stream wait on it. The host
-    never blocks. Stream values as the specs give them (1 legacy default, 2 per-thread
-    default, otherwise a CUstream handle); equal streams need nothing."""
+    never blocks. Equal streams need nothing."""
     if consumer == producer:
         return
     library = _driver()
-    with _primary_context(library, ordinal):
-        event = ctypes.c_void_p()
+    with on_device(ordinal):
+        event = c_handle()
         _check(library.cuEventCreate(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING),
                "cuEventCreate")
         try:
-            _check(library.cuEventRecord(event, ctypes.c_void_p(producer)), "cuEventRecord")
-            _check(library.cuStreamWaitEvent(ctypes.c_void_p(consumer), event, 0),
-                   "cuStreamWaitEvent")
+            _check(library.cuEventRecord(event, producer), "cuEventRecord")
+            _check(library.cuStreamWaitEvent(consumer, event, 0), "cuStreamWaitEvent")
         finally:
             # Destroying an event with a pending wait is allowed: the driver frees it when
             # the wait has completed.
             library.cuEventDestroy_v2(event)
+
+
+def synchronize(ordinal: int, stream: int) -> None:
+    """Block the host until ``stream``'s work so far is done: only where the host itself
+    must read the data (a copy to host memory, a CPU export of pinned memory)."""
+    with on_device(ordinal):
+        _check(_driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+class DeviceMemory:
+    """``nbytes`` of device memory on device ``ordinal``, freed when the last View on it
+    goes. cuMemFree waits for work still using it, so freeing is always safe."""
+
+    def __init__(self, ordinal: int, nbytes: int):
+        self.ordinal, self.nbytes, self.address = ordinal, nbytes, 0
+        address = c_address(0)
+        with on_device(ordinal):
+            _check(_driver().cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)),
+                   f"cuMemAlloc({nbytes})")
+        self.address = address.value
+
+    def __del__(self):
+        if self.address:
+            with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
+                with on_device(self.ordinal):
+                    _driver().cuMemFree_v2(self.address)
+            self.address = 0
+
+
+class PinnedMemory:
+    """``nbytes`` of page-locked host memory (portable: every context may use it)."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes, self.address = nbytes, 0
+        address = ctypes.c_void_p()
+        _check(_driver().cuMemHostAlloc(ctypes.byref(address), max(nbytes, 1),
+                                        _CU_MEMHOSTALLOC_PORTABLE), f"cuMemHostAlloc({nbytes})")
+        self.address = address.value
+
+    def __del__(self):
+        if self.address:
+            with contextlib.suppress(Exception):
+                _driver().cuMemFreeHost(self.address)
+            self.address = 0
+
+
+def allocate_device(ordinal: int, nbytes: int) -> DeviceMemory:
+    return DeviceMemory(ordinal, nbytes)
+
+
+def allocate_pinned(nbytes: int) -> PinnedMemory:
+    return PinnedMemory(nbytes)
+
+
+def copy_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
+    """``nbytes`` from ``src`` to ``dst`` (any memory CUDA can address: device, pinned,
+    managed or pageable host) enqueued on ``stream`` of device ``ordinal``. From pageable
+    host memory the call returns once the source has been read."""
+    with on_device(ordinal):
+        _check(_driver().cuMemcpyAsync(dst, src, nbytes, stream), "cuMemcpyAsync")
+
+
+def copy_2d_async(ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
+                  width: int, height: int, stream: int) -> None:
+    """``height`` rows of ``width`` bytes, rows ``src_pitch``/``dst_pitch`` bytes apart."""
+    copy = _Memcpy2D(srcMemoryType=_CU_MEMORYTYPE_UNIFIED, srcDevice=src, srcPitch=src_pitch,
+                     dstMemoryType=_CU_MEMORYTYPE_UNIFIED, dstDevice=dst, dstPitch=dst_pitch,
+                     WidthInBytes=width, Height=height)
+    with on_device(ordinal):
+        _check(_driver().cuMemcpy2DAsync_v2(ctypes.byref(copy), stream), "cuMemcpy2DAsync")
+
+
+def copy_peer_async(dst_ordinal: int, dst: int, src_ordinal: int, src: int, nbytes: int,
+                    stream: int) -> None:
+    """``nbytes`` from device ``src_ordinal`` to device ``dst_ordinal``, enqueued on
+    ``stream`` (a stream of the destination device)."""
+    with on_device(src_ordinal) as src_context, on_device(dst_ordinal) as dst_context:
+        _check(_driver().cuMemcpyPeerAsync(dst, dst_context, src, src_context, nbytes, stream),
+               "cuMemcpyPeerAsync")

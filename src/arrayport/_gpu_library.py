@@ -1,0 +1,75 @@
+"""A GPU vendor library (the CUDA driver, the HIP runtime) opened on first use, with ctypes.
+
+Shared by ``_cuda_driver`` and ``_hip_driver``: both open their library lazily — importing
+arrayport never loads one — once per process under a lock, declare the C signatures they
+call, and turn a missing library or a failed initialisation into one remembered message,
+raised (as the driver's ``…Unavailable`` error, a ``BufferError``) on every request.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+
+# C types the drivers' signatures use.
+c_handle = ctypes.c_void_p       # streams, events, contexts
+c_address = ctypes.c_uint64      # CUdeviceptr; device addresses as integers
+c_size = ctypes.c_size_t
+
+
+class NativeLibrary:
+    """A shared library (``description``, e.g. "the CUDA driver"), opened with the first
+    name in ``names`` that loads; errors start with ``label:``.
+
+    ``signatures``: {function: (restype, [argtypes])}, declared once. ``initialise(lib)``
+    returns None when the library is usable, else a message saying why not."""
+
+    def __init__(self, label: str, description: str, names: tuple[str, ...],
+                 unavailable: type[BufferError], signatures: dict,
+                 initialise: Callable[[ctypes.CDLL], str | None]):
+        self.label = label
+        self.description = description
+        self._names = names
+        self._unavailable = unavailable
+        self._signatures = signatures
+        self._initialise = initialise
+        self._lock = threading.Lock()
+        self._library: ctypes.CDLL | None = None
+        self._failure: str | None = None
+
+    def get(self) -> ctypes.CDLL:
+        """The initialised library; the ``unavailable`` error when there is none."""
+        library = self._library
+        if library is not None:
+            return library
+        with self._lock:
+            if self._library is None and self._failure is None:
+                self._library, self._failure = self._open()
+        if self._library is None:
+            raise self._unavailable(f"{self.label}: {self._failure}")
+        return self._library
+
+    def _open(self) -> tuple[ctypes.CDLL | None, str | None]:
+        errors = []
+        for name in self._names:
+            try:
+                library = ctypes.CDLL(name)
+            except OSError as error:
+                errors.append(str(error))
+                continue
+            try:
+                for function, (restype, argtypes) in self._signatures.items():
+                    entry = getattr(library, function)
+                    entry.restype, entry.argtypes = restype, argtypes
+            except AttributeError as error:
+                return None, f"{name} is too old (it lacks {error})"
+            problem = self._initialise(library)
+            return (None, problem) if problem else (library, None)
+        return None, (f"{self.description} ({' or '.join(self._names)}) cannot be loaded: "
+                      f"{'; '.join(errors)}")
+
+    def check(self, status: int, call: str) -> None:
+        """BufferError naming ``call`` when a driver call did not succeed."""
+        if status != 0:
+            raise BufferError(f"{self.label}: {call} failed with error {status}")

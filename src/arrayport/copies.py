@@ -1,0 +1,156 @@
+"""``View.copy(device=None, stream=None)``: a C-contiguous, writable copy (IS_COPIED) of a
+View, on its own device or another, in every direction arrayport has a driver for.
+
+Where the bytes go:
+- host → host: arrayport's own strided kernel (``_csrc/strided_copy.h``), in C;
+- host → device: a strided source is first packed by that kernel, then one host-to-device
+  transfer; to pinned host memory (``cuda_host``/``rocm_host``) the same way;
+- device → host, device → device on one GPU: one transfer when the source is contiguous,
+  else 2-D transfers (``cuMemcpy2DAsync``: rows of contiguous bytes, a pitch apart) planned
+  by ``plan_runs`` — DMA, no kernel launched;
+- device → another device: packed on the source device if strided, then a peer transfer.
+
+Streams (CUDA, ROCm): the transfers are enqueued on ``stream`` — a stream of the
+destination device for copies to a device, of the source device otherwise; None means the
+default stream (CUDA's legacy stream 1, ROCm's 0). With implicit synchronization on (the
+default, see ``arrayport.streams``) the copy first waits, on the GPU, for work pending on
+the source (an event), and the source's stream then waits for the copy, so the producer
+cannot overwrite or free what is being read. A copy that lands in host memory is complete
+when ``copy`` returns (the host must be able to read it): that one waits on the host.
+"""
+
+from __future__ import annotations
+
+from arrayport import _core, gpu
+from arrayport.devices import Device, DeviceType
+
+__all__ = ["copy_view", "plan_runs"]
+
+_CPU = Device("cpu")
+
+
+def copy_view(view, device=None, stream=None, who="copy"):
+    """The copy (see the module). ``who`` starts error messages."""
+    source = view.device
+    target = source if device is None else Device(device)
+    cannot = f"{who}: cannot copy {source} memory to {target}"
+    driver = gpu.driver_for(source.type) or gpu.driver_for(target.type)
+    if driver is None:
+        _core.check_stream(stream, int(DeviceType.CPU))
+        if target.type is not DeviceType.CPU or not source.type.is_host_accessible:
+            end = target if source.type.is_host_accessible else source
+            raise BufferError(f"{cannot}: arrayport has no driver for {end.type.label} devices")
+        return view.host_copy()
+    for end in (source, target):
+        if end.type is not DeviceType.CPU and gpu.driver_for(end.type) is not driver:
+            raise BufferError(f"{cannot}: arrayport cannot copy between "
+                              f"{source.type.label} and {target.type.label} devices")
+    gpu_end = target if gpu.is_device_memory(target.type) else source
+    _core.check_stream(stream, int(gpu_end.type))
+    try:
+        if target.type is DeviceType.CPU and not gpu.is_device_memory(source.type):
+            # Pinned host memory to the CPU: a host copy once pending GPU work is done.
+            gpu.wait_for_pending(view, driver)
+            return view.host_copy()
+        return _driver_copy(view, source, target, driver,
+                            gpu.work_stream(stream, gpu_end.type))
+    except BufferError as error:  # the driver's own errors, with what was being done
+        raise BufferError(f"{cannot}: {error}") from None
+
+
+def _driver_copy(view, source, target, driver, stream):
+    """The copy through ``driver``, enqueued on ``stream`` (already a handle)."""
+    ordinal = target.id if gpu.is_device_memory(target.type) else source.id
+    nbytes = view.nbytes
+    if target.type is DeviceType.CPU:
+        memory = _core.HostBuffer(nbytes)
+    elif gpu.is_device_memory(target.type):
+        memory = driver.allocate_device(target.id, nbytes)
+    else:
+        memory = driver.allocate_pinned(nbytes)
+    gpu.order_after(driver, ordinal, stream, gpu.pending_stream(view))
+    packed = view
+    if not view.is_c_contiguous and not gpu.is_device_memory(source.type):
+        packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
+    elif not view.is_c_contiguous and source.id != ordinal:
+        packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
+    if nbytes:
+        if packed.is_c_contiguous:
+            if gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type) \
+                    and source.id != target.id:
+                driver.copy_peer_async(target.id, memory.address, source.id, packed.ptr,
+                                       nbytes, stream)
+            else:
+                driver.copy_async(ordinal, memory.address, packed.ptr, nbytes, stream)
+        else:
+            for src, dst, width, height, pitch in plan_runs(packed.shape, packed.strides,
+                                                            packed.itemsize):
+                driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
+                                     pitch, width, height, stream)
+    # The producer's stream waits for this copy before reusing the memory it read.
+    gpu.order_after(driver, ordinal, gpu.stream_of_producer(view, source.type), stream)
+    if not gpu.is_device_memory(target.type):
+        driver.synchronize(ordinal, stream)  # host memory: readable when we return
+        stream = None
+    # The result keeps the source (and what was packed) alive as long as it lives.
+    result = _core.view_from_pointer(
+        memory.address, view.shape, None, view.dtype, readonly=False,
+        owner=_CopyOwner(memory, view, packed), device=tuple(target), protocol="copy")
+    return _core.mark_copied(result, stream)
+
+
+class _CopyOwner:
+    """What a copy's View keeps alive: the new memory, and the source it was read from
+    (whose memory may still be read by the enqueued transfer)."""
+
+    __slots__ = ("memory", "source", "packed", "__weakref__")
+
+    def __init__(self, memory, source, packed):
+        self.memory, self.source, self.packed = memory, source, packed
+
+
+def plan_runs(shape, byte_strides, itemsize):
+    """The 2-D transfers that copy a strided layout into C order: tuples (source offset,
+    destination offset, width, height, source pitch) in bytes — ``height`` rows of
+    ``width`` contiguous bytes, ``pitch`` apart in the source, back to back in the
+    destination. Contiguous runs are as long as the layout allows; the two innermost
+    (merged) dimensions make one transfer, outer dimensions one transfer each. A pitch a
+    transfer cannot use (negative, or smaller than a row: overlapping or broadcast
+    memory) becomes one transfer per row."""
+    dims = []
+    for extent, stride in zip(shape, byte_strides):
+        if extent == 0:
+            return []
+        if extent == 1:
+            continue
+        if dims and dims[-1][1] == stride * extent:
+            dims[-1] = (dims[-1][0] * extent, stride)  # contiguous with the outer one
+        else:
+            dims.append((extent, stride))
+    # The innermost run: contiguous elements make one wide row, else one element per row.
+    if dims and dims[-1][1] == itemsize:
+        width = dims.pop()[0] * itemsize
+    else:
+        width = itemsize
+    rows, pitch = dims.pop() if dims else (1, width)
+    outer = dims
+    if pitch < width:  # negative, zero or overlapping: rows one by one
+        outer = outer + [(rows, pitch)]
+        rows, pitch = 1, width
+    runs = []
+    block = rows * width
+    index = [0] * len(outer)
+    offset, written = 0, 0
+    while True:
+        runs.append((offset, written, width, rows, pitch))
+        written += block
+        for axis in range(len(outer) - 1, -1, -1):
+            extent, stride = outer[axis]
+            index[axis] += 1
+            offset += stride
+            if index[axis] < extent:
+                break
+            offset -= stride * extent
+            index[axis] = 0
+        else:
+            return runs

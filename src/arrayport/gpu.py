@@ -1,0 +1,118 @@
+"""GPU devices and stream ordering: which driver serves a device, and the switch for
+arrayport's implicit synchronization.
+
+Implicit synchronization (on by default) is everything arrayport does so that data is
+safe to use on the stream a consumer names, without the user thinking about it:
+- importing the CUDA Array Interface, the consumer's stream waits (on the GPU, with an
+  event) for the producer's ``stream`` entry;
+- exporting over DLPack, a View with work pending on stream P makes the consumer's stream
+  wait for P (``None`` meaning CUDA's legacy default stream, ROCm's stream 0);
+- importing over DLPack while it is off, producers are asked for ``stream=-1``
+  ("do not synchronize") instead of being told about a stream;
+- copies wait for pending work on their source, and make the source's stream wait for
+  the copy.
+Turn it off (``set_implicit_sync(False)``, ``with no_implicit_sync():``, or
+``ARRAYPORT_IMPLICIT_SYNC=0`` in the environment) where no event may be recorded or waited
+on — inside CUDA graph capture — or where you order the streams yourself. While off,
+arrayport also exports a CUDA Array Interface ``stream`` of None and ignores the one it
+imports (the options the CUDA Array Interface spec offers producers and consumers). The
+switch is process-wide, not per thread. Copies that land in host memory still wait for
+their own transfer: their result must be readable when the call returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from arrayport import _core
+from arrayport.devices import DeviceType
+
+__all__ = ["set_implicit_sync", "implicit_sync_enabled", "no_implicit_sync", "driver_for",
+           "is_device_memory"]
+
+_CUDA_KINDS = frozenset({DeviceType.CUDA, DeviceType.CUDA_HOST, DeviceType.CUDA_MANAGED})
+_ROCM_KINDS = frozenset({DeviceType.ROCM, DeviceType.ROCM_HOST})
+_DEVICE_MEMORY = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
+# The stream a None stream argument stands for (DLPack: the legacy default stream).
+_DEFAULT_STREAM = {"cuda": 1, "rocm": 0}
+
+
+def set_implicit_sync(enabled: bool) -> bool:
+    """Turn arrayport's implicit stream synchronization on or off; returns the old value."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_implicit_sync: enabled must be True or False, got {enabled!r}")
+    return _core.set_implicit_sync(enabled)
+
+
+def implicit_sync_enabled() -> bool:
+    return _core.implicit_sync_enabled()
+
+
+@contextlib.contextmanager
+def no_implicit_sync():
+    """Implicit synchronization off for the ``with`` block (e.g. around graph capture)."""
+    previous = set_implicit_sync(False)
+    try:
+        yield
+    finally:
+        set_implicit_sync(previous)
+
+
+def driver_for(device_type):
+    """The driver module for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm
+    kinds: HIP), imported only now; None for devices arrayport has no driver for."""
+    device_type = DeviceType(device_type)
+    if device_type in _CUDA_KINDS:
+        from arrayport import _cuda_driver
+        return _cuda_driver
+    if device_type in _ROCM_KINDS:
+        from arrayport import _hip_driver
+        return _hip_driver
+    return None
+
+
+def is_device_memory(device_type) -> bool:
+    """Memory on a GPU (CUDA, CUDA managed, ROCm), which arrayport reads through a driver."""
+    return device_type in _DEVICE_MEMORY
+
+
+def _vendor(device_type) -> str:
+    return "cuda" if DeviceType(device_type) in _CUDA_KINDS else "rocm"
+
+
+def work_stream(stream, device_type) -> int:
+    """The stream handle a copy runs on: ``stream``, or the default stream for None."""
+    if stream == -1:
+        raise ValueError("copy: stream=-1 names no stream; a copy needs one to run on (None "
+                         "for the default stream)")
+    return _DEFAULT_STREAM[_vendor(device_type)] if stream is None else stream
+
+
+def pending_stream(view):
+    """The stream with work pending on ``view``'s data, when synchronization is on."""
+    return _core.pending_stream(view) if _core.implicit_sync_enabled() else None
+
+
+def stream_of_producer(view, device_type):
+    """The stream the producer of ``view`` uses: its pending stream, else the default
+    stream for GPU memory; None for host memory, which no stream orders."""
+    pending = pending_stream(view)
+    if pending is not None or not is_device_memory(device_type):
+        return pending
+    return _DEFAULT_STREAM[_vendor(device_type)]
+
+
+def order_after(driver, ordinal, consumer, producer) -> None:
+    """``consumer`` waits (on the GPU) for ``producer``'s queued work, when both are
+    streams and synchronization is on."""
+    if consumer is None or producer is None or consumer == producer:
+        return
+    if _core.implicit_sync_enabled():
+        driver.make_stream_wait(ordinal, consumer, producer)
+
+
+def wait_for_pending(view, driver) -> None:
+    """Block the host until work pending on ``view`` is done (before the host reads it)."""
+    pending = pending_stream(view)
+    if pending is not None:
+        driver.synchronize(view.device.id, pending)
