@@ -6,6 +6,10 @@ The public surface:
 - ``from_dlpack(obj, device=, copy=)``: a View of anything with ``__dlpack__`` or a capsule;
 - ``to_numpy(obj, copy=)``: a NumPy array of it (ml_dtypes for bfloat16/float8/…);
 - ``to_torch(obj, device=, copy=, stream=, readonly=)``: a torch.Tensor of it, safely;
+- ``View.copy(device=, stream=)``: a contiguous copy on any device arrayport drives
+  (host, CUDA, ROCm), enqueued on the caller's stream;
+- ``set_implicit_sync`` / ``no_implicit_sync()``: switch arrayport's stream
+  synchronization off (CUDA graph capture); see ``arrayport.gpu``;
 - ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
 - ``get_include()``: the folder holding ``arrayport/dlpack_abi.h`` and ``arrayport/capi.h``
@@ -20,14 +24,16 @@ from arrayport._version import __version__
 from arrayport.convert import ReadOnlySharedWarning, to, to_numpy, to_torch
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
+from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
 
 # The capsule arrayport_import_capi() (arrayport/capi.h) finds as "arrayport._C_API".
 _C_API = _C_API
 
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
-    "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include", "to",
-    "to_numpy", "to_torch", "view",
+    "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include",
+    "implicit_sync_enabled", "no_implicit_sync", "set_implicit_sync", "to", "to_numpy",
+    "to_torch", "view",
 ]
 
 

@@ -351,7 +351,8 @@ cdef class View:
         else:
             raise TypeError(f"dlpack: max_version must be a (major, minor) tuple of ints, "
                             f"got {max_version!r}")
-        if stream is not None or dl_device is not None or copy is not None:
+        if (stream is not None or dl_device is not None or copy is not None
+                or self._stream is not None):
             source = self._export_source(stream, dl_device, copy)
         if versioned:
             return source._export_versioned(copy is True)
@@ -613,6 +614,11 @@ def implicit_sync_enabled():
 def pending_stream(View v):
     """The stream with work pending on ``v``'s data (CUDA/ROCm), or None."""
     return v._stream
+
+
+def set_pending_stream(View v, stream):
+    """Record that work on ``v``'s data is pending on ``stream`` (None: none)."""
+    v._stream = stream
 
 
 def mark_copied(View v, stream):

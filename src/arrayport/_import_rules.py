@@ -6,15 +6,15 @@ Rules (array API standard, ``from_dlpack``):
 - ``copy=True``: always a fresh copy (the View says ``is_copy``).
 - ``copy=False``: never a copy; ``BufferError`` when one would be needed.
 - ``device=``: a device the data is not on needs a copy. arrayport copies host-readable
-  memory itself; for other devices it asks the producer (``dl_device=``, ``copy=``), since
-  arrayport has no device driver of its own yet.
+  memory itself; for other devices it asks the producer (``dl_device=``, ``copy=``) first,
+  and copies with its own driver (CUDA, ROCm: ``View.copy``) when the producer cannot.
 """
 
 from __future__ import annotations
 
 import sys
 
-from arrayport import _core
+from arrayport import _core, gpu
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DTypeCode, from_numpy_dtype
 
@@ -31,13 +31,13 @@ def from_dlpack_with_options(x, device, copy):
     source = None if is_capsule or target is None else Device(x.__dlpack_device__())
 
     if source is not None and source != target and not _host_can_move(source, target):
-        # Only the producer can move this data.
+        # The producer moves its data if it can; else arrayport's driver does (a GPU).
         if copy is False:
             raise BufferError(f"from_dlpack: the data is on {source}; device={target} "
                               f"needs a copy, but copy=False")
-        return _ask_producer(x, target, source, copy)
+        return _moved(x, target, source, copy)
     if copy is True and source is not None and not source.type.is_host_accessible:
-        return _ask_producer(x, source, source, True)
+        return _moved(x, source, source, True)
 
     view = _core.from_dlpack(x)
     if target is not None and view.device != target:
@@ -61,6 +61,21 @@ def _host_can_move(source: Device, target: Device) -> bool:
     """arrayport itself can produce ``target`` memory from ``source`` memory: both are
     host-readable and the target is the CPU."""
     return target.type is DeviceType.CPU and source.type.is_host_accessible
+
+
+def _moved(x, target: Device, source: Device, copy):
+    """``x``'s data on ``target``: the producer's copy, or — when the producer cannot make
+    one and arrayport has a driver for either end — arrayport's (``View.copy``)."""
+    try:
+        return _ask_producer(x, target, source, copy)
+    except BufferError as producer_error:
+        if gpu.driver_for(source.type) is None and gpu.driver_for(target.type) is None:
+            raise
+        try:
+            return _core.from_dlpack(x).copy(device=target)
+        except BufferError as copy_error:
+            raise type(copy_error)(f"{producer_error}; arrayport's own copy failed too: "
+                                   f"{copy_error}") from None
 
 
 def _ask_producer(x, target: Device, source: Device, copy):

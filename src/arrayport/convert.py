@@ -65,11 +65,12 @@ def _check_readonly_policy(readonly, who):
         raise ValueError(f"{who}: readonly must be 'copy' or 'share', got {readonly!r}")
 
 
-def _host_copy(view, copy, who, why):
-    """``view`` copied into new host memory because the target cannot hold it (``why``)."""
+def _copied(view, copy, who, why):
+    """A contiguous copy of ``view`` on its own device, because the target cannot hold
+    ``view`` as it is (``why``)."""
     if copy is False:
         raise BufferError(f"{who}: {why}, so sharing needs a copy, but copy=False")
-    return view.host_copy()
+    return view.copy()
 
 
 def _placed(view, device, copy):
@@ -80,7 +81,7 @@ def _placed(view, device, copy):
             from arrayport._import_rules import from_dlpack_with_options
             return from_dlpack_with_options(view, target, copy)
     if copy:
-        return view.host_copy()
+        return view.copy()
     return view
 
 
@@ -93,7 +94,7 @@ def _writable_for(view, readonly, copy, who, library):
                       f"always writable; do not write to the result", ReadOnlySharedWarning,
                       stacklevel=_caller_stacklevel())
         return view
-    return _host_copy(view, copy, who, f"the data is read-only and {library} arrays are "
+    return _copied(view, copy, who, f"the data is read-only and {library} arrays are "
                       f"always writable (pass readonly='share' to share it anyway)")
 
 
@@ -165,7 +166,7 @@ def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy")
     if (dtype.code, dtype.bits) not in _TORCH_TYPES or dtype.lanes != 1 or dtype.padded:
         raise TypeError(f"to_torch: PyTorch has no type for {dtype.name}")
     if _core.has_negative_stride(view):
-        view = _host_copy(view, copy, "to_torch", "PyTorch cannot hold negative strides "
+        view = _copied(view, copy, "to_torch", "PyTorch cannot hold negative strides "
                           "(torch.from_dlpack aborts the process on them)")
     view = _writable_for(view, readonly, copy, "to_torch", "PyTorch")
     return _core.torch_tensor_of(view)
@@ -201,7 +202,7 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
                         f"{jax.dtypes.canonicalize_dtype(numpy_dtype)} (enable "
                         f"jax_enable_x64, or convert explicitly)")
     if any(s <= 0 for s, n in zip(view.element_strides, view.shape) if n > 1):
-        view = _host_copy(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
+        view = _copied(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
     if copy is False and view.device.type is DeviceType.CPU and view.ptr % 64:
         raise BufferError("to(jax): JAX shares only 64-byte aligned host memory and would "
                           "copy this, but copy=False")
@@ -259,7 +260,7 @@ def _to_pyarrow(x, *, copy=None):
                          f"{view.ndim}; use target 'pyarrow.Tensor'")
     arrow_type = _pyarrow_type(view, "to(pyarrow)")
     if not view.is_c_contiguous:
-        view = _host_copy(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
+        view = _copied(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
     return pa.Array.from_buffers(arrow_type, view.size, [None, pa.py_buffer(view)])
 
 
@@ -271,7 +272,7 @@ def _to_pyarrow_tensor(x, *, copy=None):
     view = _placed(_core.view(x), None, copy)
     _pyarrow_type(view, "to(pyarrow.Tensor)")
     if any(s < 0 for s in view.element_strides):
-        view = _host_copy(view, copy, "to(pyarrow.Tensor)",
+        view = _copied(view, copy, "to(pyarrow.Tensor)",
                           "Arrow tensors cannot hold negative strides")
     return pa.Tensor.from_numpy(to_numpy(view))
 

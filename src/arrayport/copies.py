@@ -55,7 +55,7 @@ def copy_view(view, device=None, stream=None, who="copy"):
         return _driver_copy(view, source, target, driver,
                             gpu.work_stream(stream, gpu_end.type))
     except BufferError as error:  # the driver's own errors, with what was being done
-        raise BufferError(f"{cannot}: {error}") from None
+        raise type(error)(f"{cannot}: {error}") from None  # CudaUnavailable stays itself
 
 
 def _driver_copy(view, source, target, driver, stream):
