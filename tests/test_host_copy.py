@@ -47,6 +47,9 @@ BLOCK_LAYOUTS = [
     ((16, 16), (1, 0)), ((17, 33), (1, 0)), ((64, 80), (1, 0)), ((100, 3), (1, 0)),
     ((3, 100), (1, 0)), ((5, 37, 19), (2, 0, 1)), ((19, 37, 5), (1, 2, 0)),
     ((8, 24, 40), (0, 2, 1)), ((33, 2, 47), (2, 1, 0)), ((4, 5, 6, 7), (3, 1, 0, 2)),
+    # Long destination rows are walked in bands of 8 blocks (partial last band), short
+    # ones down the columns of blocks.
+    ((1100, 300), (1, 0)), ((1000, 300), (1, 0)), ((3, 70, 600), (2, 0, 1)),
 ]
 
 
@@ -77,7 +80,7 @@ def test_unaligned_source_is_copied_exactly():
 
 
 @pytest.mark.parametrize("dtype,shape", [("float32", (2048, 1100)), ("float64", (1100, 1030)),
-                                         ("uint16", (2100, 2048))])
+                                         ("float32", (1000, 2100)), ("uint16", (2100, 2048))])
 def test_streamed_copies_larger_than_the_caches(dtype, shape):
     """Results of 8 MiB and more are written with non-temporal stores."""
     array = random_bits(shape, dtype).T

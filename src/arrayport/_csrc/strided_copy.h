@@ -12,10 +12,15 @@
  *   2. copies a destination-contiguous innermost dimension as one memcpy per row;
  *   3. otherwise pairs the destination's innermost dimension with the dimension the
  *      source moves through fastest, and copies that plane in blocks of one cache line by
- *      one cache line (16 x 16 four-byte or 8 x 8 eight-byte elements), prefetching the
- *      source lines a few blocks ahead: each source line is read whole, transposed in SSE registers into a small staging block, and each
+ *      one cache line (16 x 16 four-byte or 8 x 8 eight-byte elements): each source line
+ *      is read whole, transposed in SSE registers into a small staging block, and each
  *      destination line is written whole — with non-temporal stores when the result is
- *      larger than the caches, as memcpy itself does, so writing costs no reads.
+ *      larger than the caches, as memcpy itself does, so writing costs no reads;
+ *   4. walks the blocks in the order the memory system likes: long destination rows in
+ *      bands of 8 blocks (so the source pages a band reads stay in the TLB) with the
+ *      source lines of the block 4 blocks ahead prefetched into L2; short destination
+ *      rows down each column of blocks, prefetching 4 blocks down.
+ * Memory for results comes from ap_host_alloc (huge pages for large blocks).
  * Measured in benchmarks/bench_copy.py (figures in the issue notes and docs).
  */
 #ifndef ARRAYPORT_STRIDED_COPY_H
@@ -37,6 +42,11 @@
  * everything else from the caches anyway, and streaming stores skip reading the
  * destination lines first. Smaller results stay in cache for whoever reads them next. */
 #define AP_COPY_STREAMING_BYTES ((int64_t)8 << 20)
+
+/* Blocks are walked in bands of this many block columns: all rows of a band, then the
+ * next band. A band's source rows (8 blocks of 16: 128 rows, a page each when rows are
+ * 4 KiB or more apart) stay within the TLB while every one of its blocks is read. */
+#define AP_COPY_BAND_BLOCKS 8
 
 /* dst[r][k] = src[r * src_row + k * src_col] for a rows x cols block whose destination
  * rows are dst_row bytes apart with contiguous elements: the general element loop. */
@@ -121,6 +131,21 @@ static inline void ap_copy_block8(char *dst, int64_t dst_row, const char *src,
 }
 #endif
 
+/* One block at ``src`` (4- or 8-byte elements), prefetching first, unless ``ahead`` is
+ * NULL, the source lines of the block at ``ahead`` (a few blocks further on) into L2 —
+ * not L1: rows a multiple of 4 KiB apart share one L1 set, and would evict the lines
+ * being read. The hardware prefetchers cannot guess these patterns. */
+static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, int64_t src_col,
+                                 int64_t itemsize, int streaming, const char *ahead) {
+    int64_t edge = 64 / itemsize;
+    if (ahead != NULL)
+        for (int64_t k = 0; k < edge; k++) _mm_prefetch(ahead + k * src_col, _MM_HINT_T1);
+    if (itemsize == 4)
+        ap_copy_block4(dst, dst_row, src, src_col, streaming);
+    else
+        ap_copy_block8(dst, dst_row, src, src_col, streaming);
+}
+
 /* A rows x cols plane: destination rows dst_row bytes apart (elements contiguous), source
  * src_row bytes per row and src_col per column. Blocks of one line by one line, walked
  * row of blocks by row of blocks so the destination is written as a few long streams. */
@@ -132,26 +157,35 @@ static void ap_copy_plane(char *dst, int64_t dst_row, const char *src, int64_t s
 #ifdef AP_COPY_SSE2
     if ((itemsize == 4 || itemsize == 8) && src_row == itemsize) {
         streaming = streaming && ((uintptr_t)dst % 16 == 0) && dst_row % 16 == 0;
-        /* The source lines of the block four blocks ahead are fetched into L2 (not L1:
-         * rows a multiple of 4 KiB apart share one L1 set, and would evict the lines
-         * being read). The hardware prefetchers cannot guess this pattern. */
-        for (; r0 + edge <= rows; r0 += edge) {
-            int64_t c0 = 0;
-            for (; c0 + edge <= cols; c0 += edge) {
-                char *d = dst + r0 * dst_row + c0 * itemsize;
-                const char *s = src + r0 * src_row + c0 * src_col;
-                if (c0 + 5 * edge <= cols)
-                    for (int64_t k = 4 * edge; k < 5 * edge; k++)
-                        _mm_prefetch(s + k * src_col, _MM_HINT_T1);
-                if (itemsize == 4)
-                    ap_copy_block4(d, dst_row, s, src_col, streaming);
-                else
-                    ap_copy_block8(d, dst_row, s, src_col, streaming);
+        int64_t full_rows = rows - rows % edge, full_cols = cols - cols % edge;
+        if (cols * itemsize <= 4096) {
+            /* Short destination rows (the source's rows are the long, sequential runs):
+             * down each band of 16 source rows, which the hardware prefetcher follows. */
+            for (int64_t c0 = 0; c0 < full_cols; c0 += edge)
+                for (r0 = 0; r0 < full_rows; r0 += edge) {
+                    const char *s = src + r0 * src_row + c0 * src_col;
+                    ap_copy_block(dst + r0 * dst_row + c0 * itemsize, dst_row, s, src_col,
+                                  itemsize, streaming,
+                                  r0 + 5 * edge <= full_rows ? s + 4 * 64 : NULL);
+                }
+        } else {
+            for (int64_t band = 0; band < full_cols; band += AP_COPY_BAND_BLOCKS * edge) {
+                int64_t band_end = band + AP_COPY_BAND_BLOCKS * edge < full_cols
+                                   ? band + AP_COPY_BAND_BLOCKS * edge : full_cols;
+                for (r0 = 0; r0 < full_rows; r0 += edge)
+                    for (int64_t c0 = band; c0 < band_end; c0 += edge) {
+                        const char *s = src + r0 * src_row + c0 * src_col;
+                        ap_copy_block(dst + r0 * dst_row + c0 * itemsize, dst_row, s, src_col,
+                                      itemsize, streaming,
+                                      c0 + 5 * edge <= band_end ? s + 4 * edge * src_col : NULL);
+                    }
             }
-            ap_copy_elements(dst + r0 * dst_row + c0 * itemsize, dst_row,
-                             src + r0 * src_row + c0 * src_col, src_row, src_col, edge,
-                             cols - c0, itemsize);
         }
+        for (r0 = 0; r0 < full_rows; r0 += edge)
+            ap_copy_elements(dst + r0 * dst_row + full_cols * itemsize, dst_row,
+                             src + r0 * src_row + full_cols * src_col, src_row, src_col, edge,
+                             cols - full_cols, itemsize);
+        r0 = full_rows;
     }
 #else
     (void)streaming;
