@@ -366,3 +366,29 @@ def test_gpu_module_names_drivers():
     assert gpu.driver_for(3) is _cuda_driver and gpu.driver_for(10) is _hip_driver
     assert gpu.driver_for(11) is _hip_driver
     assert gpu.driver_for(1) is None and gpu.driver_for(7) is None
+
+
+# ---- from_dlpack(stream=) -----------------------------------------------------------------
+
+def test_from_dlpack_passes_the_consumer_stream():
+    producer = GpuProducer()
+    view = ap.from_dlpack(producer, stream=123)
+    assert producer.streams == [123] and _core.pending_stream(view) == 123
+    with pytest.raises(ValueError, match="stream 0 is ambiguous on CUDA"):
+        ap.from_dlpack(producer, stream=0)
+    with pytest.raises(ValueError, match="stream must be None for cpu memory"):
+        ap.from_dlpack(np.arange(3.0), stream=5)
+    with pytest.raises(ValueError, match="a stream cannot apply to it"):
+        ap.from_dlpack(ap.view(np.arange(3.0)).__dlpack__(max_version=(1, 3)), stream=5)
+
+
+def test_from_dlpack_to_the_cpu_asks_with_a_cpu_stream():
+    class Mover(GpuProducer):
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            self.streams.append((stream, dl_device))
+            return ap.view(self.array).__dlpack__(max_version=max_version)
+
+    producer = Mover()
+    view = ap.from_dlpack(producer, device="cpu", stream=123)
+    assert producer.streams == [(None, (1, 0))]  # spec: kDLCPU takes stream None
+    assert view.device == (1, 0)

@@ -192,9 +192,9 @@ cdef class View:
     # ---- named constructors ----------------------------------------------------------------
 
     @staticmethod
-    def from_dlpack(obj, /, *, device=None, copy=None):
+    def from_dlpack(obj, /, *, device=None, copy=None, stream=None):
         """A View from any object with ``__dlpack__`` or from a DLPack capsule."""
-        return from_dlpack(obj, device=device, copy=copy)
+        return from_dlpack(obj, device=device, copy=copy, stream=stream)
 
     @staticmethod
     def from_cuda_array_interface(obj, /):
@@ -908,19 +908,24 @@ def import_capsule(capsule, owner=None):
     return _view_from_capsule(capsule, capsule if owner is None else owner)
 
 
-def from_dlpack(x, /, *, device=None, copy=None):
+def from_dlpack(x, /, *, device=None, copy=None, stream=None):
     """A View of ``x`` (any object with ``__dlpack__``, or a DLPack capsule), zero-copy.
 
     ``copy=True`` always returns an owned copy; ``copy=False`` never copies (BufferError
     when a copy would be needed); ``device`` asks for the data on that device, copying when
-    it lives elsewhere.
+    it lives elsewhere. ``stream``: the CUDA/ROCm stream the caller will use the data on
+    (DLPack values), passed to the producer, which orders its pending work before it; a
+    copy is made on it.
     """
     if device is None and copy is None:
         if PyCapsule_CheckExact(x):
+            if stream is not None:
+                raise ValueError("from_dlpack: a DLPack capsule was already produced; a "
+                                 "stream cannot apply to it")
             return _view_from_capsule(x, x)
-        return _dlpack_view(x, None)
+        return _dlpack_view(x, stream)
     from arrayport._import_rules import from_dlpack_with_options
-    return from_dlpack_with_options(x, device, copy)
+    return from_dlpack_with_options(x, device, copy, stream)
 
 
 cdef View _fallback_import(x):

@@ -20,10 +20,10 @@ from arrayport.dtypes import DTypeCode, from_numpy_dtype
 
 _NUMPY_NATIVE_CODES = frozenset(
     {DTypeCode.INT, DTypeCode.UINT, DTypeCode.FLOAT, DTypeCode.COMPLEX, DTypeCode.BOOL})
-_MOVE_KEYWORDS = ("max_version", "dl_device", "copy")
+_MOVE_KEYWORDS = ("max_version", "dl_device", "copy", "stream")
 
 
-def from_dlpack_with_options(x, device, copy):
+def from_dlpack_with_options(x, device, copy, stream=None):
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"from_dlpack: copy must be True, False or None, got {copy!r}")
     target = None if device is None else Device(device)
@@ -35,11 +35,11 @@ def from_dlpack_with_options(x, device, copy):
         if copy is False:
             raise BufferError(f"from_dlpack: the data is on {source}; device={target} "
                               f"needs a copy, but copy=False")
-        return _moved(x, target, source, copy)
+        return _moved(x, target, source, copy, stream)
     if copy is True and source is not None and not source.type.is_host_accessible:
-        return _moved(x, source, source, True)
+        return _moved(x, source, source, True, stream)
 
-    view = _core.from_dlpack(x)
+    view = _core.from_dlpack(x, stream=stream)
     if target is not None and view.device != target:
         if not _host_can_move(view.device, target):
             raise BufferError(f"from_dlpack: the data is on {view.device}; arrayport has no "
@@ -53,7 +53,7 @@ def from_dlpack_with_options(x, device, copy):
                               f"needs a copy, but copy=False")
         return view.host_copy()
     if copy is True:
-        return view.host_copy()
+        return view.copy()
     return view
 
 
@@ -63,25 +63,32 @@ def _host_can_move(source: Device, target: Device) -> bool:
     return target.type is DeviceType.CPU and source.type.is_host_accessible
 
 
-def _moved(x, target: Device, source: Device, copy):
+def _moved(x, target: Device, source: Device, copy, stream):
     """``x``'s data on ``target``: the producer's copy, or — when the producer cannot make
     one and arrayport has a driver for either end — arrayport's (``View.copy``)."""
     try:
-        return _ask_producer(x, target, source, copy)
+        return _ask_producer(x, target, source, copy, stream)
     except BufferError as producer_error:
         if gpu.driver_for(source.type) is None and gpu.driver_for(target.type) is None:
             raise
         try:
-            return _core.from_dlpack(x).copy(device=target)
+            return _core.from_dlpack(x, stream=_stream_for(source, stream)).copy(
+                device=target, stream=_stream_for(target, stream))
         except BufferError as copy_error:
             raise type(copy_error)(f"{producer_error}; arrayport's own copy failed too: "
                                    f"{copy_error}") from None
 
 
-def _ask_producer(x, target: Device, source: Device, copy):
+def _stream_for(device: Device, stream):
+    """``stream`` where it applies to ``device`` (a GPU), else None (host memory)."""
+    return stream if gpu.is_device_memory(device.type) else None
+
+
+def _ask_producer(x, target: Device, source: Device, copy, stream):
     try:
+        # Spec: the stream must suit dl_device, and a copy is made over it.
         capsule = x.__dlpack__(max_version=_core.DLPACK_VERSION, dl_device=tuple(target),
-                               copy=copy)
+                               copy=copy, stream=_stream_for(target, stream))
     except TypeError as error:
         if not _core.rejects_keywords(error, _MOVE_KEYWORDS):
             raise
