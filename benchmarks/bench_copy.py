@@ -73,7 +73,7 @@ def host_table(args):
     print(f"# host: {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}, arrayport {ap.__version__}, numpy {np.__version__}; "
           f"median of {args.repeat}, GB/s")
-    print(f"{'case':<34} {'View.copy':>9} {'numpy':>8} {'memcpy new':>10} {'memcpy':>8} "
+    print(f"{'case':<40} {'View.copy':>9} {'numpy':>8} {'memcpy new':>10} {'memcpy':>8} "
           f"{'vs numpy':>8} {'vs memcpy new':>13}")
     for label, array in host_cases(args.size):
         view = ap.view(array)
@@ -87,7 +87,7 @@ def host_table(args):
             lambda: ctypes.memmove(written.ctypes.data, source, flat.nbytes),
         ], args.repeat)
         ours, numpy_rate, fresh, bare = (array.nbytes / t / 1e9 for t in times)
-        print(f"{label:<34} {ours:>9.2f} {numpy_rate:>8.2f} {fresh:>10.2f} {bare:>8.2f} "
+        print(f"{label:<40} {ours:>9.2f} {numpy_rate:>8.2f} {fresh:>10.2f} {bare:>8.2f} "
               f"{ours / numpy_rate:>7.2f}x {ours / fresh:>12.0%}")
 
 
@@ -118,7 +118,7 @@ def gpu_table(args):
 
     print(f"# gpu: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
           f"{args.gpu_mib} MiB float32, median of {args.repeat}, GB/s")
-    print(f"{'case':<34} {'View.copy':>9} {'torch':>8} {'ratio':>7}  torch statement")
+    print(f"{'case':<40} {'View.copy':>9} {'torch':>8} {'ratio':>7}  torch statement")
     rows = [
         ("host -> device (pageable)", lambda: host_view.copy(device="cuda:0"),
          lambda: host.cuda(), host.nbytes, "host.cuda()"),
@@ -133,7 +133,7 @@ def gpu_table(args):
     for label, ours, theirs, nbytes, statement in rows:
         times = alternating_medians([synced(ours), synced(theirs)], args.repeat)
         ours_rate, their_rate = (nbytes / t / 1e9 for t in times)
-        print(f"{label:<34} {ours_rate:>9.2f} {their_rate:>8.2f} {ours_rate / their_rate:>6.2f}x"
+        print(f"{label:<40} {ours_rate:>9.2f} {their_rate:>8.2f} {ours_rate / their_rate:>6.2f}x"
               f"  {statement}")
 
 
