@@ -392,3 +392,16 @@ def test_from_dlpack_to_the_cpu_asks_with_a_cpu_stream():
     view = ap.from_dlpack(producer, device="cpu", stream=123)
     assert producer.streams == [(None, (1, 0))]  # spec: kDLCPU takes stream None
     assert view.device == (1, 0)
+
+
+def test_driver_memory_is_released_once_even_if_the_driver_is_gone():
+    from arrayport._gpu_library import OwnedMemory
+    released = []
+    memory = OwnedMemory(0x1000, 64, released.append)
+    memory.__del__()
+    del memory
+    assert released == [0x1000]
+
+    def broken(address):
+        raise OSError("driver unloaded")
+    OwnedMemory(0x2000, 64, broken).__del__()  # swallowed: never an exception at exit

@@ -136,15 +136,22 @@ def test_from_dlpack_device_and_copy_options():
 SLEEP_CYCLES = 200_000_000  # ~0.1 s on any current GPU: the producer is still busy
 
 
-def race(through_arrayport):
-    """A producer kernel writes 1s on stream A after a long sleep; a consumer on stream B
-    reads through arrayport with no host synchronization. Returns what B read."""
+def busy_producer():
+    """Streams A and B, and a tensor of zeros that a producer kernel on A fills with 1s
+    after a long sleep: until then, reading it anywhere but after A gives 0s."""
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
     data = torch.zeros(1 << 20, device="cuda:0")
     torch.cuda.synchronize()
     with torch.cuda.stream(a):
         torch.cuda._sleep(SLEEP_CYCLES)
         data.fill_(1.0)
+    return a, b, data
+
+
+def race(through_arrayport):
+    """A consumer on stream B reads the busy producer's tensor through arrayport with no
+    host synchronization. Returns what B read."""
+    a, b, data = busy_producer()
     with torch.cuda.stream(b):
         seen = through_arrayport(data, a, b).clone()
     torch.cuda.synchronize()
@@ -182,12 +189,7 @@ def test_stream_race_is_lost_with_synchronization_off(route):
 
 
 def test_copy_waits_for_the_producer_stream():
-    a, b = torch.cuda.Stream(), torch.cuda.Stream()
-    data = torch.zeros(1 << 20, device="cuda:0")
-    torch.cuda.synchronize()
-    with torch.cuda.stream(a):
-        torch.cuda._sleep(SLEEP_CYCLES)
-        data.fill_(1.0)
+    a, b, data = busy_producer()
     interface = dict(data.__cuda_array_interface__, stream=a.cuda_stream)
     holder = type("Producer", (), {"__cuda_array_interface__": interface, "keep": data})()
     copy = ap.View.from_cuda_array_interface(holder).copy(stream=b.cuda_stream)

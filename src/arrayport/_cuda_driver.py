@@ -21,7 +21,7 @@ import contextlib
 import ctypes
 import sys
 
-from arrayport._gpu_library import NativeLibrary, c_address, c_handle, c_size
+from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
 
 __all__ = ["CudaUnavailable", "current_device", "locate_pointer", "make_stream_wait",
            "synchronize", "allocate_device", "allocate_pinned", "copy_async", "copy_2d_async",
@@ -197,49 +197,25 @@ def synchronize(ordinal: int, stream: int) -> None:
         _check(_driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
-class DeviceMemory:
-    """``nbytes`` of device memory on device ``ordinal``, freed when the last View on it
-    goes. cuMemFree waits for work still using it, so freeing is always safe."""
+def allocate_device(ordinal: int, nbytes: int) -> OwnedMemory:
+    """``nbytes`` of device memory on device ``ordinal`` (cuMemAlloc; cuMemFree later)."""
+    address = c_address(0)
+    with on_device(ordinal):
+        _check(_driver().cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)),
+               f"cuMemAlloc({nbytes})")
 
-    def __init__(self, ordinal: int, nbytes: int):
-        self.ordinal, self.nbytes, self.address = ordinal, nbytes, 0
-        address = c_address(0)
+    def release(pointer: int) -> None:
         with on_device(ordinal):
-            _check(_driver().cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)),
-                   f"cuMemAlloc({nbytes})")
-        self.address = address.value
-
-    def __del__(self):
-        if self.address:
-            with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
-                with on_device(self.ordinal):
-                    _driver().cuMemFree_v2(self.address)
-            self.address = 0
+            _driver().cuMemFree_v2(pointer)
+    return OwnedMemory(address.value, nbytes, release)
 
 
-class PinnedMemory:
-    """``nbytes`` of page-locked host memory (portable: every context may use it)."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes, self.address = nbytes, 0
-        address = ctypes.c_void_p()
-        _check(_driver().cuMemHostAlloc(ctypes.byref(address), max(nbytes, 1),
-                                        _CU_MEMHOSTALLOC_PORTABLE), f"cuMemHostAlloc({nbytes})")
-        self.address = address.value
-
-    def __del__(self):
-        if self.address:
-            with contextlib.suppress(Exception):
-                _driver().cuMemFreeHost(self.address)
-            self.address = 0
-
-
-def allocate_device(ordinal: int, nbytes: int) -> DeviceMemory:
-    return DeviceMemory(ordinal, nbytes)
-
-
-def allocate_pinned(nbytes: int) -> PinnedMemory:
-    return PinnedMemory(nbytes)
+def allocate_pinned(nbytes: int) -> OwnedMemory:
+    """``nbytes`` of page-locked host memory, portable: every context may use it."""
+    address = ctypes.c_void_p()
+    _check(_driver().cuMemHostAlloc(ctypes.byref(address), max(nbytes, 1),
+                                    _CU_MEMHOSTALLOC_PORTABLE), f"cuMemHostAlloc({nbytes})")
+    return OwnedMemory(address.value, nbytes, lambda pointer: _driver().cuMemFreeHost(pointer))
 
 
 def copy_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:

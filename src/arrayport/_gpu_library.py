@@ -8,6 +8,7 @@ raised (as the driver's ``…Unavailable`` error, a ``BufferError``) on every re
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from collections.abc import Callable
@@ -73,3 +74,18 @@ class NativeLibrary:
         """BufferError naming ``call`` when a driver call did not succeed."""
         if status != 0:
             raise BufferError(f"{self.label}: {call} failed with error {status}")
+
+
+class OwnedMemory:
+    """Memory a driver allocated for arrayport (device or pinned host), freed by
+    ``release(address)`` when the last View on it goes. The vendors' free calls wait for
+    work still using the memory, so freeing is always safe."""
+
+    def __init__(self, address: int, nbytes: int, release: Callable[[int], None]):
+        self.address, self.nbytes, self._release = address, nbytes, release
+
+    def __del__(self):
+        if self.address:
+            with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
+                self._release(self.address)
+            self.address = 0

@@ -17,7 +17,7 @@ import contextlib
 import ctypes
 import sys
 
-from arrayport._gpu_library import NativeLibrary, c_handle, c_size
+from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_handle, c_size
 
 __all__ = ["HipUnavailable", "current_device", "locate_pointer", "make_stream_wait",
            "synchronize", "allocate_device", "allocate_pinned", "copy_async", "copy_2d_async",
@@ -168,48 +168,25 @@ def synchronize(ordinal: int, stream: int) -> None:
         _check(_runtime().hipStreamSynchronize(stream), "hipStreamSynchronize")
 
 
-class DeviceMemory:
-    """``nbytes`` of device memory on device ``ordinal`` (hipFree waits for users)."""
+def allocate_device(ordinal: int, nbytes: int) -> OwnedMemory:
+    """``nbytes`` of device memory on device ``ordinal`` (hipMalloc; hipFree later)."""
+    address = _VOIDP()
+    with on_device(ordinal):
+        _check(_runtime().hipMalloc(ctypes.byref(address), max(nbytes, 1)),
+               f"hipMalloc({nbytes})")
 
-    def __init__(self, ordinal: int, nbytes: int):
-        self.ordinal, self.nbytes, self.address = ordinal, nbytes, 0
-        address = _VOIDP()
+    def release(pointer: int) -> None:
         with on_device(ordinal):
-            _check(_runtime().hipMalloc(ctypes.byref(address), max(nbytes, 1)),
-                   f"hipMalloc({nbytes})")
-        self.address = address.value
-
-    def __del__(self):
-        if self.address:
-            with contextlib.suppress(Exception):
-                with on_device(self.ordinal):
-                    _runtime().hipFree(self.address)
-            self.address = 0
+            _runtime().hipFree(pointer)
+    return OwnedMemory(address.value, nbytes, release)
 
 
-class PinnedMemory:
+def allocate_pinned(nbytes: int) -> OwnedMemory:
     """``nbytes`` of page-locked host memory, usable from every device."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes, self.address = nbytes, 0
-        address = _VOIDP()
-        _check(_runtime().hipHostMalloc(ctypes.byref(address), max(nbytes, 1),
-                                        _HIP_HOST_MALLOC_PORTABLE), f"hipHostMalloc({nbytes})")
-        self.address = address.value
-
-    def __del__(self):
-        if self.address:
-            with contextlib.suppress(Exception):
-                _runtime().hipHostFree(self.address)
-            self.address = 0
-
-
-def allocate_device(ordinal: int, nbytes: int) -> DeviceMemory:
-    return DeviceMemory(ordinal, nbytes)
-
-
-def allocate_pinned(nbytes: int) -> PinnedMemory:
-    return PinnedMemory(nbytes)
+    address = _VOIDP()
+    _check(_runtime().hipHostMalloc(ctypes.byref(address), max(nbytes, 1),
+                                    _HIP_HOST_MALLOC_PORTABLE), f"hipHostMalloc({nbytes})")
+    return OwnedMemory(address.value, nbytes, lambda pointer: _runtime().hipHostFree(pointer))
 
 
 def copy_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
