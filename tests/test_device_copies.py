@@ -405,3 +405,20 @@ def test_driver_memory_is_released_once_even_if_the_driver_is_gone():
     def broken(address):
         raise OSError("driver unloaded")
     OwnedMemory(0x2000, 64, broken).__del__()  # swallowed: never an exception at exit
+
+
+# ---- the C exchange API: "no sync" exports order the default stream ------------------------
+
+def test_exchange_exports_order_the_default_stream_after_pending_work(cuda, capi_consumer):
+    """The table's current work stream is the default stream (NULL); a consumer orders
+    itself after it, so a View with work pending elsewhere first makes it wait (event)."""
+    view = fake_gpu.device_view(np.arange(4.0), pending_stream=55)
+    assert capi_consumer.exchange_import(view)["device"] == (2, 0)
+    assert cuda.calls("make_stream_wait") == [(0, 1, 55)]
+    capi_consumer.exchange_dltensor(view)
+    assert cuda.calls("make_stream_wait") == [(0, 1, 55)] * 2
+    with ap.no_implicit_sync():
+        capi_consumer.exchange_import(view)
+    assert len(cuda.calls("make_stream_wait")) == 2
+    capi_consumer.exchange_import(fake_gpu.device_view(np.arange(4.0)))  # nothing pending
+    assert len(cuda.calls("make_stream_wait")) == 2

@@ -47,7 +47,18 @@ cdef int _exchange_from_py_object(void* py_object, APDLManagedTensorVersioned** 
             v = _view_from_capsule(_request_capsule(obj, None), obj)
         else:
             v = _view(obj, None)
+    _order_default_stream_after_pending(v)
     out[0] = v._export_managed(False)
+    return 0
+
+
+cdef inline int _order_default_stream_after_pending(View v) except -1:
+    """The exchange API's "no sync" exports leave ordering to the consumer, which orders
+    its stream after our current work stream: the default stream (NULL, below). A View
+    with work pending on another stream first makes the default stream wait for it (an
+    event, on the GPU), so that ordering is enough."""
+    if v._stream is not None:
+        _order_after_pending(v, None)
     return 0
 
 
@@ -66,6 +77,7 @@ cdef int _exchange_dltensor(void* obj, APDLTensor* out) except -1 with gil:
     if type(<object>obj) is not View:
         raise TypeError(f"dlpack: dltensor_from_py_object_no_sync expects an arrayport.View, "
                         f"got {type(<object>obj).__name__}")
+    _order_default_stream_after_pending(<View>obj)
     out[0] = (<View>obj)._t  # shape/strides point into the View, alive while it is
     return 0
 
@@ -73,7 +85,8 @@ cdef int _exchange_dltensor(void* obj, APDLTensor* out) except -1 with gil:
 cdef int _exchange_current_stream(int32_t device_type, int32_t device_id,
                                   void** out) noexcept nogil:
     # arrayport keeps no per-thread "current stream": work it enqueues goes on the stream
-    # the caller names. NULL is the CPU's answer and CUDA's legacy default stream.
+    # the caller names. NULL is the CPU's answer and CUDA's legacy default stream (ROCm's
+    # null stream), which Views with pending work order after it before export (above).
     out[0] = NULL
     return 0
 
