@@ -422,3 +422,19 @@ def test_exchange_exports_order_the_default_stream_after_pending_work(cuda, capi
     assert len(cuda.calls("make_stream_wait")) == 2
     capi_consumer.exchange_import(fake_gpu.device_view(np.arange(4.0)))  # nothing pending
     assert len(cuda.calls("make_stream_wait")) == 2
+
+
+def test_copy_to_a_device_without_a_driver_next_to_cuda(cuda):
+    with pytest.raises(BufferError, match="^copy: cannot copy cuda:0 memory to vulkan:0: "
+                                          "arrayport has no driver for vulkan devices"):
+        fake_gpu.device_view(np.arange(3.0)).copy(device="vulkan:0")
+    assert not cuda.log
+    managed = fake_gpu.device_view(np.arange(3.0), (13, 0))  # managed memory as a source
+    assert fake_gpu.contents(managed.copy(device="cuda:0")) == np.arange(3.0).tobytes()
+
+
+def test_managed_memory_copies_into_new_managed_memory(cuda):
+    managed = fake_gpu.device_view(np.arange(3.0), (13, 0))
+    copy = managed.copy()
+    assert copy.device == (13, 0) and fake_gpu.contents(copy) == np.arange(3.0).tobytes()
+    assert cuda.calls("allocate_device") == [(0, 24, "managed")]

@@ -272,3 +272,11 @@ def test_every_pair_through_arrayport(producer, consumer, name):
     assert view.device == (2, 0)
     result = CONSUMERS[consumer](view)
     np.testing.assert_array_equal(read_back(result), host)
+
+
+def test_copy_into_managed_memory():
+    source = sample("float64").T
+    copy = ap.view(source).copy(device="cuda_managed")
+    assert copy.device == (13, 0)
+    assert _cuda_driver.locate_pointer(copy.ptr) == (13, 0)
+    assert host_bytes(tensor_of(copy)) == host_bytes(source)

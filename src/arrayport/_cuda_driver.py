@@ -37,6 +37,7 @@ _CU_MEMORYTYPE_UNIFIED = 4
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
+_CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
 
 # DLPack device types this module reports.
 _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 2, 3, 13
@@ -78,6 +79,7 @@ _SIGNATURES = {
     "cuStreamSynchronize": (_INT, [c_handle]),
     "cuMemAlloc_v2": (_INT, [ctypes.POINTER(c_address), c_size]),
     "cuMemFree_v2": (_INT, [c_address]),
+    "cuMemAllocManaged": (_INT, [ctypes.POINTER(c_address), c_size, ctypes.c_uint]),
     "cuMemHostAlloc": (_INT, [ctypes.POINTER(ctypes.c_void_p), c_size, ctypes.c_uint]),
     "cuMemFreeHost": (_INT, [ctypes.c_void_p]),
     "cuMemcpyAsync": (_INT, [c_address, c_address, c_size, c_handle]),
@@ -197,12 +199,17 @@ def synchronize(ordinal: int, stream: int) -> None:
         _check(_driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
-def allocate_device(ordinal: int, nbytes: int) -> OwnedMemory:
-    """``nbytes`` of device memory on device ``ordinal`` (cuMemAlloc; cuMemFree later)."""
+def allocate_device(ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
+    """``nbytes`` of device memory on device ``ordinal`` (cuMemAlloc), or managed memory
+    (cuMemAllocManaged); cuMemFree later."""
     address = c_address(0)
     with on_device(ordinal):
-        _check(_driver().cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)),
-               f"cuMemAlloc({nbytes})")
+        if managed:
+            _check(_driver().cuMemAllocManaged(ctypes.byref(address), max(nbytes, 1),
+                                               _CU_MEM_ATTACH_GLOBAL), f"cuMemAllocManaged({nbytes})")
+        else:
+            _check(_driver().cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)),
+                   f"cuMemAlloc({nbytes})")
 
     def release(pointer: int) -> None:
         with on_device(ordinal):

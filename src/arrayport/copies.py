@@ -42,7 +42,11 @@ def copy_view(view, device=None, stream=None, who="copy"):
             raise BufferError(f"{cannot}: arrayport has no driver for {end.type.label} devices")
         return view.host_copy()
     for end in (source, target):
-        if end.type is not DeviceType.CPU and gpu.driver_for(end.type) is not driver:
+        if end.type is DeviceType.CPU:
+            continue
+        if gpu.driver_for(end.type) is None:
+            raise BufferError(f"{cannot}: arrayport has no driver for {end.type.label} devices")
+        if gpu.driver_for(end.type) is not driver:
             raise BufferError(f"{cannot}: arrayport cannot copy between "
                               f"{source.type.label} and {target.type.label} devices")
     gpu_end = target if gpu.is_device_memory(target.type) else source
@@ -64,6 +68,9 @@ def _driver_copy(view, source, target, driver, stream):
     nbytes = view.nbytes
     if target.type is DeviceType.CPU:
         memory = _core.HostBuffer(nbytes)
+    elif target.type is DeviceType.CUDA_MANAGED:
+        memory = driver.allocate_device(source.id if gpu.is_device_memory(source.type) else 0,
+                                        nbytes, managed=True)
     elif gpu.is_device_memory(target.type):
         memory = driver.allocate_device(target.id, nbytes)
     else:

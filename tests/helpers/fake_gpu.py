@@ -31,9 +31,9 @@ class FakeCuda:
     def calls(self, name):
         return [entry[1:] for entry in self.log if entry[0] == name]
 
-    def allocate_device(self, ordinal, nbytes):
-        self.log.append(("allocate_device", ordinal, nbytes))
-        return FakeMemory(nbytes, ("device", ordinal))
+    def allocate_device(self, ordinal, nbytes, managed=False):
+        self.log.append(("allocate_device", ordinal, nbytes) + (("managed",) if managed else ()))
+        return FakeMemory(nbytes, ("managed" if managed else "device", ordinal))
 
     def allocate_pinned(self, nbytes):
         self.log.append(("allocate_pinned", nbytes))
