@@ -438,3 +438,10 @@ def test_managed_memory_copies_into_new_managed_memory(cuda):
     copy = managed.copy()
     assert copy.device == (13, 0) and fake_gpu.contents(copy) == np.arange(3.0).tobytes()
     assert cuda.calls("allocate_device") == [(0, 24, "managed")]
+
+
+def test_cpu_to_pinned_runs_on_the_cuda_default_stream(cuda):
+    ap.view(np.arange(3.0)).copy(device="cuda_host")
+    assert cuda.calls("copy_async") == [(0, 24, 1)]
+    with pytest.raises(ValueError, match="stream must be None for cuda_host memory"):
+        ap.view(np.arange(3.0)).copy(device="cuda_host", stream=5)

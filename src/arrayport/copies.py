@@ -49,7 +49,10 @@ def copy_view(view, device=None, stream=None, who="copy"):
         if gpu.driver_for(end.type) is not driver:
             raise BufferError(f"{cannot}: arrayport cannot copy between "
                               f"{source.type.label} and {target.type.label} devices")
-    gpu_end = target if gpu.is_device_memory(target.type) else source
+    # The end whose stream the copy runs on: device memory first (the destination's when
+    # both are), else the pinned end (a CPU <-> pinned copy: no stream, the default one).
+    ends = [end for end in (target, source) if end.type is not DeviceType.CPU]
+    gpu_end = next((end for end in ends if gpu.is_device_memory(end.type)), ends[0])
     _core.check_stream(stream, int(gpu_end.type))
     try:
         if target.type is DeviceType.CPU and not gpu.is_device_memory(source.type):
