@@ -12,6 +12,10 @@ def test_main_prints_version_and_libraries():
     assert result.returncode == 0, result.stderr
     assert f"arrayport {arrayport.__version__} (DLPack 1.3" in result.stdout
     assert "numpy" in result.stdout
+    # Each GPU driver: its device count, or why there is none.
+    drivers = result.stdout.split("GPU drivers")[1].splitlines()[1:3]
+    assert [line.split()[0] for line in drivers] == ["cuda", "rocm"]
+    assert all(" device" in line or "unavailable: the " in line for line in drivers)
 
 
 def test_importing_arrayport_loads_no_gpu_or_framework_library():

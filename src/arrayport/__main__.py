@@ -27,6 +27,10 @@ def _info(_args) -> int:
     versions = dict((library.name, version) for library, version in installed())
     for library in LIBRARIES:
         print(f"  {library.name:<18} {versions.get(library.name, '-')}")
+    from arrayport.gpu import driver_status
+    print("GPU drivers (View.copy, stream ordering):")
+    for vendor, status in driver_status():
+        print(f"  {vendor:<18} {status}")
     print("\nnext: `arrayport matrix` (what works between them) or `arrayport check numpy`")
     return 0
 

@@ -28,7 +28,7 @@ from arrayport import _core
 from arrayport.devices import DeviceType
 
 __all__ = ["set_implicit_sync", "implicit_sync_enabled", "no_implicit_sync", "driver_for",
-           "is_device_memory"]
+           "is_device_memory", "driver_status"]
 
 _CUDA_KINDS = frozenset({DeviceType.CUDA, DeviceType.CUDA_HOST, DeviceType.CUDA_MANAGED})
 _ROCM_KINDS = frozenset({DeviceType.ROCM, DeviceType.ROCM_HOST})
@@ -69,6 +69,20 @@ def driver_for(device_type):
         from arrayport import _hip_driver
         return _hip_driver
     return None
+
+
+def driver_status() -> list[tuple[str, str]]:
+    """(vendor, what its driver says): the device count, or why there is no driver. Loads
+    the drivers — for ``python -m arrayport``, never on import."""
+    status = []
+    for vendor, device_type in (("cuda", DeviceType.CUDA), ("rocm", DeviceType.ROCM)):
+        try:
+            count = driver_for(device_type).device_count()
+        except BufferError as error:
+            status.append((vendor, f"unavailable: {str(error).partition(': ')[2]}"))
+        else:
+            status.append((vendor, f"{count} device{'s' if count != 1 else ''}"))
+    return status
 
 
 def is_device_memory(device_type) -> bool:
