@@ -445,3 +445,14 @@ def test_cpu_to_pinned_runs_on_the_cuda_default_stream(cuda):
     assert cuda.calls("copy_async") == [(0, 24, 1)]
     with pytest.raises(ValueError, match="stream must be None for cuda_host memory"):
         ap.view(np.arange(3.0)).copy(device="cuda_host", stream=5)
+
+
+def test_pinned_memory_with_pending_work_is_waited_for_before_export(cuda):
+    """Pinned host memory has no DLPack stream (its consumer may be the CPU): export waits
+    on the host for the GPU work pending on it."""
+    view = fake_gpu.device_view(np.arange(3.0), (3, 0), pending_stream=55)
+    ap.from_dlpack(view.__dlpack__(max_version=(1, 3)))
+    assert cuda.calls("synchronize") == [(0, 55)] and not cuda.calls("make_stream_wait")
+    with ap.no_implicit_sync():
+        view.__dlpack__(max_version=(1, 3))
+    assert len(cuda.calls("synchronize")) == 1

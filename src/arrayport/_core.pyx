@@ -631,16 +631,17 @@ def mark_copied(View v, stream):
 cdef int _order_after_pending(View v, consumer) except -1:
     """The consumer's stream (DLPack value; None: the default stream) waits, on the GPU,
     for the work pending on ``v``: an event recorded on the pending stream. -1, no pending
-    work, or synchronization switched off: nothing."""
+    work, or synchronization switched off: nothing. Pinned host memory has no stream in
+    DLPack (its consumers may be the CPU): its pending work is waited for on the host."""
     if v._stream is None or not _implicit_sync or consumer == -1:
         return 0
     cdef int32_t device_type = v._t.device.device_type
+    if device_type == 3 or device_type == 11:
+        return _host_wait_for_pending(v)
     if consumer is None:
         consumer = _NONE_STREAM.get(device_type)
         if consumer is None:
             return 0
-    if device_type == 3 or device_type == 11:
-        return 0  # pinned host memory: CPU exports wait on the host instead (below)
     from arrayport import gpu
     gpu.driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
     return 0
