@@ -456,3 +456,21 @@ def test_pinned_memory_with_pending_work_is_waited_for_before_export(cuda):
     with ap.no_implicit_sync():
         view.__dlpack__(max_version=(1, 3))
     assert len(cuda.calls("synchronize")) == 1
+
+
+def test_failed_copies_and_exports_leak_nothing(producer, live, without_cuda):
+    """Every refusal frees what it made: no host buffer, export or import left behind, the
+    producer's deleter run exactly once when its View goes."""
+    from producer import spec
+    view = ap.from_dlpack(producer.capsule(spec(shape=(40, 30), device=(2, 0))))
+    for attempt in (lambda: view.copy(device="cpu"), lambda: view.copy(),
+                    lambda: view.copy(device="vulkan:0"),
+                    lambda: view.__dlpack__(max_version=(1, 3), dl_device=(1, 0)),
+                    lambda: ap.view(np.arange(3.0)).copy(device="cuda:0")):
+        with pytest.raises(BufferError):
+            attempt()
+    for stream in (0, -1):
+        with pytest.raises(ValueError):
+            view.copy(stream=stream)
+    del view
+    assert live.delta() == {"producer_deleter_calls": 1}
