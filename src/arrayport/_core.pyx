@@ -1,4 +1,8 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3
+# Cython's checks stay on (boundscheck, wraparound, Python division): indexing and dividing
+# Python objects that user code handed in must raise, never read past a tuple's end.
+# C arrays and pointers are never checked by Cython; every one of their indexes is bounded
+# by a validated ndim (<= MAX_NDIM) — see the "who checks what" list in docs/reliability.md.
 """arrayport._core — the one compiled module that owns all of arrayport's C state.
 
 It holds:
@@ -23,10 +27,13 @@ from cpython.pycapsule cimport (
     PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid,
     PyCapsule_SetName,
 )
+from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+
+from arrayport._extent cimport *
 
 from arrayport._dlpack_abi cimport *
 
@@ -44,15 +51,10 @@ cdef extern from "_csrc/core_support.h":
     object ap_capsule_for_export(void* managed, int versioned)
     void ap_call_deleter(void* managed, int versioned)
     object ap_call_method_one_kw(object obj, object name, object kwnames, object value)
+    void ap_seal_constructor(PyTypeObject* type)
 
     enum:
-        AP_EXTENT_OK
-        AP_EXTENT_SIZE_OVERFLOW
-        AP_EXTENT_SPAN_OVERFLOW
-        AP_EXTENT_ADDRESS_WRAPS
         AP_COPY_MAX_NDIM
-    int ap_check_extent(int ndim, const int64_t* shape, const int64_t* strides,
-                        int64_t storage_bits, uintptr_t base, int64_t* size_out) nogil
     int ap_is_c_contiguous(int ndim, const int64_t* shape, const int64_t* strides) nogil
     int ap_is_f_contiguous(int ndim, const int64_t* shape, const int64_t* strides) nogil
     int ap_dtype_is_valid(int code, int bits, int lanes) nogil
@@ -83,6 +85,15 @@ cdef tuple _OUR_MAX_VERSION = DLPACK_VERSION
 cdef list _DEVICE_TYPES = [None] * 19
 for _t in DeviceType:
     _DEVICE_TYPES[_t] = _t
+del _t
+
+
+cdef str _device_type_label(int64_t device_type):
+    """A device type's name for messages; range-checked, so any value from user code is
+    safe to pass."""
+    if 0 <= device_type < len(_DEVICE_TYPES) and _DEVICE_TYPES[device_type] is not None:
+        return (<object>_DEVICE_TYPES[device_type]).label
+    return f"device type {device_type}"
 cdef dict _device_cache = {}
 cdef dict _dtype_cache = {}
 
@@ -150,6 +161,7 @@ cdef class View:
     cdef int64_t* _dims         # shape[ndim] then strides[ndim] (elements)
     cdef int64_t _inline_dims[2 * INLINE_NDIM]
     cdef int64_t _size
+    cdef int64_t _nbytes        # from extent.h: the only byte count copies and exports use
     cdef uint64_t _flags        # READ_ONLY | IS_COPIED | IS_SUBBYTE_TYPE_PADDED
     cdef object _owner          # what keeps the memory alive (reported as .owner)
     cdef void* _managed         # imported managed tensor we must delete, or NULL
@@ -256,7 +268,7 @@ cdef class View:
     @property
     def nbytes(self):
         """Bytes the elements occupy (packed sub-byte types round up to whole bytes)."""
-        return (self._size * self._itembits() + 7) // 8
+        return self._nbytes
 
     @property
     def dtype(self):
@@ -346,8 +358,10 @@ cdef class View:
         if max_version is None:
             versioned = False
         elif type(max_version) is tuple and len(<tuple>max_version) == 2:
-            versioned = _as_index(max_version[0], "max_version") >= 1
-            _as_index(max_version[1], "max_version")
+            # Compared as Python ints: a consumer may name any version, however large.
+            _check_int(max_version[0], "max_version")
+            _check_int(max_version[1], "max_version")
+            versioned = max_version[0] >= 1
         else:
             raise TypeError(f"dlpack: max_version must be a (major, minor) tuple of ints, "
                             f"got {max_version!r}")
@@ -469,12 +483,20 @@ cdef class View:
     __array_priority__ = 20.0
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _check_ufunc_call(ufunc, method, inputs, kwargs)
         result = _ufunc_fast(ufunc, method, inputs, kwargs)
         if result is _NOT_FAST:
             return _general_dispatch().array_ufunc(ufunc, method, inputs, kwargs)
         return result
 
     def __array_function__(self, func, types, args, kwargs):
+        if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+            raise TypeError(f"__array_function__: args must be a tuple and kwargs a dict (as "
+                            f"NumPy passes them), got {type(args).__name__} and "
+                            f"{type(kwargs).__name__}")
+        if not callable(func):
+            raise TypeError(f"__array_function__: func must be callable, got "
+                            f"{type(func).__name__}")
         result = _array_function_fast(func, tuple(types), args, kwargs)
         if result is _NOT_FAST:
             return _general_dispatch().array_function(func, types, args, kwargs)
@@ -513,7 +535,7 @@ cdef class View:
                               f"arrayport has no driver for {self.device.type.label} devices")
         cdef int ndim = self._t.ndim
         cdef int64_t itembits = self._itembits()
-        cdef int64_t nbytes = (self._size * itembits + 7) // 8
+        cdef int64_t nbytes = self._nbytes  # checked when the View was made (extent.h)
         cdef HostBuffer buffer = HostBuffer(nbytes)
         cdef View v = View.__new__(View)
         v._reserve_dims(ndim)
@@ -525,6 +547,7 @@ cdef class View:
         v._t.device.device_type = 1
         v._t.device.device_id = 0
         v._size = self._size
+        v._nbytes = nbytes
         v._flags = (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
         v._owner = buffer
         v._protocol = "copy"
@@ -549,18 +572,20 @@ cdef class View:
 
 # ---- helpers shared by import and export ----------------------------------------------------
 
-cdef inline int64_t _as_index(obj, str what) except? -1:
+cdef inline int _check_int(obj, str what) except -1:
     if isinstance(obj, bool) or not isinstance(obj, int):
         raise TypeError(f"dlpack: {what} must hold ints, got {type(obj).__name__}")
-    return obj
+    return 0
 
 
 cdef tuple _parse_dl_device(dl_device):
     if not isinstance(dl_device, tuple) or len(dl_device) != 2:
         raise TypeError(f"dlpack: dl_device must be a (device_type, device_id) tuple, "
                         f"got {dl_device!r}")
-    cdef int64_t device_type = _as_index(dl_device[0], "dl_device")
-    cdef int64_t device_id = _as_index(dl_device[1], "dl_device")
+    device_type, device_id = dl_device
+    _check_int(device_type, "dl_device")
+    _check_int(device_id, "dl_device")
+    # Range checks on the Python ints, before any conversion to C (no OverflowError).
     if not (0 < device_type < 2**31 and ap_device_type_is_known(<int32_t>device_type)):
         raise BufferError(f"dlpack: dl_device type {device_type} is not a DLPack device type")
     if not 0 <= device_id < 2**31:
@@ -577,7 +602,7 @@ def check_stream(stream, int32_t device_type):
     cdef bint cuda = device_type == 2 or device_type == 13
     cdef bint rocm = device_type == 10
     if not (cuda or rocm):
-        raise ValueError(f"dlpack: stream must be None for {_DEVICE_TYPES[device_type].label} "
+        raise ValueError(f"dlpack: stream must be None for {_device_type_label(device_type)} "
                          f"memory, got {stream!r}")
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError(f"dlpack: stream must be an int or None, got {type(stream).__name__}")
@@ -674,6 +699,7 @@ cdef View _new_view_like(View base, owner, str protocol):
     memcpy(v._dims, base._t.shape, base._t.ndim * sizeof(int64_t))
     memcpy(v._dims + base._t.ndim, base._t.strides, base._t.ndim * sizeof(int64_t))
     v._size = base._size
+    v._nbytes = base._nbytes
     v._flags = base._flags
     v._owner = owner
     v._protocol = protocol
@@ -700,9 +726,6 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
         raise BufferError(f"{protocol}: device id {t.device.device_id} is negative")
     if flags & ~APDL_FLAGS_KNOWN:
         raise BufferError(f"{protocol}: unknown flag bits {flags & ~APDL_FLAGS_KNOWN:#x}")
-    if t.byte_offset > <uint64_t>0x7FFFFFFFFFFFFFFF:
-        raise BufferError(f"{protocol}: byte_offset {t.byte_offset} is too large")
-
     v._reserve_dims(ndim)
     cdef int64_t* shape = v._t.shape
     cdef int64_t* strides = v._t.strides
@@ -723,17 +746,12 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
     if bits < 8 and padded:
         bits = 8
     bits *= t.dtype.lanes
-    cdef uintptr_t base = <uintptr_t>t.data
-    if t.data != NULL and base + <uintptr_t>t.byte_offset < base:
-        raise BufferError(f"{protocol}: data + byte_offset wraps around the address space")
-    cdef int64_t size = 0
-    cdef int problem = ap_check_extent(ndim, shape, strides, bits,
-                                       base + <uintptr_t>t.byte_offset, &size)
-    if problem == AP_EXTENT_SIZE_OVERFLOW:
-        raise BufferError(f"{protocol}: shape {[shape[i] for i in range(ndim)]} has more "
-                          f"elements than fit in int64")
+    cdef APExtent extent
+    cdef int problem = ap_layout_extent(ndim, shape, strides, bits, <uintptr_t>t.data,
+                                        t.byte_offset, &extent)
     if problem != AP_EXTENT_OK:
-        raise BufferError(f"{protocol}: strides address memory outside the address space")
+        _raise_extent_problem(problem, protocol, ndim, shape, strides, bits, t.byte_offset)
+    cdef int64_t size = extent.size
     if t.data == NULL and size != 0:
         raise BufferError(f"{protocol}: data is NULL for a tensor with {size} elements")
     if bits % 8 and size > 1 and not ap_is_c_contiguous(ndim, shape, strides):
@@ -745,8 +763,31 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
     v._t.dtype = t.dtype
     v._t.byte_offset = t.byte_offset
     v._size = size
+    v._nbytes = extent.nbytes
     v._flags = flags
     return 0
+
+
+cdef int _raise_extent_problem(int problem, str protocol, int ndim, const int64_t* shape,
+                               const int64_t* strides, int64_t bits,
+                               uint64_t byte_offset) except -1:
+    """The BufferError for a layout ap_layout_extent refused (extent.h)."""
+    shape_list = [shape[i] for i in range(ndim)]
+    if problem == AP_EXTENT_NEGATIVE_SHAPE:
+        raise BufferError(f"{protocol}: shape {shape_list} has a negative entry")
+    if problem == AP_EXTENT_SIZE_OVERFLOW:
+        raise BufferError(f"{protocol}: shape {shape_list} has more elements than fit in "
+                          f"int64")
+    if problem == AP_EXTENT_NBYTES_OVERFLOW:
+        raise BufferError(f"{protocol}: shape {shape_list} of {bits}-bit elements holds more "
+                          f"bytes than fit in int64 (NumPy's limit too); a broadcast this "
+                          f"large cannot be counted, copied or exported")
+    if problem == AP_EXTENT_SPAN_OVERFLOW:
+        raise BufferError(f"{protocol}: strides {[strides[i] for i in range(ndim)]} over shape "
+                          f"{shape_list} address memory outside the address space (the span "
+                          f"does not fit in int64)")
+    raise BufferError(f"{protocol}: data + byte_offset ({byte_offset}) and the strides address "
+                      f"memory outside the address space")
 
 
 cdef View _view_from_capsule(object capsule, object owner):
@@ -884,7 +925,11 @@ cdef int32_t _check_stream_for_producer(x, stream) except -1:
     device = getattr(x, "__dlpack_device__", None)
     if device is None:
         return 0
-    device_type = device()[0]
+    answer = device()
+    if not isinstance(answer, tuple) or len(answer) != 2:
+        raise BufferError(f"dlpack: {type(x).__qualname__}.__dlpack_device__() returned "
+                          f"{answer!r}, not a (device_type, device_id) tuple")
+    device_type = answer[0]
     if (isinstance(device_type, int) and 0 < device_type < len(_DEVICE_TYPES)
             and _DEVICE_TYPES[device_type] is not None):
         check_stream(stream, device_type)  # unknown devices: the producer judges
@@ -941,10 +986,11 @@ def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, ow
     """A View over raw memory described by ``shape`` and byte ``strides`` (None means
     C-contiguous), validated like a DLPack import. ``owner`` keeps the memory alive."""
     dtype = DType(dtype)
+    device_type, device_id = _parse_dl_device(tuple(device))
     cdef View v = _view_from_layout(ptr, shape, strides,
                                     (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
                                     readonly, owner, protocol)
-    v._t.device.device_type, v._t.device.device_id = device
+    v._t.device.device_type, v._t.device.device_id = device_type, device_id
     return v
 
 
@@ -955,3 +1001,7 @@ include "_core_dispatch.pxi"
 include "_core_capi.pxi"
 include "_core_convert.pxi"
 include "_core_numpy.pxi"
+
+# Views exist only as the core builds them: Python's View.__new__(View) is refused (the
+# core's own calls go straight to Cython's allocator). See ap_seal_constructor.
+ap_seal_constructor(<PyTypeObject*>View)

@@ -41,14 +41,18 @@ cdef class _BufferLease:
         return self.buffer.obj if self.held else None
 
 
-cdef _BufferLease _lease_buffer(obj, str protocol):
+cdef _BufferLease _lease_buffer(obj, str protocol, int flags=PyBUF_RECORDS_RO):
+    """Hold ``obj``'s Py_buffer, asked for with ``flags``. Whatever the exporter raises for
+    a buffer it cannot give (NumPy: ValueError for datetime64 or a non-contiguous array
+    asked to be contiguous) becomes a BufferError naming the protocol, so the caller can
+    try its next protocol."""
     if not PyObject_CheckBuffer(obj):
         raise TypeError(f"{protocol}: {type(obj).__module__}.{type(obj).__qualname__} does not "
                         f"support the buffer protocol")
     cdef _BufferLease lease = _BufferLease.__new__(_BufferLease)
     try:
-        PyObject_GetBuffer(obj, &lease.buffer, PyBUF_RECORDS_RO)
-    except BufferError as error:
+        PyObject_GetBuffer(obj, &lease.buffer, flags)
+    except (BufferError, ValueError) as error:
         raise BufferError(f"{protocol}: {type(obj).__qualname__} refused to export its "
                           f"buffer: {error}") from None
     lease.held = True
@@ -118,6 +122,12 @@ cdef View _view_from_buffer(obj, owner, str protocol):
     t.byte_offset = 0
     cdef View v = View.__new__(View)
     _adopt(v, &t, APDL_FLAG_READ_ONLY if b.readonly else 0, True, protocol)
+    if t.strides == NULL and v._nbytes > b.len:
+        # A contiguous buffer's len is its byte count (PEP 3118); one whose shape claims
+        # more would have us read past its end. (A strided buffer's len counts elements,
+        # not the span its strides reach, so it cannot be checked this way.)
+        raise BufferError(f"{protocol}: the buffer's shape needs {v._nbytes} bytes but its "
+                          f"len is {b.len}")
     v._owner = owner
     v._lease = lease
     v._protocol = protocol
@@ -158,7 +168,7 @@ cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
         dims[i] = v._t.shape[i]
         dims[ndim + i] = v._t.strides[i] * itemsize
     buffer.buf = <char*>v._t.data + v._t.byte_offset
-    buffer.len = v._size * itemsize
+    buffer.len = v._nbytes  # checked when the View was made (extent.h)
     buffer.readonly = (v._flags & APDL_FLAG_READ_ONLY) != 0
     buffer.internal = dims
     buffer.suboffsets = NULL

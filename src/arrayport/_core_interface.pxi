@@ -132,22 +132,40 @@ cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tup
 
 
 cdef int _check_within(View v, _BufferLease lease, str protocol) except -1:
-    """Every element of ``v`` lies inside the leased buffer."""
-    if v._size == 0:
+    """Every byte ``v`` reaches lies inside the leased buffer (checked sums: extent.h)."""
+    cdef APExtent extent
+    cdef uintptr_t first = <uintptr_t>v._t.data + <uintptr_t>v._t.byte_offset
+    if ap_layout_extent(v._t.ndim, v._t.shape, v._t.strides, v._itembits(),
+                        <uintptr_t>v._t.data, v._t.byte_offset, &extent) != AP_EXTENT_OK \
+            or not ap_extent_within(first, &extent, <uintptr_t>lease.buffer.buf,
+                                    lease.buffer.len):
+        start = first - <uintptr_t>lease.buffer.buf
+        raise BufferError(f"{protocol}: the array reaches bytes {start + extent.low}.."
+                          f"{start + extent.high} of a {lease.buffer.len}-byte data buffer")
+    return 0
+
+
+# Buffer formats that are plain bytes whatever the array interface calls them: ctypes
+# char arrays export "<c", bytes-like objects "B" (handled by ap_simple_buffer_format).
+cdef frozenset _PLAIN_BYTE_FORMATS = frozenset({b"c", b"@c", b"<c", b">c", b"=c", b"!c",
+                                                b"s", b"@s", b"<s", b">s", b"=s", b"!s"})
+
+
+cdef int _check_data_buffer(_BufferLease lease, str protocol) except -1:
+    """A buffer behind an array interface must hold plain numbers or bytes: reinterpreting
+    Python object pointers ("O"), void pointers or structs as numbers would hand out
+    writable aliases of interpreter memory."""
+    cdef Py_buffer* b = &lease.buffer
+    cdef APDLDataType plain
+    if ap_simple_buffer_format(b.format, b.itemsize, &plain):
         return 0
-    cdef int64_t itemsize = v._itembits() // 8
-    cdef int64_t low = 0, high = itemsize
-    cdef int64_t reach
-    for i in range(v._t.ndim):
-        reach = (v._t.shape[i] - 1) * v._t.strides[i] * itemsize
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    cdef int64_t start = <int64_t>(<uintptr_t>v._t.data - <uintptr_t>lease.buffer.buf)
-    if start + low < 0 or start + high > lease.buffer.len:
-        raise BufferError(f"{protocol}: the array reaches bytes {start + low}..{start + high} "
-                          f"of a {lease.buffer.len}-byte data buffer")
+    if b.format != NULL and <bytes>b.format in _PLAIN_BYTE_FORMATS:
+        return 0
+    try:
+        _buffer_item_type(b, protocol)
+    except BufferError as error:
+        raise BufferError(f"{protocol}: data is a buffer of items that are not plain numbers "
+                          f"or bytes ({error}); refusing to reinterpret them") from None
     return 0
 
 
@@ -196,7 +214,12 @@ cdef View _view_from_ai_dict(object d, object owner):
         if not PyObject_CheckBuffer(source):
             raise TypeError(f"{_AI}: data is missing and {type(source).__qualname__} does not "
                             f"export a buffer to take it from")
-        lease = _lease_buffer(source, _AI)
+        # Contiguous bytes only: the dict's layout is laid over the buffer as one flat run.
+        lease = _lease_buffer(source, _AI, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT)
+        _check_data_buffer(lease, _AI)
+        if byte_offset > lease.buffer.len:
+            raise BufferError(f"{_AI}: offset {byte_offset} lies beyond the end of the "
+                              f"{lease.buffer.len}-byte data buffer")
         pointer, readonly = <uintptr_t>lease.buffer.buf, lease.buffer.readonly != 0
     else:
         raise TypeError(f"{_AI}: data must be a (pointer, readonly) tuple or a buffer, got "
@@ -323,17 +346,51 @@ cdef dict _cuda_array_interface_of(View v):
 
 # ---- __array__ ---------------------------------------------------------------------------------
 
-cdef View _view_from_array_method(obj):
+cdef tuple _KW_COPY = ("copy",)
+
+
+cdef View _view_from_array_method(obj, bint copy_allowed=False):
+    """A View of the ndarray ``obj.__array__(copy=False)`` returns (NumPy 2 semantics: the
+    producer shares its memory or refuses). ``copy_allowed`` (the converters, which may
+    copy when sharing is impossible): a producer that must copy is asked for a copy, and
+    one whose ``__array__`` takes no ``copy`` keyword is called without it. Without it
+    (``ap.view``, which never copies) both are refused with BufferError. Whatever else the
+    producer raises becomes a BufferError naming it, so ``view`` can report its refusals
+    in order."""
     if getattr(type(obj), "__array__", None) is None:
         raise TypeError(f"array: {type(obj).__module__}.{type(obj).__qualname__} has no "
                         f"__array__ method")
-    result = obj.__array__()
+    name = f"{type(obj).__name__}.__array__"
+    cdef bint copied = False
+    try:
+        try:
+            result = obj.__array__(copy=False)
+        except TypeError as error:
+            if not rejects_keywords(error, _KW_COPY):
+                raise
+            if not copy_allowed:
+                raise BufferError(f"array: {name} takes no copy= keyword (NumPy 1 style), "
+                                  f"so it may copy silently; arrayport.view never copies "
+                                  f"(arrayport.to_numpy and arrayport.to may)") from None
+            result = obj.__array__()
+        except ValueError as error:  # NumPy 2: "a copy is needed", refused under copy=False
+            if not copy_allowed:
+                raise BufferError(f"array: {name}(copy=False) refused: {error}; sharing is "
+                                  f"impossible and arrayport.view never copies") from None
+            result = obj.__array__(copy=True)
+            copied = True
+    except BufferError:
+        raise
+    except Exception as error:
+        raise BufferError(f"array: {name} failed: {type(error).__name__}: {error}") from error
     numpy = _sys.modules.get("numpy")
     if numpy is None or not isinstance(result, numpy.ndarray):
-        raise TypeError(f"array: {type(obj).__name__}.__array__() returned "
-                        f"{type(result).__name__}, not a numpy.ndarray")
+        raise TypeError(f"array: {name}() returned {type(result).__name__}, not a "
+                        f"numpy.ndarray")
     cdef View v = _dlpack_view(result, None)
     v._protocol = "array"
+    if copied:
+        v._flags |= APDL_FLAG_IS_COPIED
     return v
 
 

@@ -21,13 +21,15 @@ cdef extern from "_csrc/numpy_arrays.h":
     object ap_ndarray_over(const APDLTensor* t, int readonly, object owner)
 
 cdef object _numpy_ndarray = None   # numpy.ndarray, once NumPy's C API is loaded
+cdef object _numpy_ufunc = None     # numpy.ufunc, likewise
 cdef object _numpy_dispatch = None  # arrayport.numpy_dispatch: the general dispatch paths
 
 
 cdef int _load_numpy() except -1:
-    global _numpy_ndarray
+    global _numpy_ndarray, _numpy_ufunc
     if _numpy_ndarray is None:
         ap_numpy_load()
+        _numpy_ufunc = _sys.modules["numpy"].ufunc
         _numpy_ndarray = <object>ap_numpy_ndarray_type()
     return 0
 
@@ -53,6 +55,10 @@ cdef View _view_of_ndarray(array):
     cdef int64_t size = 0
     v._reserve_dims(ndim)
     if not ap_ndarray_describe(array, &v._t, &readonly, &size):
+        return None
+    # NumPy keeps size * itemsize within intp; counted again here all the same, because
+    # every View's byte count comes from extent.h and nowhere else.
+    if ap_nbytes_of(size, v._t.dtype.bits * v._t.dtype.lanes, &v._nbytes) != AP_EXTENT_OK:
         return None
     v._size = size
     v._flags = APDL_FLAG_READ_ONLY if readonly else 0
@@ -123,6 +129,29 @@ def wrap_result(result):
 # types, read-only out=, foreign overrides — is _NOT_FAST: numpy_dispatch.py decides it.
 
 cdef object _NOT_FAST = object()
+cdef frozenset _UFUNC_METHODS = frozenset({"__call__", "reduce", "reduceat", "accumulate",
+                                           "outer", "at"})
+
+
+cdef int _check_ufunc_call(ufunc, method, tuple inputs, dict kwargs) except -1:
+    """Validate ``__array_ufunc__``'s arguments as NumPy's ufunc machinery makes them, for
+    callers that call the method directly: a ufunc, one of its methods, at least one
+    input, and ``out`` as a tuple (a single ``out=`` operand is wrapped, as NumPy does)."""
+    _load_numpy()
+    if not isinstance(ufunc, _numpy_ufunc):
+        raise TypeError(f"__array_ufunc__: expected a numpy.ufunc, got {type(ufunc).__name__}")
+    if type(method) is not str or method not in _UFUNC_METHODS:
+        raise TypeError(f"__array_ufunc__: method must be one of {sorted(_UFUNC_METHODS)}, "
+                        f"got {method!r}")
+    if not inputs:
+        raise TypeError(f"__array_ufunc__: {ufunc.__name__}.{method} needs at least one input")
+    if "out" in kwargs:
+        out = kwargs["out"]
+        if out is None:
+            del kwargs["out"]
+        elif type(out) is not tuple:
+            kwargs["out"] = (out,)
+    return 0
 
 
 cdef inline bint _plain_operand(x, type tp):

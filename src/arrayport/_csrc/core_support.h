@@ -6,7 +6,8 @@
  *   - the deleters arrayport hands out with every exported managed tensor, and the
  *     capsule destructors that call them for capsules nobody consumed;
  *   - a vectorcall helper for `obj.__dlpack__(max_version=...)` on the import hot path;
- *   - (the host strided copy kernel is strided_copy.h, included here for the .pyx).
+ *   - (the host strided copy kernel is strided_copy.h, and checked layout arithmetic
+ *     extent.h, both included here for the .pyx).
  *
  * Ownership of an exported tensor: one malloc block holds the managed struct followed by
  * shape[ndim] and strides[ndim]; manager_ctx is a strong reference to the exporting
@@ -23,6 +24,7 @@
 #endif
 #include "arrayport/dlpack_abi.h"
 #include "strided_copy.h"
+#include "extent.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define AP_LITTLE_ENDIAN 0
@@ -183,6 +185,27 @@ static PyObject *ap_capsule_for_export(void *managed, int versioned) {
     return capsule;
 }
 
+/* ---- types that only arrayport may build ------------------------------------------------- */
+
+/* Python-level `Type.__new__(Type)` (and `Type()`) for a type whose instances only the
+ * compiled core builds: an object made without its constructor would describe no memory
+ * (NULL data, dtype int0) yet export it. The core's own `Type.__new__(Type)` calls compile
+ * to a direct call of Cython's allocation function, not through this slot. */
+static PyObject *ap_refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    (void)args;
+    (void)kwds;
+    PyErr_Format(PyExc_TypeError,
+                 "%s cannot be constructed directly (only arrayport builds them): use "
+                 "arrayport.view(obj), arrayport.from_dlpack(obj) or a View.from_* "
+                 "constructor", type->tp_name);
+    return NULL;
+}
+
+static inline void ap_seal_constructor(PyTypeObject *type) {
+    type->tp_new = ap_refuse_new;
+    PyType_Modified(type);
+}
+
 /* ---- calling __dlpack__ fast ------------------------------------------------------------ */
 
 /* obj.<method>(<kwname>=value) through vectorcall, without building a kwargs dict. */
@@ -195,38 +218,7 @@ static inline PyObject *ap_call_method_one_kw(PyObject *obj, PyObject *method_na
 
 /* ---- layout validation ------------------------------------------------------------------ */
 
-enum {
-    AP_EXTENT_OK = 0,
-    AP_EXTENT_SIZE_OVERFLOW = 1,    /* the element count does not fit in int64 */
-    AP_EXTENT_SPAN_OVERFLOW = 2,    /* strides * shape does not fit in int64 bytes */
-    AP_EXTENT_ADDRESS_WRAPS = 3     /* the addressed range wraps around the address space */
-};
-
-/* Check that every element of a strided tensor has a representable address.
- * strides count elements; storage_bits is the size of one element in bits. */
-static int ap_check_extent(int ndim, const int64_t *shape, const int64_t *strides,
-                           int64_t storage_bits, uintptr_t base, int64_t *size_out) {
-    int64_t size = 1, lo = 0, hi = 0;
-    for (int i = 0; i < ndim; i++)
-        if (__builtin_mul_overflow(size, shape[i], &size)) return AP_EXTENT_SIZE_OVERFLOW;
-    *size_out = size;
-    if (size == 0) return AP_EXTENT_OK;
-    for (int i = 0; i < ndim; i++) {
-        int64_t span;
-        if (__builtin_mul_overflow(strides[i], shape[i] - 1, &span)) return AP_EXTENT_SPAN_OVERFLOW;
-        if (span < 0 ? __builtin_add_overflow(lo, span, &lo) : __builtin_add_overflow(hi, span, &hi))
-            return AP_EXTENT_SPAN_OVERFLOW;
-    }
-    int64_t lo_bits, hi_bits;
-    if (__builtin_mul_overflow(lo, storage_bits, &lo_bits) ||
-        __builtin_mul_overflow(hi + 1, storage_bits, &hi_bits))
-        return AP_EXTENT_SPAN_OVERFLOW;
-    uint64_t below = (uint64_t)(-(lo_bits / 8)), above = (uint64_t)((hi_bits + 7) / 8);
-    uintptr_t end;
-    if (below > base || __builtin_add_overflow(base, (uintptr_t)above, &end))
-        return AP_EXTENT_ADDRESS_WRAPS;
-    return AP_EXTENT_OK;
-}
+/* Sizes, byte counts, spans and pointer sums: extent.h (checked arithmetic, one place). */
 
 /* Is the (element-stride) layout C-contiguous? Size-1 dimensions are ignored and a tensor
  * with no elements is contiguous. */

@@ -50,23 +50,20 @@ static int ap_exchange_allocate(APDLTensor *prototype, APDLManagedTensorVersione
                            prototype->dtype.lanes))
         return ap_allocator_fail(error_ctx, set_error, "ValueError",
                                  "arrayport allocator: the prototype's dtype is not a DLPack type");
-    /* Elements, then bytes (packed sub-byte types round up), refusing overflow. */
-    int64_t size = 1;
-    for (int32_t i = 0; i < ndim; ++i) {
-        int64_t extent = prototype->shape[i];
-        if (extent < 0)
-            return ap_allocator_fail(error_ctx, set_error, "ValueError",
-                                     "arrayport allocator: a shape entry is negative");
-        if (extent != 0 && size > INT64_MAX / extent)
-            return ap_allocator_fail(error_ctx, set_error, "MemoryError",
-                                     "arrayport allocator: the tensor has too many elements");
-        size *= extent;
-    }
-    int64_t item_bits = (int64_t)prototype->dtype.bits * prototype->dtype.lanes;
-    if (size > (INT64_MAX - 7) / item_bits)
+    /* Elements, then bytes (packed sub-byte types round up), refusing overflow: extent.h. */
+    int64_t size, nbytes_signed;
+    int problem = ap_element_count(ndim, prototype->shape, &size);
+    if (problem == AP_EXTENT_NEGATIVE_SHAPE)
+        return ap_allocator_fail(error_ctx, set_error, "ValueError",
+                                 "arrayport allocator: a shape entry is negative");
+    if (problem != AP_EXTENT_OK)
+        return ap_allocator_fail(error_ctx, set_error, "MemoryError",
+                                 "arrayport allocator: the tensor has too many elements");
+    if (ap_nbytes_of(size, (int64_t)prototype->dtype.bits * prototype->dtype.lanes,
+                     &nbytes_signed) != AP_EXTENT_OK)
         return ap_allocator_fail(error_ctx, set_error, "MemoryError",
                                  "arrayport allocator: the tensor is too large");
-    size_t nbytes = (size_t)((size * item_bits + 7) / 8);
+    size_t nbytes = (size_t)nbytes_signed;
 
     APDLManagedTensorVersioned *m = (APDLManagedTensorVersioned *)malloc(
         sizeof(APDLManagedTensorVersioned) + 2 * (size_t)ndim * sizeof(int64_t));
