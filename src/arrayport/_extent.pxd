@@ -17,7 +17,7 @@ cdef extern from "_csrc/extent.h" nogil:
         int64_t low
         int64_t high
 
-    int ap_element_count(int ndim, const int64_t* shape, int64_t* size_out)
+    int ap_element_count(int ndim, const int64_t* shape, int64_t storage_bits, int64_t* size_out)
     int ap_nbytes_of(int64_t size, int64_t storage_bits, int64_t* nbytes_out)
     int ap_layout_extent(int ndim, const int64_t* shape, const int64_t* strides,
                          int64_t storage_bits, uintptr_t data, uint64_t byte_offset,

@@ -90,11 +90,12 @@ _host = None  # the _Host backend, made on first use
 
 
 def _backend_for(views):
-    """The library that computes on ``views`` (all on one device), or None."""
-    device = views[0].device
+    """The library that computes on ``views`` (all on one device), or None. No Views at
+    all (the dunder called directly on other operands): NumPy, as ndarray's would."""
+    device = views[0].device if views else None
     if any(v.device != device for v in views):
         return None
-    if device.type.is_host_accessible:
+    if device is None or device.type.is_host_accessible:
         global _host
         if _host is None:
             _host = _Host()

@@ -8,9 +8,10 @@
  * not fit is refused by the caller; nothing downstream of a View ever re-derives a size.
  *
  * The rule a View obeys once it exists (so that no later computation can wrap):
- *   - size    = product of the shape, fits in int64;
- *   - nbytes  = ceil(size * storage_bits / 8) fits in int64 (NumPy's own limit: it refuses
- *               arrays whose nbytes does not fit in intp, broadcasts included);
+ *   - size    = product of the shape; the product of its non-zero extents, in elements and
+ *               in bytes, fits in int64 (NumPy's own limit: it refuses arrays whose byte
+ *               count does not fit in intp, broadcasts and empty arrays included);
+ *   - nbytes  = ceil(size * storage_bits / 8), so it fits in int64 too;
  *   - the bytes the strides reach, [first + low, first + high), lie inside the address
  *     space, low <= 0 < high, both fitting in int64.
  * Strides count elements (DLPack's convention); storage_bits is one element's size in bits
@@ -37,24 +38,6 @@ typedef struct {
     int64_t high;    /* one past the last byte reached, relative to the first element */
 } APExtent;
 
-/* The element count of `shape`, refusing negative entries and overflow. */
-static inline int ap_element_count(int ndim, const int64_t *shape, int64_t *size_out) {
-    int64_t size = 1;
-    int zero = 0;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return AP_EXTENT_NEGATIVE_SHAPE;
-        if (shape[i] == 0) zero = 1;
-    }
-    if (zero) {  /* a zero extent anywhere: no elements, whatever the other extents are */
-        *size_out = 0;
-        return AP_EXTENT_OK;
-    }
-    for (int i = 0; i < ndim; i++)
-        if (__builtin_mul_overflow(size, shape[i], &size)) return AP_EXTENT_SIZE_OVERFLOW;
-    *size_out = size;
-    return AP_EXTENT_OK;
-}
-
 /* The bytes `n` elements of `storage_bits` bits occupy, refusing overflow: whole-byte types
  * multiply bytes (so the limit is NumPy's, nbytes <= INT64_MAX), packed sub-byte types
  * multiply bits and round up. */
@@ -70,12 +53,34 @@ static inline int ap_nbytes_of(int64_t n, int64_t storage_bits, int64_t *nbytes_
     return AP_EXTENT_OK;
 }
 
+/* The element count of `shape` (0 when any extent is 0), refusing negative entries and
+ * shapes whose non-zero extents multiply past int64, in elements or in bytes of
+ * `storage_bits` elements — NumPy's rule, which refuses (0, 2**62) float32 too, so every
+ * host View arrayport accepts is one NumPy can hold. */
+static inline int ap_element_count(int ndim, const int64_t *shape, int64_t storage_bits,
+                                   int64_t *size_out) {
+    int64_t product = 1, ignored;
+    int empty = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return AP_EXTENT_NEGATIVE_SHAPE;
+        if (shape[i] == 0) {
+            empty = 1;
+            continue;
+        }
+        if (__builtin_mul_overflow(product, shape[i], &product)) return AP_EXTENT_SIZE_OVERFLOW;
+    }
+    if (ap_nbytes_of(product, storage_bits, &ignored) != AP_EXTENT_OK)
+        return AP_EXTENT_NBYTES_OVERFLOW;
+    *size_out = empty ? 0 : product;
+    return AP_EXTENT_OK;
+}
+
 /* Everything about a strided layout that later code needs, checked: see the file's rule.
  * `data` may be NULL only for a layout with no elements (the caller refuses otherwise). */
 static int ap_layout_extent(int ndim, const int64_t *shape, const int64_t *strides,
                             int64_t storage_bits, uintptr_t data, uint64_t byte_offset,
                             APExtent *out) {
-    int problem = ap_element_count(ndim, shape, &out->size);
+    int problem = ap_element_count(ndim, shape, storage_bits, &out->size);
     if (problem != AP_EXTENT_OK) return problem;
     problem = ap_nbytes_of(out->size, storage_bits, &out->nbytes);
     if (problem != AP_EXTENT_OK) return problem;

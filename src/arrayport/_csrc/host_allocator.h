@@ -52,15 +52,15 @@ static int ap_exchange_allocate(APDLTensor *prototype, APDLManagedTensorVersione
                                  "arrayport allocator: the prototype's dtype is not a DLPack type");
     /* Elements, then bytes (packed sub-byte types round up), refusing overflow: extent.h. */
     int64_t size, nbytes_signed;
-    int problem = ap_element_count(ndim, prototype->shape, &size);
+    int64_t item_bits = (int64_t)prototype->dtype.bits * prototype->dtype.lanes;
+    int problem = ap_element_count(ndim, prototype->shape, item_bits, &size);
     if (problem == AP_EXTENT_NEGATIVE_SHAPE)
         return ap_allocator_fail(error_ctx, set_error, "ValueError",
                                  "arrayport allocator: a shape entry is negative");
-    if (problem != AP_EXTENT_OK)
+    if (problem == AP_EXTENT_SIZE_OVERFLOW)
         return ap_allocator_fail(error_ctx, set_error, "MemoryError",
                                  "arrayport allocator: the tensor has too many elements");
-    if (ap_nbytes_of(size, (int64_t)prototype->dtype.bits * prototype->dtype.lanes,
-                     &nbytes_signed) != AP_EXTENT_OK)
+    if (problem != AP_EXTENT_OK || ap_nbytes_of(size, item_bits, &nbytes_signed) != AP_EXTENT_OK)
         return ap_allocator_fail(error_ctx, set_error, "MemoryError",
                                  "arrayport allocator: the tensor is too large");
     size_t nbytes = (size_t)nbytes_signed;
