@@ -505,6 +505,10 @@ cdef class View:
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """NumPy's result ``array`` of a computation on this View, as a View (a 0-d result
         as a scalar when NumPy asks for one)."""
+        _load_numpy()
+        if not isinstance(array, _numpy_ndarray):
+            raise TypeError(f"__array_wrap__: expected the numpy.ndarray NumPy computed, got "
+                            f"{type(array).__name__}")
         if return_scalar:
             return array[()]
         return _wrap_result(array)
@@ -866,9 +870,11 @@ cdef object _request_capsule(x, stream):
     return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
 
 
-cdef View _dlpack_view(x, stream):
+cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     """A View of ``x`` through DLPack (the type's C exchange API when it has one and no
-    stream is involved, else __dlpack__), zero-copy. ``stream``: the consumer's stream."""
+    stream is involved, else __dlpack__), zero-copy, with the producer's quirks put back
+    (_core_producers.pxi). ``stream``: the consumer's stream. ``exchange_tried``: the
+    caller has already been through the exchange API (the data is on a device)."""
     cdef uintptr_t api
     cdef View v
     cdef int32_t gpu_type = 0
@@ -882,39 +888,61 @@ cdef View _dlpack_view(x, stream):
         v = _view_of_ndarray(x)
         if v is not None:
             return v
-    else:
+    elif not exchange_tried:
         api = _exchange_api_for(type(x))
         if api != 0:
             v = _view_via_exchange_api(x, api)
             if v is not None:
                 return v
+    cdef int kind = _producer_kind(type(x))
+    cdef bint requires_grad = False
+    source = x
+    if kind == _TORCH:
+        # PyTorch's __dlpack__ refuses grad tensors and ignores the negative bit: export
+        # the detached tensor (the same memory) read-only, and refuse lazy negation here.
+        requires_grad = _torch_before_export(x, True)
+        if requires_grad:
+            source = x.detach()
     try:
-        capsule = _request_capsule(x, stream)
+        capsule = _request_capsule(source, stream)
     except BufferError:
         v = _fallback_import(x)
         if v is None:
             raise
         return v
+    except (TypeError, ValueError):
+        raise
+    except Exception as error:
+        raise _producer_failure(x, "__dlpack__", error)
     v = _view_from_capsule(capsule, x)
-    if not (v._flags & APDL_FLAG_READ_ONLY) and _is_immutable_array_type(type(x)):
+    if kind == _IMMUTABLE or requires_grad:
         v._flags |= APDL_FLAG_READ_ONLY
+    _protect_overlap(v, x)
     if gpu_type != 0 and stream is not None and stream != -1:
         v._stream = stream  # the producer ordered its work before this stream
     return v
 
 
-cdef dict _IMMUTABLE_TYPES = {}
+cdef View _dlpack_view_or_copy(x, stream):
+    """_dlpack_view, resolving a NeedsCopy refusal into a copy (callers allowing copies)."""
+    try:
+        return _dlpack_view(x, stream)
+    except NeedsCopy as refusal:
+        return _resolved_view(refusal, stream, True)
 
 
-cdef bint _is_immutable_array_type(type t):
-    """Whether ``t`` is an array type whose memory must never be written although its
-    capsules do not say so: JAX arrays are immutable (XLA may share or reuse their
-    buffers) and JAX exports legacy capsules, which have no READ_ONLY flag. Cached per type."""
-    cached = _IMMUTABLE_TYPES.get(t)
-    if cached is None:
-        cached = t.__module__.partition(".")[0] in ("jax", "jaxlib")
-        _IMMUTABLE_TYPES[t] = cached
-    return cached
+def dlpack_view(x, /, *, stream=None, copy=None):
+    """A View of ``x`` through DLPack only (``from_dlpack`` without device/copy handling):
+    zero-copy, or with ``copy`` not False, a resolved copy where the producer's memory does
+    not hold its values as they are (NeedsCopy)."""
+    if PyCapsule_CheckExact(x):
+        if stream is not None:
+            raise ValueError("from_dlpack: a DLPack capsule was already produced; a "
+                             "stream cannot apply to it")
+        return _view_from_capsule(x, x)
+    if copy is False:
+        return _dlpack_view(x, stream)
+    return _dlpack_view_or_copy(x, stream)
 
 
 cdef int32_t _check_stream_for_producer(x, stream) except -1:
@@ -964,12 +992,7 @@ def from_dlpack(x, /, *, device=None, copy=None, stream=None):
     copy is made on it.
     """
     if device is None and copy is None:
-        if PyCapsule_CheckExact(x):
-            if stream is not None:
-                raise ValueError("from_dlpack: a DLPack capsule was already produced; a "
-                                 "stream cannot apply to it")
-            return _view_from_capsule(x, x)
-        return _dlpack_view(x, stream)
+        return dlpack_view(x, stream=stream)
     from arrayport._import_rules import from_dlpack_with_options
     return from_dlpack_with_options(x, device, copy, stream)
 
@@ -996,6 +1019,7 @@ def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, ow
 
 include "_core_buffer.pxi"
 include "_core_interface.pxi"
+include "_core_producers.pxi"
 include "_core_exchange.pxi"
 include "_core_dispatch.pxi"
 include "_core_capi.pxi"

@@ -153,7 +153,7 @@ def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
             _load_torch()
         if type(x) is _torch_tensor_type:
             return x
-        v = x if type(x) is View else _view(x, None)
+        v = x if type(x) is View else _view_or_copy(x, None)
         if (v._t.device.device_type == 1 and not (v._flags & APDL_FLAG_READ_ONLY)
                 and _torch_holds(v._t.dtype) and not _has_negative_stride(v)):
             if v is x:
@@ -173,7 +173,7 @@ def to_numpy(x, *, copy=None):
     if copy is None:
         if _is_ndarray_type(type(x)):
             return x
-        v = x if type(x) is View else _view(x, None)
+        v = x if type(x) is View else _view_or_copy(x, None)
         if v._t.device.device_type == 1 and _numpy_reads(v._t.dtype):
             return _ndarray_over_view(v)
         x = v

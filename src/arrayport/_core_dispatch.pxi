@@ -68,11 +68,12 @@ cdef inline tuple _plan_for(object obj):
     return <tuple>plan
 
 
-cdef View _view_by(int protocol, object obj, object stream):
+cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried):
     """A View of ``obj`` through one protocol; None when ``obj`` turns out not to offer
-    it after all (an instance attribute that is absent)."""
+    it after all (an instance attribute that is absent). ``exchange_tried``: DLPack's C
+    exchange API was already asked (its tensor was on a device, or it refused)."""
     if protocol == _P_DLPACK:
-        return _dlpack_view(obj, stream)
+        return _dlpack_view(obj, stream, exchange_tried)
     if protocol == _P_MASK_CHECK:
         if obj.mask.any():
             raise TypeError("view: the masked array has masked (invalid) elements, which no "
@@ -125,25 +126,38 @@ cdef View _view(obj, stream):
         return _view_from_capsule(obj, obj)
     cdef View result
     cdef uintptr_t api
+    cdef bint exchange_tried = False
+    first_refusal = None
     if stream is None and type(obj) is _numpy_ndarray:
         result = _view_of_ndarray(obj)
         if result is not None:
             return result
     if stream is None:
-        # The fastest protocol first, before the plan: a type's C exchange API.
+        # The fastest protocol first, before the plan: a type's C exchange API. Asked once:
+        # the plan's DLPack step then goes straight to __dlpack__.
         api = _exchange_api_for(type(obj))
         if api != 0:
+            exchange_tried = True
             try:
                 result = _view_via_exchange_api(obj, api)
-            except BufferError:
-                result = None  # the plan below retries and reports it in order
+            except NeedsCopy:
+                raise  # the memory does not hold the values: no protocol can share them
+            except BufferError as refusal:
+                first_refusal = refusal
+                result = None
             if result is not None:
                 return result
     cdef tuple plan = _plan_for(obj)
-    first_refusal = None
     for protocol in plan:
         try:
-            result = _view_by(protocol, obj, stream)
+            result = _view_by(protocol, obj, stream, exchange_tried)
+        except NeedsCopy:
+            # __array__ could only copy: when DLPack already refused, its refusal stands
+            # (a converter resolving through __array__ would copy what DLPack would not
+            # export, e.g. densify a sparse tensor); a producer's lazy bits stand anyway.
+            if protocol == _P_ARRAY and first_refusal is not None:
+                raise first_refusal
+            raise
         except BufferError as refusal:
             if first_refusal is None:
                 first_refusal = refusal

@@ -77,17 +77,32 @@ cdef int _exchange_failed(str what) except -1:
 
 
 cdef View _view_via_exchange_api(object x, uintptr_t address):
-    """A View of ``x`` through its type's exchange API; None when the tensor is on a device
-    (released again; the caller falls back to __dlpack__)."""
+    """A View of ``x`` through its type's exchange API, with the producer's quirks put back
+    (_core_producers.pxi); None when the tensor is on a device (released again; the caller
+    falls back to __dlpack__, whose producer orders streams)."""
     cdef APDLPackExchangeAPI* api = <APDLPackExchangeAPI*>address
     cdef APDLManagedTensorVersioned* m = NULL
+    cdef int kind = _producer_kind(type(x))
+    cdef bint requires_grad = False
+    if kind == _TORCH:
+        requires_grad = _torch_before_export(x, False)
     if api.managed_tensor_from_py_object_no_sync(<void*>x, &m) != 0:
-        _exchange_failed("managed_tensor_from_py_object_no_sync")
+        try:
+            _exchange_failed("managed_tensor_from_py_object_no_sync")
+        except (BufferError, TypeError, ValueError):
+            raise
+        except Exception as error:
+            raise _producer_failure(x, "its C exchange API", error)
     if m == NULL:
         raise BufferError("dlpack: the producer's exchange API returned no tensor")
     cdef View v = _view_owning_versioned(m, x)
     if not _host_accessible(v._t.device.device_type):
         return None  # dropping v runs the producer's deleter
+    if kind == _TORCH:
+        _torch_after_import(x, v, requires_grad)  # a refusal drops v: deleter runs once
+    elif kind == _IMMUTABLE:
+        v._flags |= APDL_FLAG_READ_ONLY
+    _protect_overlap(v, x)
     return v
 
 

@@ -349,36 +349,32 @@ cdef dict _cuda_array_interface_of(View v):
 cdef tuple _KW_COPY = ("copy",)
 
 
-cdef View _view_from_array_method(obj, bint copy_allowed=False):
+cdef View _view_from_array_method(obj):
     """A View of the ndarray ``obj.__array__(copy=False)`` returns (NumPy 2 semantics: the
-    producer shares its memory or refuses). ``copy_allowed`` (the converters, which may
-    copy when sharing is impossible): a producer that must copy is asked for a copy, and
-    one whose ``__array__`` takes no ``copy`` keyword is called without it. Without it
-    (``ap.view``, which never copies) both are refused with BufferError. Whatever else the
-    producer raises becomes a BufferError naming it, so ``view`` can report its refusals
-    in order."""
+    producer shares its memory or refuses). A producer that can only copy, or whose
+    ``__array__`` takes no ``copy`` keyword (and so may copy silently), is refused with
+    NeedsCopy: ``view`` never copies, the converters resolve it (``__array__(copy=True)``,
+    or the bare call). Whatever else the producer raises becomes a BufferError naming it,
+    so ``view`` can report its refusals in order."""
     if getattr(type(obj), "__array__", None) is None:
         raise TypeError(f"array: {type(obj).__module__}.{type(obj).__qualname__} has no "
                         f"__array__ method")
     name = f"{type(obj).__name__}.__array__"
-    cdef bint copied = False
     try:
         try:
             result = obj.__array__(copy=False)
         except TypeError as error:
             if not rejects_keywords(error, _KW_COPY):
                 raise
-            if not copy_allowed:
-                raise BufferError(f"array: {name} takes no copy= keyword (NumPy 1 style), "
-                                  f"so it may copy silently; arrayport.view never copies "
-                                  f"(arrayport.to_numpy and arrayport.to may)") from None
-            result = obj.__array__()
+            raise NeedsCopy(f"array: {name} takes no copy= keyword (NumPy 1 style), so it "
+                            f"may copy silently; arrayport.view never copies "
+                            f"(arrayport.to_numpy and arrayport.to may)",
+                            obj.__array__, False) from None
         except ValueError as error:  # NumPy 2: "a copy is needed", refused under copy=False
-            if not copy_allowed:
-                raise BufferError(f"array: {name}(copy=False) refused: {error}; sharing is "
-                                  f"impossible and arrayport.view never copies") from None
-            result = obj.__array__(copy=True)
-            copied = True
+            raise NeedsCopy(f"array: {name}(copy=False) refused: {error}; sharing is "
+                            f"impossible and arrayport.view never copies (arrayport.to_numpy "
+                            f"and arrayport.to may)",
+                            lambda: obj.__array__(copy=True)) from None
     except BufferError:
         raise
     except Exception as error:
@@ -389,8 +385,6 @@ cdef View _view_from_array_method(obj, bint copy_allowed=False):
                         f"numpy.ndarray")
     cdef View v = _dlpack_view(result, None)
     v._protocol = "array"
-    if copied:
-        v._flags |= APDL_FLAG_IS_COPIED
     return v
 
 

@@ -16,6 +16,45 @@ cdef extern from "arrayport/dlpack_abi.h" nogil:
     uint64_t APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
     uint64_t APDL_FLAGS_KNOWN
 
+    # Device types (DLDeviceType) and type codes (DLDataTypeCode): the header's values.
+    ctypedef enum APDLDeviceType:
+        APDL_CPU
+        APDL_CUDA
+        APDL_CUDA_HOST
+        APDL_OPENCL
+        APDL_VULKAN
+        APDL_METAL
+        APDL_VPI
+        APDL_ROCM
+        APDL_ROCM_HOST
+        APDL_EXT_DEV
+        APDL_CUDA_MANAGED
+        APDL_ONEAPI
+        APDL_WEBGPU
+        APDL_HEXAGON
+        APDL_MAIA
+        APDL_TRN
+
+    ctypedef enum APDLDataTypeCode:
+        APDL_INT
+        APDL_UINT
+        APDL_FLOAT
+        APDL_OPAQUE_HANDLE
+        APDL_BFLOAT
+        APDL_COMPLEX
+        APDL_BOOL
+        APDL_FLOAT8_E3M4
+        APDL_FLOAT8_E4M3
+        APDL_FLOAT8_E4M3B11FNUZ
+        APDL_FLOAT8_E4M3FN
+        APDL_FLOAT8_E4M3FNUZ
+        APDL_FLOAT8_E5M2
+        APDL_FLOAT8_E5M2FNUZ
+        APDL_FLOAT8_E8M0FNU
+        APDL_FLOAT6_E2M3FN
+        APDL_FLOAT6_E3M2FN
+        APDL_FLOAT4_E2M1FN
+
     ctypedef struct APDLPackVersion:
         uint32_t major
         uint32_t minor

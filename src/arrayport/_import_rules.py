@@ -39,7 +39,7 @@ def from_dlpack_with_options(x, device, copy, stream=None):
     if copy is True and source is not None and not source.type.is_host_accessible:
         return _moved(x, source, source, True, stream)
 
-    view = _core.from_dlpack(x, stream=stream)
+    view = _core.dlpack_view(x, stream=stream, copy=copy)
     if target is not None and view.device != target:
         if not _host_can_move(view.device, target):
             raise BufferError(f"from_dlpack: the data is on {view.device}; arrayport has no "
@@ -52,7 +52,7 @@ def from_dlpack_with_options(x, device, copy, stream=None):
             raise BufferError(f"from_dlpack: the data is on {view.device}; device={target} "
                               f"needs a copy, but copy=False")
         return view.host_copy()
-    if copy is True:
+    if copy is True and not view.is_copy:  # a resolved copy (NeedsCopy) is fresh already
         return view.copy()
     return view
 
@@ -72,7 +72,7 @@ def _moved(x, target: Device, source: Device, copy, stream):
         if gpu.driver_for(source.type) is None and gpu.driver_for(target.type) is None:
             raise
         try:
-            return _core.from_dlpack(x, stream=_stream_for(source, stream)).copy(
+            return _core.dlpack_view(x, stream=_stream_for(source, stream), copy=copy).copy(
                 device=target, stream=_stream_for(target, stream))
         except BufferError as copy_error:
             raise type(copy_error)(f"{producer_error}; arrayport's own copy failed too: "

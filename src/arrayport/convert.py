@@ -135,7 +135,7 @@ def to_numpy_general(x, *, copy=None):
     if np is not None and type(x) is np.ndarray and not copy:
         return x
     _check_copy(copy, "to_numpy")
-    view = x if type(x) is View else _core.view(x)
+    view = x if type(x) is View else _core.view_or_copy(x, copy=copy)
     if view.device.type is not DeviceType.CPU:
         if not view.device.type.is_host_accessible:
             raise BufferError(f"to_numpy: the data is on {view.device}; NumPy reads host "
@@ -161,7 +161,7 @@ def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy")
         return x
     _check_copy(copy, "to_torch")
     _check_readonly_policy(readonly, "to_torch")
-    view = _placed(_core.view(x, stream=stream), _device_name(device), copy)
+    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
     dtype = view.dtype
     if (dtype.code, dtype.bits) not in _TORCH_TYPES or dtype.lanes != 1 or dtype.padded:
         raise TypeError(f"to_torch: PyTorch has no type for {dtype.name}")
@@ -195,7 +195,7 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
     import jax.numpy as jnp
 
     _check_copy(copy, "to(jax)")
-    view = _placed(_core.view(x, stream=stream), _device_name(device), copy)
+    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
     numpy_dtype = view.dtype.to_numpy()
     if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:
         raise TypeError(f"to(jax): JAX would narrow {view.dtype.name} to "
@@ -219,7 +219,7 @@ def _to_tvm_ffi(x, *, copy=None, stream=None, readonly="copy"):
 
     _check_copy(copy, "to(tvm_ffi)")
     _check_readonly_policy(readonly, "to(tvm_ffi)")
-    view = _placed(_core.view(x, stream=stream), None, copy)
+    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
     return tvm_ffi.from_dlpack(_writable_for(view, readonly, copy, "to(tvm_ffi)", "tvm-ffi"))
 
 
@@ -228,7 +228,7 @@ def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
 
     _check_copy(copy, "to(cupy)")
     _check_readonly_policy(readonly, "to(cupy)")
-    view = _core.view(x, stream=stream)
+    view = _core.view_or_copy(x, stream=stream, copy=copy)
     if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
         view = _placed(view, None, copy)
         return cupy.from_dlpack(_writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
@@ -254,7 +254,7 @@ def _to_pyarrow(x, *, copy=None):
     import pyarrow as pa
 
     _check_copy(copy, "to(pyarrow)")
-    view = _placed(_core.view(x), None, copy)
+    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
     if view.ndim != 1:
         raise ValueError(f"to(pyarrow): an Arrow array has one dimension, the data has "
                          f"{view.ndim}; use target 'pyarrow.Tensor'")
@@ -269,7 +269,7 @@ def _to_pyarrow_tensor(x, *, copy=None):
     import pyarrow as pa
 
     _check_copy(copy, "to(pyarrow.Tensor)")
-    view = _placed(_core.view(x), None, copy)
+    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
     _pyarrow_type(view, "to(pyarrow.Tensor)")
     if any(s < 0 for s in view.element_strides):
         view = _copied(view, copy, "to(pyarrow.Tensor)",

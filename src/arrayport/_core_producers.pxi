@@ -1,0 +1,238 @@
+# Included by _core.pyx. What a producer's DLPack export leaves out, put back — the same on
+# every route (PyTorch's C exchange table, __dlpack__, the general plan), so that a fast
+# path gives exactly what the protocol path gives, or the same refusal.
+#
+# Per producer type, decided once and cached (_producer_kind):
+#   - JAX arrays are immutable, yet JAX exports legacy capsules (no READ_ONLY flag): their
+#     Views are read-only.
+#   - PyTorch tensors carry three facts no DLPack export holds:
+#       requires_grad — writing through a View would bypass autograd: the View is read-only
+#         (PyTorch's __dlpack__ refuses such tensors; arrayport exports x.detach() instead,
+#         the same memory, so both routes give the same read-only View);
+#       the negative bit (a lazy negation: torch._neg_view, x.conj().imag) and the
+#         conjugate bit (x.conj() of a complex tensor) — the memory holds the values
+#         *before* the negation or conjugation, so sharing it gives wrong numbers. PyTorch's
+#         exchange table ignores both bits and its __dlpack__ ignores the negative one
+#         (torch 2.13). Refused with NeedsCopy (a BufferError naming resolve_neg() /
+#         resolve_conj()); where the caller allows copies (to_numpy, to_torch, to,
+#         from_dlpack with copy=None/True) the tensor is resolved into a copy instead.
+#   - every producer: an export that fails with anything but BufferError/TypeError/
+#     ValueError (PyTorch's RuntimeError with a C++ trace for sparse, meta, nested and
+#     quantized tensors; JAX's for a deleted array) becomes a BufferError naming the
+#     producer, with the first line of its reason.
+# And for every import: a zero stride over an extent > 1 (a broadcast: many elements, one
+# address) makes the View read-only, as NumPy makes broadcast arrays, unless the memory's
+# owner is a writable numpy.ndarray (NumPy's own flag: the source saying otherwise).
+
+from cpython.object cimport PyObject_GetAttr
+
+ctypedef object (*_getter_fn)(object, void*)
+ctypedef object (*_noargs_fn)(object, object)
+
+cdef extern from "Python.h":
+    ctypedef struct _PyGetSetDef "PyGetSetDef":
+        _getter_fn get
+        void* closure
+    ctypedef struct _PyGetSetDescrObject "PyGetSetDescrObject":
+        _PyGetSetDef* d_getset
+    ctypedef struct _PyMethodDef "PyMethodDef":
+        void* ml_meth
+        int ml_flags
+    ctypedef struct _PyMethodDescrObject "PyMethodDescrObject":
+        _PyMethodDef* d_method
+    int METH_NOARGS
+
+
+class NeedsCopy(BufferError):
+    """The producer's memory does not hold the array's values as they are (PyTorch's lazy
+    conjugation or negation; an ``__array__`` that can only copy): a zero-copy View would
+    be wrong, so none is made. ``resolve()`` gives an object whose memory does hold them
+    (a copy); arrayport's converters use it where the caller allows copies."""
+
+    def __init__(self, message, resolve, copied=True):
+        super().__init__(message)
+        self.resolve = resolve
+        self.copied = copied
+
+
+cdef enum _ProducerKind:
+    _PLAIN = 0
+    _IMMUTABLE = 1   # JAX
+    _TORCH = 2
+
+cdef dict _producer_kinds = {}
+
+
+cdef int _producer_kind(object t) except -1:
+    cached = _producer_kinds.get(t)
+    if cached is not None:
+        return cached
+    cdef int kind = _PLAIN
+    root = t.__module__.partition(".")[0]
+    torch = _sys.modules.get("torch")
+    if root in ("jax", "jaxlib"):
+        kind = _IMMUTABLE
+    elif torch is not None and issubclass(t, torch.Tensor):
+        kind = _TORCH
+        _load_torch_probes(torch)
+    if len(_producer_kinds) >= _TYPE_CACHE_LIMIT:
+        _producer_kinds.clear()
+    _producer_kinds[t] = kind
+    return kind
+
+
+# ---- PyTorch's three bits ---------------------------------------------------------------------
+# Read through the C functions behind torch.Tensor.requires_grad / is_neg() / is_conj() (the
+# functions Python calls, __torch_function__ handling included), skipping the attribute
+# lookup: these reads are the whole cost of a correct fast path (tens of ns each).
+
+cdef _getter_fn _torch_requires_grad = NULL
+cdef void* _torch_requires_grad_closure = NULL
+cdef _noargs_fn _torch_is_neg = NULL
+cdef _noargs_fn _torch_is_conj = NULL
+cdef bint _torch_probes_loaded = False
+cdef str _REQUIRES_GRAD = "requires_grad"
+
+
+cdef _noargs_fn _noargs_method(object base, str name):
+    descriptor = base.__dict__.get(name)
+    if type(descriptor).__name__ != "method_descriptor":
+        return NULL
+    cdef _PyMethodDef* definition = (<_PyMethodDescrObject*>descriptor).d_method
+    if definition.ml_flags != METH_NOARGS:
+        return NULL
+    return <_noargs_fn>definition.ml_meth
+
+
+cdef int _load_torch_probes(torch) except -1:
+    global _torch_requires_grad, _torch_requires_grad_closure, _torch_is_neg
+    global _torch_is_conj, _torch_probes_loaded
+    if _torch_probes_loaded:
+        return 0
+    base = getattr(torch._C, "TensorBase", None)
+    if isinstance(base, type):
+        descriptor = base.__dict__.get(_REQUIRES_GRAD)
+        if type(descriptor).__name__ == "getset_descriptor":
+            _torch_requires_grad = (<_PyGetSetDescrObject*>descriptor).d_getset.get
+            _torch_requires_grad_closure = (<_PyGetSetDescrObject*>descriptor).d_getset.closure
+        _torch_is_neg = _noargs_method(base, "is_neg")
+        _torch_is_conj = _noargs_method(base, "is_conj")
+    _torch_probes_loaded = True
+    return 0
+
+
+cdef inline bint _torch_requires_grad_of(x) except -1:
+    if _torch_requires_grad != NULL:
+        return _torch_requires_grad(x, _torch_requires_grad_closure) is True
+    return PyObject_GetAttr(x, _REQUIRES_GRAD) is True
+
+
+cdef inline bint _torch_is_neg_of(x) except -1:
+    if _torch_is_neg != NULL:
+        return _torch_is_neg(x, None) is True
+    return x.is_neg() is True
+
+
+cdef inline bint _torch_is_conj_of(x) except -1:
+    if _torch_is_conj != NULL:
+        return _torch_is_conj(x, None) is True
+    return x.is_conj() is True
+
+
+def _resolved_torch_tensor(x):
+    """A tensor holding ``x``'s values as they are meant (conjugation and negation applied
+    into new memory)."""
+    return x.resolve_conj().resolve_neg()
+
+
+cdef int _refuse_lazy_torch(x, str bit, str operation, str method) except -1:
+    raise NeedsCopy(
+        f"dlpack: the PyTorch tensor has its {bit} bit set (a lazy {operation}: its memory "
+        f"holds the values before it), which no DLPack export can carry, so sharing it "
+        f"would give wrong values; call .{method}() first (a copy), or use "
+        f"arrayport.to_numpy / arrayport.from_dlpack(copy=None), which resolve it",
+        lambda: _resolved_torch_tensor(x))
+
+
+cdef bint _torch_before_export(x, bint check_conj) except -1:
+    """Refuse a negated (or, with ``check_conj``, conjugated) tensor before anything is
+    exported; return whether it requires grad (its View must be read-only)."""
+    if _torch_is_neg_of(x):
+        _refuse_lazy_torch(x, "negative", "negation", "resolve_neg")
+    if check_conj and _torch_is_conj_of(x):
+        _refuse_lazy_torch(x, "conjugate", "conjugation", "resolve_conj")
+    return _torch_requires_grad_of(x)
+
+
+cdef int _torch_after_import(x, View v, bint requires_grad) except -1:
+    """The checks that need the exported type (only complex tensors can be conjugated)."""
+    if requires_grad:
+        v._flags |= APDL_FLAG_READ_ONLY
+    if v._t.dtype.code == APDL_COMPLEX and _torch_is_conj_of(x):
+        _refuse_lazy_torch(x, "conjugate", "conjugation", "resolve_conj")
+    return 0
+
+
+# ---- errors from producers -------------------------------------------------------------------
+
+cdef object _producer_failure(object x, str what, BaseException error):
+    """A BufferError for a producer whose export raised something outside the DLPack
+    contract (RuntimeError with a C++ trace…): arrayport's message, the producer's reason
+    (its first line), the original chained."""
+    reason = str(error).strip().splitlines()
+    tp = type(x)
+    failure = BufferError(f"dlpack: {tp.__module__}.{tp.__qualname__} could not export "
+                          f"through {what}: {type(error).__name__}: "
+                          f"{reason[0] if reason else '(no message)'}")
+    failure.__cause__ = error
+    return failure
+
+
+# ---- broadcasts --------------------------------------------------------------------------------
+
+cdef inline bint _has_overlap(View v) noexcept:
+    """A zero stride over an extent > 1: several elements at one address."""
+    for i in range(v._t.ndim):
+        if v._t.strides[i] == 0 and v._t.shape[i] > 1:
+            return True
+    return False
+
+
+cdef int _protect_overlap(View v, object owner) except -1:
+    """Broadcast Views are read-only unless the owner is a writable numpy.ndarray."""
+    if v._flags & APDL_FLAG_READ_ONLY or not _has_overlap(v):
+        return 0
+    numpy = _sys.modules.get("numpy")
+    if numpy is not None and isinstance(owner, numpy.ndarray) and owner.flags.writeable:
+        return 0
+    v._flags |= APDL_FLAG_READ_ONLY
+    return 0
+
+
+# ---- copy-allowed entry points ----------------------------------------------------------------
+
+cdef View _resolved_view(refusal, stream, bint dlpack_only):
+    """The View of what ``refusal.resolve()`` gives, flagged as a copy when it is one."""
+    resolved = refusal.resolve()
+    cdef View v = _dlpack_view(resolved, stream) if dlpack_only else _view(resolved, stream)
+    if refusal.copied:
+        v._flags |= APDL_FLAG_IS_COPIED
+    return v
+
+
+cdef View _view_or_copy(obj, stream):
+    """``view(obj)``, or — where the producer's memory does not hold the values as they
+    are (NeedsCopy) — a View of a resolved copy. For callers that allow copies."""
+    try:
+        return _view(obj, stream)
+    except NeedsCopy as refusal:
+        return _resolved_view(refusal, stream, False)
+
+
+def view_or_copy(obj, /, *, stream=None, copy=None):
+    """``view(obj, stream=stream)`` for converters: with ``copy`` not False, a producer
+    whose memory does not hold its values as they are (NeedsCopy) is resolved into a copy
+    (``is_copy``) instead of refused."""
+    if copy is False:
+        return _view(obj, stream)
+    return _view_or_copy(obj, stream)
