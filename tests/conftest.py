@@ -1,6 +1,11 @@
 import gc
+import os
 
 import pytest
+
+# Two CPU devices for JAX (set before anything imports it), so that the unusual-kinds
+# tests can make an array sharded across devices.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import arrayport
 from producer import build_extension, build_producer, compiler

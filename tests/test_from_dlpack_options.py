@@ -43,9 +43,13 @@ def test_legacy_producer_falls_back_after_keyword_rejection():
 
 
 def test_unrelated_type_error_is_not_swallowed():
+    # Not mistaken for a rejected keyword (no legacy retry); reported as the producer's
+    # refusal, in arrayport's words with the producer's reason and its error chained.
     BrokenProducer.calls = 0
-    with pytest.raises(TypeError, match="unsupported dtype object"):
+    with pytest.raises(BufferError, match="BrokenProducer could not export through "
+                                          "__dlpack__: TypeError: unsupported dtype object") as e:
         ap.from_dlpack(BrokenProducer())
+    assert isinstance(e.value.__cause__, TypeError)
     assert BrokenProducer.calls == 1
 
 

@@ -854,27 +854,40 @@ cdef tuple _KW_STREAM_MAX_VERSION = ("stream", "max_version")
 
 cdef object _request_capsule(x, stream):
     """x.__dlpack__(stream=..., max_version=(1, 3)), falling back to the legacy call only
-    for a producer that rejects the max_version keyword."""
+    for a producer that rejects the max_version keyword. TypeError when ``x`` has no
+    __dlpack__; whatever else the producer raises for an array it cannot export (pyarrow's
+    ArrowTypeError for nulls, JAX's RuntimeError for a deleted array…) becomes a
+    BufferError naming it — arrayport's own argument errors were raised before the call."""
     try:
         if stream is None:
             return ap_call_method_one_kw(x, _DLPACK_METHOD, _KW_MAX_VERSION, _OUR_MAX_VERSION)
         return x.__dlpack__(stream=stream, max_version=_OUR_MAX_VERSION)
-    except AttributeError:
+    except BufferError as error:
+        raise _producer_refusal(x, error)
+    except AttributeError as error:
         if not hasattr(type(x), "__dlpack__"):
             raise TypeError(f"dlpack: {type(x).__module__}.{type(x).__qualname__} has no "
                             f"__dlpack__ method and is not a DLPack capsule") from None
-        raise
+        raise _producer_failure(x, "__dlpack__", error)
     except TypeError as error:
         if not rejects_keywords(error, _KW_MAX_VERSION):
-            raise
-    return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
+            raise _producer_failure(x, "__dlpack__", error)
+    except Exception as error:
+        raise _producer_failure(x, "__dlpack__", error)
+    try:
+        return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
+    except BufferError as error:
+        raise _producer_refusal(x, error)
+    except Exception as error:
+        raise _producer_failure(x, "__dlpack__", error)
 
 
 cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     """A View of ``x`` through DLPack (the type's C exchange API when it has one and no
     stream is involved, else __dlpack__), zero-copy, with the producer's quirks put back
     (_core_producers.pxi). ``stream``: the consumer's stream. ``exchange_tried``: the
-    caller has already been through the exchange API (the data is on a device)."""
+    caller has already been through the exchange API (the data is on a device), or wants
+    the protocol route: no fast path is taken."""
     cdef uintptr_t api
     cdef View v
     cdef int32_t gpu_type = 0
@@ -882,13 +895,13 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
         gpu_type = _check_stream_for_producer(x, stream)
         if not _implicit_sync and gpu_type != 0:
             stream = -1  # synchronization off: the producer must not synchronize either
-    if stream is not None:
-        pass
+    if stream is not None or exchange_tried:
+        pass  # straight to __dlpack__
     elif _is_ndarray_type(type(x)):
         v = _view_of_ndarray(x)
         if v is not None:
             return v
-    elif not exchange_tried:
+    else:
         api = _exchange_api_for(type(x))
         if api != 0:
             v = _view_via_exchange_api(x, api)
@@ -897,7 +910,9 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     cdef int kind = _producer_kind(type(x))
     cdef bint requires_grad = False
     source = x
-    if kind == _TORCH:
+    if kind == _MASKED:
+        _refuse_masked(x)
+    elif kind == _TORCH:
         # PyTorch's __dlpack__ refuses grad tensors and ignores the negative bit: export
         # the detached tensor (the same memory) read-only, and refuse lazy negation here.
         requires_grad = _torch_before_export(x, True)
@@ -910,10 +925,6 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
         if v is None:
             raise
         return v
-    except (TypeError, ValueError):
-        raise
-    except Exception as error:
-        raise _producer_failure(x, "__dlpack__", error)
     v = _view_from_capsule(capsule, x)
     if kind == _IMMUTABLE or requires_grad:
         v._flags |= APDL_FLAG_READ_ONLY
@@ -931,15 +942,24 @@ cdef View _dlpack_view_or_copy(x, stream):
         return _resolved_view(refusal, stream, True)
 
 
-def dlpack_view(x, /, *, stream=None, copy=None):
+def dlpack_view(x, /, *, stream=None, copy=None, exchange_api=True):
     """A View of ``x`` through DLPack only (``from_dlpack`` without device/copy handling):
     zero-copy, or with ``copy`` not False, a resolved copy where the producer's memory does
-    not hold its values as they are (NeedsCopy)."""
+    not hold its values as they are (NeedsCopy). ``exchange_api=False`` skips the type's C
+    exchange API and asks ``__dlpack__`` (the protocol route the fast path must agree with:
+    the differential tests compare the two)."""
     if PyCapsule_CheckExact(x):
         if stream is not None:
             raise ValueError("from_dlpack: a DLPack capsule was already produced; a "
                              "stream cannot apply to it")
         return _view_from_capsule(x, x)
+    if not exchange_api:
+        try:
+            return _dlpack_view(x, stream, True)
+        except NeedsCopy as refusal:
+            if copy is False:
+                raise
+            return _resolved_view(refusal, stream, True)
     if copy is False:
         return _dlpack_view(x, stream)
     return _dlpack_view_or_copy(x, stream)

@@ -75,24 +75,34 @@ cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried)
     if protocol == _P_DLPACK:
         return _dlpack_view(obj, stream, exchange_tried)
     if protocol == _P_MASK_CHECK:
-        if obj.mask.any():
-            raise TypeError("view: the masked array has masked (invalid) elements, which no "
-                            "array protocol can carry; use .filled(value) or .data explicitly")
+        _refuse_masked(obj)
         return None  # nothing masked: the data is the whole truth
     if protocol == _P_CAI:
-        d = getattr(obj, "__cuda_array_interface__", None)
+        d = _interface_attribute(obj, "__cuda_array_interface__", _CAI)
         return None if d is None else _view_from_cai_dict(d, obj, stream)
     if protocol == _P_BUFFER:
         _check_host_stream(stream, "buffer")
         return _view_from_buffer(obj, obj, "buffer")
     if protocol == _P_AI:
-        d = getattr(obj, "__array_interface__", None)
+        d = _interface_attribute(obj, "__array_interface__", _AI)
         if d is None:
             return None
         _check_host_stream(stream, _AI)
         return _view_from_ai_dict(d, obj)
     _check_host_stream(stream, "array")
     return _view_from_array_method(obj)
+
+
+cdef object _interface_attribute(object obj, str name, str protocol):
+    """``obj.<name>``, None when absent. A property that fails otherwise (PyTorch's
+    __cuda_array_interface__ raises RuntimeError for a sparse CSR tensor while wording its
+    AttributeError) is the producer refusing: a BufferError naming it."""
+    try:
+        return getattr(obj, name, None)
+    except Exception as error:
+        tp = type(obj)
+        raise BufferError(f"{protocol}: reading {tp.__module__}.{tp.__qualname__}.{name} "
+                          f"failed: {type(error).__name__}: {error}") from error
 
 
 cdef inline int _check_host_stream(object stream, str protocol) except -1:

@@ -89,7 +89,7 @@ cdef View _view_via_exchange_api(object x, uintptr_t address):
     if api.managed_tensor_from_py_object_no_sync(<void*>x, &m) != 0:
         try:
             _exchange_failed("managed_tensor_from_py_object_no_sync")
-        except (BufferError, TypeError, ValueError):
+        except BufferError:
             raise
         except Exception as error:
             raise _producer_failure(x, "its C exchange API", error)

@@ -327,6 +327,13 @@ cdef dict _array_interface_of(View v):
     if not _host_accessible(v._t.device.device_type):
         raise AttributeError(f"__array_interface__: the View's memory is on {v.device}; the "
                              f"array interface describes host memory only")
+    if not _numpy_reads(v._t.dtype):
+        # bfloat16, float8/6/4, complex32, opaque handles: the dict could only say "|V2"
+        # bytes, and NumPy (which reads this dict before __array__) would build a structured
+        # void array. Without the attribute NumPy asks __array__, which gives ml_dtypes.
+        raise AttributeError(f"__array_interface__: NumPy has no native type for "
+                             f"{v.dtype.name}; use __array__ / arrayport.to_numpy (ml_dtypes) "
+                             f"or DLPack")
     return _interface_of(v, "__array_interface__")
 
 

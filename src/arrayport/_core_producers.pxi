@@ -3,8 +3,8 @@
 # path gives exactly what the protocol path gives, or the same refusal.
 #
 # Per producer type, decided once and cached (_producer_kind):
-#   - JAX arrays are immutable, yet JAX exports legacy capsules (no READ_ONLY flag): their
-#     Views are read-only.
+#   - JAX and Arrow arrays are immutable, yet both export legacy capsules (no READ_ONLY
+#     flag): their Views are read-only.
 #   - PyTorch tensors carry three facts no DLPack export holds:
 #       requires_grad — writing through a View would bypass autograd: the View is read-only
 #         (PyTorch's __dlpack__ refuses such tensors; arrayport exports x.detach() instead,
@@ -57,8 +57,9 @@ class NeedsCopy(BufferError):
 
 cdef enum _ProducerKind:
     _PLAIN = 0
-    _IMMUTABLE = 1   # JAX
+    _IMMUTABLE = 1   # JAX, pyarrow
     _TORCH = 2
+    _MASKED = 3      # numpy.ma.MaskedArray: its __dlpack__ (ndarray's) drops the mask
 
 cdef dict _producer_kinds = {}
 
@@ -70,8 +71,11 @@ cdef int _producer_kind(object t) except -1:
     cdef int kind = _PLAIN
     root = t.__module__.partition(".")[0]
     torch = _sys.modules.get("torch")
-    if root in ("jax", "jaxlib"):
+    masked = getattr(_sys.modules.get("numpy.ma"), "MaskedArray", None)
+    if root in ("jax", "jaxlib", "pyarrow"):
         kind = _IMMUTABLE
+    elif masked is not None and issubclass(t, masked):
+        kind = _MASKED
     elif torch is not None and issubclass(t, torch.Tensor):
         kind = _TORCH
         _load_torch_probes(torch)
@@ -156,12 +160,18 @@ cdef int _refuse_lazy_torch(x, str bit, str operation, str method) except -1:
 
 cdef bint _torch_before_export(x, bint check_conj) except -1:
     """Refuse a negated (or, with ``check_conj``, conjugated) tensor before anything is
-    exported; return whether it requires grad (its View must be read-only)."""
-    if _torch_is_neg_of(x):
-        _refuse_lazy_torch(x, "negative", "negation", "resolve_neg")
-    if check_conj and _torch_is_conj_of(x):
-        _refuse_lazy_torch(x, "conjugate", "conjugation", "resolve_conj")
-    return _torch_requires_grad_of(x)
+    exported; return whether it requires grad (its View must be read-only). A tensor whose
+    flags cannot even be read (PyTorch raises for some sparse layouts) is refused."""
+    try:
+        if _torch_is_neg_of(x):
+            _refuse_lazy_torch(x, "negative", "negation", "resolve_neg")
+        if check_conj and _torch_is_conj_of(x):
+            _refuse_lazy_torch(x, "conjugate", "conjugation", "resolve_conj")
+        return _torch_requires_grad_of(x)
+    except BufferError:
+        raise
+    except Exception as error:
+        raise _producer_failure(x, "its tensor flags", error)
 
 
 cdef int _torch_after_import(x, View v, bint requires_grad) except -1:
@@ -170,6 +180,15 @@ cdef int _torch_after_import(x, View v, bint requires_grad) except -1:
         v._flags |= APDL_FLAG_READ_ONLY
     if v._t.dtype.code == APDL_COMPLEX and _torch_is_conj_of(x):
         _refuse_lazy_torch(x, "conjugate", "conjugation", "resolve_conj")
+    return 0
+
+
+cdef int _refuse_masked(x) except -1:
+    """A masked array with any masked element: every protocol would export the data without
+    its mask (invalid elements as if valid), so it is refused."""
+    if x.mask is not False and x.mask.any():
+        raise TypeError("view: the masked array has masked (invalid) elements, which no "
+                        "array protocol can carry; use .filled(value) or .data explicitly")
     return 0
 
 
@@ -186,6 +205,18 @@ cdef object _producer_failure(object x, str what, BaseException error):
                           f"{reason[0] if reason else '(no message)'}")
     failure.__cause__ = error
     return failure
+
+
+cdef object _producer_refusal(object x, BaseException error):
+    """A producer's own BufferError, in arrayport's words (``dlpack: …``) with its reason;
+    one already in them (arrayport's own objects) is kept as it is."""
+    if str(error).startswith("dlpack:"):
+        return error
+    tp = type(x)
+    refusal = BufferError(f"dlpack: {tp.__module__}.{tp.__qualname__} refused to export: "
+                          f"{error}")
+    refusal.__cause__ = error
+    return refusal
 
 
 # ---- broadcasts --------------------------------------------------------------------------------

@@ -132,8 +132,10 @@ class _ArrayInterfaceHolder:
 def to_numpy_general(x, *, copy=None):
     """``arrayport.to_numpy`` beyond its fast path (which lives in _core_convert.pxi)."""
     np = sys.modules.get("numpy")
-    if np is not None and type(x) is np.ndarray and not copy:
-        return x
+    if np is not None and type(x) is np.ndarray and copy in (None, False, True):
+        # Already NumPy's: itself, or NumPy's own copy (which holds any NumPy array, even
+        # ones no View can describe: structured fields, byte-swapped, object…).
+        return x.copy() if copy else x
     _check_copy(copy, "to_numpy")
     view = x if type(x) is View else _core.view_or_copy(x, copy=copy)
     if view.device.type is not DeviceType.CPU:
