@@ -12,6 +12,9 @@ The public surface:
   synchronization off (CUDA graph capture); see ``arrayport.gpu``;
 - ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
+- ``NeedsCopy``: the BufferError ``view`` raises where the producer's memory does not hold
+  its values as they are (PyTorch's lazy conjugation/negation, an ``__array__`` that can
+  only copy); the converters resolve such arrays into copies;
 - ``get_include()``: the folder holding ``arrayport/dlpack_abi.h`` and ``arrayport/capi.h``
   for C extensions; ``_C_API`` is the capsule ``arrayport_import_capi()`` reads;
 - ``View.__dlpack_c_exchange_api__``: the DLPack 1.3 C exchange API table.
@@ -19,7 +22,7 @@ The public surface:
 
 from pathlib import Path as _Path
 
-from arrayport._core import _C_API, DLPACK_VERSION, MAX_NDIM, View, from_dlpack, view
+from arrayport._core import _C_API, DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpack, view
 from arrayport._version import __version__
 from arrayport.convert import ReadOnlySharedWarning, to, to_numpy, to_torch
 from arrayport.devices import Device, DeviceType
@@ -31,7 +34,7 @@ _C_API = _C_API
 
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
-    "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include",
+    "NeedsCopy", "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include",
     "implicit_sync_enabled", "no_implicit_sync", "set_implicit_sync", "to", "to_numpy",
     "to_torch", "view",
 ]

@@ -1,0 +1,164 @@
+"""The rows of issue 22's table, each pinned: the fast paths gave wrong values, a writable
+alias of grad memory, raw library errors, or silent copies; every one of these tests failed
+on the code before the fix. The policies they pin:
+
+- PyTorch's lazy conjugation/negation: ``view`` and ``from_dlpack(copy=False)`` refuse with
+  ``NeedsCopy`` (a BufferError naming ``resolve_conj()``/``resolve_neg()``); ``to_numpy``,
+  ``to`` and ``from_dlpack(copy=None/True)`` resolve into a copy (``is_copy``);
+- ``requires_grad``: a read-only View on every route, never a writable one;
+- tensors with no strided form (sparse, meta, nested, quantized), deleted JAX arrays,
+  pyarrow arrays with nulls or bit-packed bools: BufferError with arrayport's message and
+  the library's reason, chained — never RuntimeError/ArrowTypeError with a C++ trace;
+- ``view`` never copies: ``__array__`` is asked with ``copy=False``; a producer that can
+  only copy (pyarrow's chunked arrays) or takes no ``copy=`` is refused by ``view`` and
+  copied by the converters;
+- a zero stride over an extent > 1 (a broadcast) is read-only unless a writable ndarray
+  owns it.
+"""
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+
+torch = pytest.importorskip("torch")
+
+
+def conj_tensor():
+    return torch.conj(torch.tensor([-1 + 1j, -2 + 2j, 3 - 3j]))
+
+
+def neg_tensor():
+    return torch._neg_view(torch.tensor([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("make, expected, method", [
+    (conj_tensor, [-1 - 1j, -2 - 2j, 3 + 3j], "resolve_conj"),
+    (neg_tensor, [-1.0, -2.0, -3.0], "resolve_neg"),
+    (lambda: torch.tensor([1 + 2j, 3 - 4j]).conj().imag, [-2.0, 4.0], "resolve_neg"),
+    (lambda: torch.tensor([1 + 2j]).conj().detach(), [1 - 2j], "resolve_conj"),
+])
+def test_lazy_bits_are_refused_without_copies_and_resolved_with_them(make, expected, method):
+    for refusing in (ap.view, lambda t: ap.from_dlpack(t, copy=False),
+                     lambda t: ap.View.from_dlpack(t, copy=False)):
+        with pytest.raises(ap.NeedsCopy, match=rf"\.{method}\(\)"):
+            refusing(make())
+    assert issubclass(ap.NeedsCopy, BufferError)
+    for resolving in (ap.to_numpy, ap.from_dlpack, lambda t: ap.from_dlpack(t, copy=True),
+                      lambda t: ap.to(t, "numpy"), lambda t: np.asarray(ap.to(t, "jax"))):
+        result = resolving(make())
+        assert np.asarray(result).tolist() == expected
+    assert ap.from_dlpack(make()).is_copy
+
+
+def test_torchs_own_dlpack_loses_the_negative_bit_and_arrayport_does_not():
+    # The finding behind the policy: PyTorch 2.13 exports the un-negated memory as is.
+    assert np.from_dlpack(neg_tensor()).tolist() == [1.0, 2.0, 3.0]
+    assert ap.to_numpy(neg_tensor()).tolist() == [-1.0, -2.0, -3.0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.zeros(10, requires_grad=True),
+    lambda: torch.nn.Parameter(torch.zeros(4)),
+])
+def test_grad_tensors_give_read_only_views_on_every_route(make):
+    tensor = make()
+    for route in (ap.view, ap.from_dlpack, lambda t: ap.from_dlpack(t, copy=False),
+                  lambda t: ap._core.dlpack_view(t, exchange_api=False)):
+        view = route(tensor)
+        assert view.readonly and view.ptr == tensor.data_ptr()
+        with pytest.raises(ValueError):
+            np.asarray(view)[0] = 1.0
+    array = ap.to_numpy(tensor)
+    assert not array.flags.writeable
+    assert not tensor.detach().any()
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda: torch.zeros(3).to_sparse(), "Cannot access data pointer"),
+    (lambda: torch.eye(3).to_sparse_csr(), ""),
+    (lambda: torch.zeros(3, device="meta"), "meta"),
+    (lambda: torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]), "Nested"),
+    (lambda: torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.quint8), "QInt"),
+])
+@pytest.mark.filterwarnings("ignore")
+def test_tensors_without_a_strided_form_are_buffer_errors(make, reason):
+    for route in (ap.view, ap.from_dlpack, ap.to_numpy, lambda t: ap.from_dlpack(t, copy=True)):
+        with pytest.raises(BufferError, match=f"^dlpack: .*{reason}") as error:
+            route(make())
+        assert type(error.value) is BufferError
+        assert "Exception raised from" not in str(error.value)  # no C++ trace
+
+
+def test_deleted_jax_arrays_are_buffer_errors():
+    jnp = pytest.importorskip("jax.numpy")
+    array = jnp.arange(3.0)
+    array.delete()
+    with pytest.raises(BufferError, match="^dlpack: .* could not export through __dlpack__: "
+                                          "RuntimeError: Array has been deleted") as error:
+        ap.view(array)
+    assert isinstance(error.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize("values, reason", [([1, None, 3], "nulls"),
+                                            ([True, False], "Bit-packed boolean")])
+def test_pyarrow_arrays_dlpack_cannot_hold_are_buffer_errors(values, reason):
+    pa = pytest.importorskip("pyarrow")
+    for route in (ap.view, ap.from_dlpack, ap.to_numpy):
+        with pytest.raises(BufferError, match=f"^dlpack: pyarrow.* could not export through "
+                                              f"__dlpack__: ArrowTypeError: .*{reason}"):
+            route(pa.array(values))
+
+
+def test_view_never_copies_a_chunked_array_and_the_converters_do():
+    pa = pytest.importorskip("pyarrow")
+    chunked = pa.chunked_array([[1, 2], [3]])
+    with pytest.raises(ap.NeedsCopy, match=r"__array__\(copy=False\) refused"):
+        ap.view(chunked)
+    assert ap.to_numpy(chunked).tolist() == [1, 2, 3]
+    assert ap.to(chunked, "torch").tolist() == [1, 2, 3]
+
+
+def test_array_without_a_copy_keyword_is_refused_by_view_only():
+    class OldStyle:  # NumPy 1's __array__(dtype=None): it may copy without saying so
+        def __init__(self):
+            self.data = np.arange(3.0)
+
+        def __array__(self, dtype=None):
+            return self.data
+
+    with pytest.raises(ap.NeedsCopy, match="takes no copy= keyword"):
+        ap.view(OldStyle())
+    assert ap.to_numpy(OldStyle()).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_array_with_copy_keyword_shares_memory():
+    class NewStyle:
+        def __init__(self):
+            self.data = np.arange(3.0)
+            self.copies = []
+
+        def __array__(self, dtype=None, copy=None):
+            self.copies.append(copy)
+            return self.data
+
+    producer = NewStyle()
+    view = ap.view(producer)
+    assert producer.copies == [False] and view.ptr == producer.data.ctypes.data
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.zeros(1).expand(4),
+    lambda: torch.arange(3.0).reshape(3, 1).expand(3, 5),
+])
+def test_broadcast_tensors_give_read_only_views(make):
+    for route in (ap.view, ap.from_dlpack, lambda t: ap._core.dlpack_view(t, exchange_api=False)):
+        assert route(make()).readonly
+
+
+def test_broadcast_ndarrays_keep_numpys_flag():
+    assert ap.view(np.broadcast_to(np.arange(3.0), (4, 3))).readonly
+    writable = np.lib.stride_tricks.as_strided(np.arange(3.0), shape=(4, 3), strides=(0, 8))
+    assert writable.flags.writeable and not ap.view(writable).readonly
+    # A bare capsule says nothing about who owns it: the broadcast is read-only.
+    assert ap.from_dlpack(writable.__dlpack__(max_version=(1, 0))).readonly
