@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 OUT=build/sanitize
 rm -rf "$OUT" && mkdir -p "$OUT"
-FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
+FLAGS="-fsanitize=address,undefined,signed-integer-overflow -fno-sanitize-recover=undefined,signed-integer-overflow -fno-wrapv -fno-omit-frame-pointer -g -O1"
 CFLAGS="$FLAGS" LDFLAGS="-fsanitize=address,undefined" \
     "$PYTHON" setup.py -q build_ext --build-lib "$OUT" --build-temp "$OUT/temp" --force
 cp -r src/arrayport/. "$OUT/arrayport/"   # the Python modules beside the instrumented core

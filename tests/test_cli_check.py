@@ -52,10 +52,13 @@ def test_arrayport_passes_every_check():
     assert all(row["clause"] for row in report["results"])
 
 
-def test_numpy_passes():
+def test_numpy_passes_but_for_masked_arrays():
+    # NumPy's own protocol checks all pass; its one failure is numpy.ma's __dlpack__
+    # (ndarray's), which exports masked arrays without their masks.
     result, report = check("numpy")
-    assert result.returncode == 0, result.stdout
     rows = statuses(report)
+    failing = [row_id for row_id, row in rows.items() if row["status"] == "fail"]
+    assert failing == ["unusual.masked"], result.stdout
     assert rows["consumer.read-only"]["status"] == "pass"
     assert rows["producer.read-only"]["status"] == "pass"
 
@@ -82,3 +85,26 @@ def test_text_output_and_usage_errors():
     assert missing.returncode == 2 and "no_such_module_x" in missing.stderr
     result, _ = check("numpy:no_such_factory")
     assert result.returncode == 1  # every check fails: the factory does not exist
+
+
+def test_unusual_kinds_judge_the_librarys_own_export():
+    """`check torch` runs PyTorch's own __dlpack__ on its unusual tensors: the negative bit
+    is dropped (wrong signs: fail), conjugate and grad tensors are refused (pass), a nested
+    tensor is refused with RuntimeError instead of BufferError (warn)."""
+    pytest.importorskip("torch")
+    _, report = check("torch")
+    rows = statuses(report)
+    assert rows["unusual.neg"]["status"] == "fail"
+    assert "[1.0, 2.0, 3.0] where the library reports [-1.0, -2.0, -3.0]" in \
+        rows["unusual.neg"]["reason"]
+    assert rows["unusual.conj"]["status"] == "pass"
+    assert rows["unusual.requires-grad"]["status"] == "pass"
+    assert rows["unusual.nested"]["status"] == "warn"
+    assert "lazy conjugation" in rows["unusual.neg"]["clause"]
+
+
+def test_unusual_kinds_of_numpy_include_masked_arrays():
+    _, report = check("numpy")
+    rows = statuses(report)
+    assert rows["unusual.masked"]["status"] == "fail"  # ndarray's __dlpack__ drops the mask
+    assert rows["unusual.byteswapped"]["status"] == "pass"

@@ -62,11 +62,19 @@ cdef enum _ProducerKind:
     _MASKED = 3      # numpy.ma.MaskedArray: its __dlpack__ (ndarray's) drops the mask
 
 cdef dict _producer_kinds = {}
+# One-entry cache in front of the dict: (type, kind) in one object, so a thread never pairs
+# one type with another's kind.
+cdef tuple _last_producer_kind = (None, _PLAIN)
 
 
 cdef int _producer_kind(object t) except -1:
+    global _last_producer_kind
+    cdef tuple last = _last_producer_kind
+    if last[0] is t:
+        return last[1]
     cached = _producer_kinds.get(t)
     if cached is not None:
+        _last_producer_kind = (t, cached)
         return cached
     cdef int kind = _PLAIN
     root = t.__module__.partition(".")[0]
@@ -82,6 +90,7 @@ cdef int _producer_kind(object t) except -1:
     if len(_producer_kinds) >= _TYPE_CACHE_LIMIT:
         _producer_kinds.clear()
     _producer_kinds[t] = kind
+    _last_producer_kind = (t, kind)
     return kind
 
 

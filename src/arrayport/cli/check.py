@@ -583,10 +583,66 @@ def _(target):
     return "imported"
 
 
+# --- the library's unusual arrays (arrayport.cli.unusual) ----------------------------------
+
+UNUSUAL_CLAUSE = ("an array whose memory DLPack cannot describe as it is (lazy conjugation "
+                  "or negation, no strided storage, nulls, deletion…) is exported with the "
+                  "values the library itself reports, or refused with BufferError — never "
+                  "exported with other values")
+
+
+def _unusual_check(label: str) -> str:
+    """The library's own __dlpack__ on one unusual kind, read back through a capsule (no
+    arrayport import rules in between: the producer's export is what is judged)."""
+    from .unusual import kind as find_kind
+    kind = find_kind(label)
+    try:
+        x = kind.make()
+    except LookupError as why:
+        raise Skip(str(why)) from None
+    if not hasattr(type(x), "__dlpack__"):
+        raise Skip(f"{type(x).__name__} has no __dlpack__")
+    try:
+        capsule = x.__dlpack__(max_version=(1, 3))
+    except TypeError:
+        capsule = None
+    except BufferError as refusal:
+        return f"refused: {refusal}"
+    except Exception as exc:
+        raise Warn(f"refused with {type(exc).__name__} instead of BufferError: "
+                   f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if capsule is None:
+        try:
+            capsule = x.__dlpack__()
+        except BufferError as refusal:
+            return f"refused: {refusal}"
+        except Exception as exc:
+            raise Warn(f"refused with {type(exc).__name__} instead of BufferError: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if kind.reference is None:
+        raise Fail("exported an array that has no faithful strided form (its export holds "
+                   "memory that is not the array's values)")
+    import arrayport
+    try:
+        got = arrayport.to_numpy(arrayport.View.from_dlpack(capsule))
+    except BufferError as exc:
+        raise Fail(f"exported a capsule arrayport cannot read: {exc}") from None
+    expected = kind.reference(x)
+    if got.shape != expected.shape or got.dtype != expected.dtype or \
+            got.tobytes() != np.ascontiguousarray(expected).tobytes():
+        shown = (f"{got.tolist()} where the library reports {expected.tolist()}"
+                 if expected.size <= 8 else f"values other than the library reports")
+        raise Fail(f"exported {shown}")
+    return "exports the values the library reports"
+
+
 # --- running ----------------------------------------------------------------------------------
 
 def run_case(case: dict, modules: dict) -> dict:
-    clause, function = CHECKS[case["check"]]
+    if "kind" in case:
+        clause, function = UNUSUAL_CLAUSE, (lambda target: _unusual_check(case["kind"]))
+    else:
+        clause, function = CHECKS[case["check"]]
     try:
         target = resolve(case["target"])
     except Exception as exc:
@@ -612,7 +668,12 @@ def run(target: str, *, case_timeout: float = isolation.CASE_TIMEOUT_S) -> dict:
         found = None
     if not module_name or found is None:
         raise TargetError(f"no module named {module_name!r}")
+    from .unusual import kinds_of
     cases = [{"check": check_id, "target": target} for check_id in CHECKS]
+    if ":" not in target:  # a module: its unusual arrays too, where arrayport knows them
+        cases += [{"check": f"unusual.{kind.name}", "target": target, "kind": kind.label}
+                  for kind in kinds_of(module_name)
+                  if all(importlib.util.find_spec(m) is not None for m in kind.needs)]
     results: list[dict] = [{} for _ in cases]
 
     def on_result(index, result):
@@ -626,8 +687,9 @@ def run(target: str, *, case_timeout: float = isolation.CASE_TIMEOUT_S) -> dict:
         reason = result.get("reason") or result.get("detail", "")
         if status == "crashed":
             status, reason = "fail", f"crashed: {reason}"
-        rows.append({"id": case["check"], "clause": CHECKS[case["check"]][0],
-                     "status": status, "reason": reason})
+        clause = UNUSUAL_CLAUSE if "kind" in case else CHECKS[case["check"]][0]
+        rows.append({"id": case["check"], "clause": clause, "status": status,
+                     "reason": reason})
     summary = {status: sum(row["status"] == status for row in rows)
                for status in ("pass", "fail", "warn", "skip")}
     if broken:
