@@ -825,7 +825,7 @@ cdef View _view_from_capsule(object capsule, object owner):
     ap_counter_add(&ap_live_imported, 1)
     v._owner = owner
     v._protocol = "dlpack"
-    _protect_overlap(v, owner)
+    _finish_import(v, owner)
     return v
 
 
@@ -927,7 +927,7 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
             raise
         return v
     v = _view_from_capsule(capsule, x)
-    if kind == _IMMUTABLE or requires_grad:
+    if requires_grad:
         v._flags |= APDL_FLAG_READ_ONLY
     if gpu_type != 0 and stream is not None and stream != -1:
         v._stream = stream  # the producer ordered its work before this stream

@@ -131,7 +131,7 @@ cdef View _view_from_buffer(obj, owner, str protocol):
     v._owner = owner
     v._lease = lease
     v._protocol = protocol
-    _protect_overlap(v, owner)
+    _finish_import(v, owner)
     return v
 
 

@@ -100,8 +100,6 @@ cdef View _view_via_exchange_api(object x, uintptr_t address):
         return None  # dropping v runs the producer's deleter
     if kind == _TORCH:
         _torch_after_import(x, v, requires_grad)  # a refusal drops v: deleter runs once
-    elif kind == _IMMUTABLE:
-        v._flags |= APDL_FLAG_READ_ONLY
     return v
 
 
@@ -123,5 +121,5 @@ cdef View _view_owning_versioned(APDLManagedTensorVersioned* m, object owner):
     ap_counter_add(&ap_live_imported, 1)
     v._owner = owner
     v._protocol = "dlpack"
-    _protect_overlap(v, owner)
+    _finish_import(v, owner)
     return v

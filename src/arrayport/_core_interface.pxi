@@ -128,7 +128,7 @@ cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tup
     _adopt(v, &t, flags, True, protocol)
     v._owner = owner
     v._protocol = protocol
-    _protect_overlap(v, owner)
+    _finish_import(v, owner)
     return v
 
 

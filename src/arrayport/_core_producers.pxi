@@ -20,9 +20,10 @@
 #     ValueError (PyTorch's RuntimeError with a C++ trace for sparse, meta, nested and
 #     quantized tensors; JAX's for a deleted array) becomes a BufferError naming the
 #     producer, with the first line of its reason.
-# And for every import: a zero stride over an extent > 1 (a broadcast: many elements, one
-# address) makes the View read-only, as NumPy makes broadcast arrays, unless the memory's
-# owner is a writable numpy.ndarray (NumPy's own flag: the source saying otherwise).
+# And for every import, on every route (_finish_import): memory of an immutable producer is
+# read-only, and a zero stride over an extent > 1 (a broadcast: many elements, one address)
+# makes the View read-only, as NumPy makes broadcast arrays, unless the memory's owner is a
+# writable numpy.ndarray (NumPy's own flag: the source saying otherwise).
 
 from cpython.object cimport PyObject_GetAttr
 
@@ -238,9 +239,20 @@ cdef inline bint _has_overlap(View v) noexcept:
     return False
 
 
-cdef int _protect_overlap(View v, object owner) except -1:
-    """Broadcast Views are read-only unless the owner is a writable numpy.ndarray."""
-    if v._flags & APDL_FLAG_READ_ONLY or not _has_overlap(v):
+cdef int _finish_import(View v, object owner) except -1:
+    """The rules every View constructor applies once the View describes its memory: a
+    masked array with masked elements is refused; an immutable producer's memory (JAX,
+    Arrow: whatever their export says) is read-only, and so is a broadcast unless a writable
+    numpy.ndarray owns it."""
+    cdef int kind = _PLAIN if owner is None else _producer_kind(type(owner))
+    if kind == _MASKED:
+        _refuse_masked(owner)  # every constructor, not only view(): the mask is not exported
+    if v._flags & APDL_FLAG_READ_ONLY:
+        return 0
+    if kind == _IMMUTABLE:
+        v._flags |= APDL_FLAG_READ_ONLY
+        return 0
+    if not _has_overlap(v):
         return 0
     numpy = _sys.modules.get("numpy")
     if numpy is not None and isinstance(owner, numpy.ndarray) and owner.flags.writeable:

@@ -29,8 +29,11 @@ RUNNER = "arrayport.cli.matrix"
 
 # --- planning (parent side: imports no array library) -----------------------------------------
 
-def plan(libraries: list[str], dtypes: list[str], layouts: list[str]) -> list[dict]:
+def plan(libraries: list[str], dtypes: list[str], layouts: list[str],
+         unusual: bool = True) -> list[dict]:
     cases = []
+    if unusual:
+        cases += plan_unusual(libraries)
     for producer in libraries:
         if BY_NAME[producer].make is None:
             continue
@@ -46,12 +49,29 @@ def plan(libraries: list[str], dtypes: list[str], layouts: list[str]) -> list[di
     return cases
 
 
+def plan_unusual(libraries: list[str]) -> list[dict]:
+    """Each producer's unusual arrays (arrayport.cli.unusual) into every consumer route:
+    the kinds a fast path is most likely to get wrong."""
+    from .unusual import kinds_of
+    cases = []
+    for producer in libraries:
+        for kind in kinds_of(BY_NAME[producer].module):
+            for consumer in libraries:
+                target = BY_NAME[consumer]
+                if target.via_arrayport is None:
+                    continue
+                for route in [*target.routes, ARRAYPORT_ROUTE]:
+                    cases.append({"producer": producer, "consumer": consumer, "route": route,
+                                  "kind": kind.label})
+    return cases
+
+
 def run(libraries: list[str], dtypes: list[str], layouts: list[str], *,
         progress: Callable[[int, int, dict], None] = lambda done, total, case: None,
-        case_timeout: float = isolation.CASE_TIMEOUT_S) -> dict:
+        case_timeout: float = isolation.CASE_TIMEOUT_S, unusual: bool = True) -> dict:
     """Run the matrix; returns the JSON-able report (libraries, cells, summaries)."""
     modules = [BY_NAME[name].module for name in libraries]
-    cases = plan(libraries, dtypes, layouts)
+    cases = plan(libraries, dtypes, layouts, unusual)
     results: list[dict | None] = [None] * len(cases)
     done = 0
 
@@ -66,20 +86,38 @@ def run(libraries: list[str], dtypes: list[str], layouts: list[str], *,
                                             case_timeout=case_timeout)
     broken = {name: broken_modules[BY_NAME[name].module] for name in libraries
               if BY_NAME[name].module in broken_modules}
-    cells = []
+    cells, unusual_cells = [], []
     for case, result in zip(cases, results):
         result = result or {"status": "tool-error", "detail": "no result"}
         if case["producer"] in broken or case["consumer"] in broken:
             continue
         if result["status"] != "not-offered":
-            cells.append({**case, **result})
+            (unusual_cells if "kind" in case else cells).append({**case, **result})
     return {"libraries_broken": broken, "cells": cells,
             "seconds": round(time.perf_counter() - started, 1),
             "pairs": summarize_pairs(cells), "routes": summarize_routes(cells),
-            "findings": findings(cells)}
+            "findings": findings(cells), "unusual": summarize_unusual(unusual_cells),
+            "unusual_cells": unusual_cells}
 
 
 # --- summaries --------------------------------------------------------------------------------
+
+def summarize_unusual(cells: list[dict]) -> list[dict]:
+    """Per unusual kind: its outcomes over every consumer's direct routes and over the
+    arrayport routes, and the consumers whose direct route crashed or gave wrong data."""
+    by_kind: dict[str, dict] = {}
+    for cell in cells:
+        entry = by_kind.setdefault(cell["kind"], {
+            "kind": cell["kind"], "direct": dict.fromkeys(STATUSES, 0),
+            "arrayport": dict.fromkeys(STATUSES, 0), "bad_direct": [], "bad_arrayport": []})
+        side = "arrayport" if cell["route"] == ARRAYPORT_ROUTE else "direct"
+        if cell["status"] in entry[side]:
+            entry[side][cell["status"]] += 1
+        if cell["status"] in ("crashed", "wrong"):
+            entry[f"bad_{side}"].append(f"{cell['consumer']} via {cell['route']}: "
+                                        f"{cell['status']} ({cell.get('detail', '')})")
+    return list(by_kind.values())
+
 
 def summarize_routes(cells: list[dict]) -> list[dict]:
     """One row per producer, consumer and route: counts per status and the median time."""
@@ -216,7 +254,45 @@ def median_ns(exchange: Callable[[], object], samples: int = 5,
     return int(statistics.median(times))
 
 
+def _run_unusual_case(case: dict) -> dict:
+    from .unusual import kind as find_kind
+    kind = find_kind(case["kind"])
+    consumer, route = BY_NAME[case["consumer"]], case["route"]
+    try:
+        made = kind.make()
+    except Exception as exc:
+        return {"status": "not-offered", "detail": f"cannot make it here: {_error_text(exc)}"}
+    if route == ARRAYPORT_ROUTE:
+        hand_over, take = (lambda x: x), consumer.via_arrayport
+    else:
+        (offered, hand_over), take = PROTOCOLS[route], consumer.routes[route]
+        if not offered(made):
+            return {"status": "not-offered", "detail": f"{case['producer']} has no {route}"}
+    try:
+        result = take(hand_over(made))
+    except Exception as exc:
+        return {"status": "refused", "detail": _error_text(exc)}
+    if result is made:  # a library handed its own array back: no exchange happened
+        return {"status": "zero-copy", "detail": "the same object"}
+    if kind.reference is None:
+        try:
+            shared = element0_address(result) == element0_address(made)
+        except Exception:
+            shared = False
+        if not shared:  # the library's own conversion (pyarrow: nulls as NaN): a copy
+            return {"status": "copy"}
+        return {"status": "wrong", "detail": "shared the memory of an array with no "
+                                             "faithful strided form (it is not its values)"}
+    try:
+        expected = kind.reference(made)
+    except Exception as exc:
+        return {"status": "not-offered", "detail": f"no reference: {_error_text(exc)}"}
+    return _verdict(made, result, expected, not kind.writable)
+
+
 def run_case(case: dict, modules: dict) -> dict:
+    if "kind" in case:
+        return _run_unusual_case(case)
     producer, consumer = BY_NAME[case["producer"]], BY_NAME[case["consumer"]]
     dtype, layout, route = case["dtype"], case["layout"], case["route"]
     base = base_array(dtype)

@@ -87,6 +87,29 @@ LEGEND = ("direct: % of the cases (dtype × layout) the producer can make that t
           "read-only memory). µs: median per exchange of the fastest route.")
 
 
+def unusual_lines(report: dict) -> list[str]:
+    """One line per unusual kind: how its exchanges ended, directly and through arrayport,
+    and which direct routes crashed or gave wrong data."""
+    lines = []
+    for entry in report.get("unusual") or []:
+        sides = []
+        for side in ("direct", "arrayport"):
+            counts = entry[side]
+            parts = [f"{counts[status]} {status}" for status in
+                     ("zero-copy", "copy", "refused", "crashed", "wrong") if counts[status]]
+            sides.append(f"{side}: {', '.join(parts) or 'no route'}")
+        lines.append(f"{entry['kind']:<32} {sides[0]}  │  {sides[1]}")
+        lines += [f"    {MARKS.get(bad.split(': ')[1].split(' ')[0], '?')} {bad}"
+                  for bad in entry["bad_direct"] + entry["bad_arrayport"]]
+    return lines
+
+
+UNUSUAL_LEGEND = ("Unusual arrays (arrayport.cli.unusual: conjugate/negative/grad/sparse/meta "
+                  "tensors, deleted or sharded JAX arrays, NumPy broadcasts and masked arrays, "
+                  "Arrow nulls…) into every consumer route, judged against the producer's own "
+                  "resolved values; an array with no faithful strided form must be refused.")
+
+
 def render_text(report: dict) -> str:
     rows = [COLUMNS] + pair_rows(report)
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
@@ -100,6 +123,9 @@ def render_text(report: dict) -> str:
     lines = finding_lines(report)
     out += ["", f"Crashes and wrong data ({len(lines)}):" if lines else "No crashes, no wrong data."]
     out += [f"  {line}" for line in lines]
+    unusual = unusual_lines(report)
+    if unusual:
+        out += ["", *textwrap.wrap(UNUSUAL_LEGEND, 100), ""] + [f"  {line}" for line in unusual]
     broken = report.get("libraries_broken") or {}
     for name, why in broken.items():
         out.append(f"  library {name} left out: {why}")
@@ -117,4 +143,7 @@ def render_markdown(report: dict) -> str:
     lines = finding_lines(report)
     out += ["", f"**Crashes and wrong data ({len(lines)})**", ""]
     out += [f"- {line}" for line in lines] or ["- none"]
+    unusual = unusual_lines(report)
+    if unusual:
+        out += ["", "**Unusual arrays**", "", UNUSUAL_LEGEND, "", "```"] + unusual + ["```"]
     return "\n".join(out) + "\n"

@@ -6,8 +6,11 @@ sparse, meta, nested and quantized tensors; a deleted or sharded JAX array; NumP
 broadcasts, structured, object and datetime arrays; pyarrow's nulls and chunks…), with its
 ``reference``: the library's own conversion to NumPy with every lazy bit resolved
 (``t.detach().resolve_conj().resolve_neg().numpy()`` and friends), or None when the array
-has no faithful strided form at all (then every exchange must refuse it). ``writable`` says
-whether writing through a zero-copy alias is allowed.
+has no faithful strided form at all — its memory is not its values (masked elements,
+nulls, lazy storage) — so no exchange may share it. NumPy arrays DLPack cannot describe
+(structured, object, datetime, byte-swapped) do have a reference: NumPy holds them, and
+arrayport must refuse them, not misread them. ``writable`` says whether writing through a
+zero-copy alias is allowed.
 
 Used by the differential test (tests/test_unusual_kinds.py: every arrayport route against
 the reference), by ``arrayport check`` (the library's own DLPack export against it) and by
@@ -187,12 +190,12 @@ def _numpy_kinds() -> list[Kind]:
         ("fortran", lambda: np.asfortranarray(np.arange(6.0).reshape(2, 3)), same, True),
         ("read-only", lambda: np.frombuffer(bytes(16), dtype=np.float64), same, False),
         ("unaligned", unaligned, same, True),
-        ("byteswapped", byteswapped, None, False),
-        ("structured", lambda: np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]), None, False),
+        ("byteswapped", byteswapped, same, True),
+        ("structured", lambda: np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]), same, True),
         ("structured-field", lambda: np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")])["b"],
          same, True),
-        ("object", lambda: np.array([1, "a", None], dtype=object), None, False),
-        ("datetime", lambda: np.array([0, 1, 2], dtype="datetime64[s]"), None, False),
+        ("object", lambda: np.array([1, "a", None], dtype=object), same, True),
+        ("datetime", lambda: np.array([0, 1, 2], dtype="datetime64[s]"), same, True),
         ("masked-clean", masked_clean, lambda a: np.asarray(a.data), True),
         ("masked", masked, None, False),
         ("matrix", matrix, same, True),
@@ -202,7 +205,7 @@ def _numpy_kinds() -> list[Kind]:
     result = [Kind("numpy", name, make, reference, writable)
               for name, make, reference, writable in kinds]
     result += [Kind("numpy", "bfloat16", bfloat16, same, True, needs=("ml_dtypes",)),
-               Kind("numpy", "int4", int4, None, False, needs=("ml_dtypes",))]
+               Kind("numpy", "int4", int4, same, True, needs=("ml_dtypes",))]
     return result
 
 
