@@ -95,6 +95,19 @@ class Holder:
         self.__array_interface__ = interface
 
 
+def import_as_modelled(interface, expected):
+    """The View of ``interface``, checked against the model's (size, nbytes); None when
+    arrayport refused it, which the model must have done too."""
+    try:
+        view = ap.View.from_array_interface(Holder(interface))
+    except CLEAN_ERRORS as error:
+        assert expected is None, f"refused a layout the model accepts: {error}"
+        return None
+    assert expected is not None, f"accepted a layout the model refuses: {view!r}"
+    assert (view.size, view.nbytes) == expected
+    return view
+
+
 @st.composite
 def edge_layouts(draw):
     ndim = draw(st.integers(1, 4))
@@ -121,13 +134,9 @@ def test_pointer_layouts_match_the_extent_model(layout, address, readonly):
     expected = extent_model(shape, element_strides, itemsize, address)
     if any(not -2**63 <= s <= INT64_MAX for s in byte_strides):
         expected = None  # a byte stride itself must fit in int64
-    try:
-        view = ap.View.from_array_interface(Holder(interface))
-    except CLEAN_ERRORS as error:
-        assert expected is None, f"refused a layout the model accepts: {error}"
+    view = import_as_modelled(interface, expected)
+    if view is None:
         return
-    assert expected is not None, f"accepted a layout the model refuses: {view!r}"
-    assert (view.size, view.nbytes) == expected
     broadcast = any(s == 0 and n > 1 for s, n in zip(element_strides, shape))
     assert view.shape == shape and view.readonly == (readonly or broadcast)
     assert view.element_strides == element_strides
@@ -165,13 +174,9 @@ def test_buffer_layouts_never_reach_outside_their_buffer(layout):
         low, high = model_reach(shape, element_strides, itemsize)
         if offset + low < 0 or offset + high > length:
             expected = None
-    try:
-        view = ap.View.from_array_interface(Holder(interface))
-    except CLEAN_ERRORS as error:
-        assert expected is None, f"refused a layout inside its buffer: {error}"
+    view = import_as_modelled(interface, expected)
+    if view is None:
         return
-    assert expected is not None, f"accepted a layout reaching outside its buffer: {view!r}"
-    assert (view.size, view.nbytes) == expected
     if 0 < view.nbytes <= READ_LIMIT and itemsize != 16:
         # Read every element and compare with NumPy's own view of the same bytes (NumPy
         # checks the buffer bounds too: it must accept what arrayport accepted).
