@@ -146,3 +146,22 @@ def test_with_only_numpy_it_shows_numpy_and_arrayport():
                      ("arrayport", "arrayport")}
     assert cell(report, "numpy", "arrayport", "arrayport", "float32",
                 "negative")["status"] == "zero-copy"
+
+
+def test_unusual_arrays_are_producer_cases(torch_matrix):
+    """Each producer's unusual arrays go into every consumer route: PyTorch's own DLPack
+    export loses the negative bit when NumPy or PyTorch reads it (wrong values), while the
+    arrayport routes never share wrong values or crash."""
+    report, _ = torch_matrix
+    cells = report["unusual_cells"]
+    assert {c["kind"] for c in cells} >= {"torch:neg", "torch:conj", "numpy:masked",
+                                          "numpy:broadcast", "torch:sparse-coo"}
+    neg = [c for c in cells if c["kind"] == "torch:neg" and c["consumer"] == "numpy"
+           and c["route"] == "dlpack"]
+    assert neg and neg[0]["status"] == "wrong"
+    through_arrayport = [c for c in cells if c["route"] == "arrayport"]
+    assert through_arrayport
+    assert not [c for c in through_arrayport if c["status"] in ("wrong", "crashed")]
+    summary = {entry["kind"]: entry for entry in report["unusual"]}
+    assert summary["torch:neg"]["direct"]["wrong"] >= 1
+    assert summary["torch:neg"]["arrayport"]["wrong"] == 0
