@@ -28,6 +28,7 @@ from arrayport.convert import ReadOnlySharedWarning, to, to_numpy, to_torch
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
+from arrayport import _policy  # noqa: F401  (installs the core's policy hooks)
 
 # The capsule arrayport_import_capi() (arrayport/capi.h) finds as "arrayport._C_API".
 _C_API = _C_API

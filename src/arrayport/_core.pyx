@@ -401,8 +401,8 @@ cdef class View:
 
     cdef View _copy_for_export(self, target, stream):
         """A copy for a consumer: on ``target`` (None: here), on the consumer's stream."""
-        from arrayport.copies import copy_view
-        return copy_view(self, target, None if stream == -1 else stream, "dlpack")
+        return _hook(_copy_view_hook, "copy_view")(
+            self, target, None if stream == -1 else stream, "dlpack")
 
     cdef View _relabelled_as_cpu(self):
         cdef View v = _new_view_like(self, self, "dlpack")
@@ -486,7 +486,7 @@ cdef class View:
         _check_ufunc_call(ufunc, method, inputs, kwargs)
         result = _ufunc_fast(ufunc, method, inputs, kwargs)
         if result is _NOT_FAST:
-            return _general_dispatch().array_ufunc(ufunc, method, inputs, kwargs)
+            return _hook(_array_ufunc_hook, "array_ufunc")(ufunc, method, inputs, kwargs)
         return result
 
     def __array_function__(self, func, types, args, kwargs):
@@ -499,7 +499,7 @@ cdef class View:
                             f"{type(func).__name__}")
         result = _array_function_fast(func, tuple(types), args, kwargs)
         if result is _NOT_FAST:
-            return _general_dispatch().array_function(func, types, args, kwargs)
+            return _hook(_array_function_hook, "array_function")(func, types, args, kwargs)
         return result
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
@@ -528,8 +528,7 @@ cdef class View:
         is) — host, CUDA or ROCm memory, in any direction (arrayport.copies). ``stream``:
         the CUDA/ROCm stream the transfer is enqueued on (DLPack values; None: the default
         stream). BufferError for devices arrayport has no driver for."""
-        from arrayport.copies import copy_view
-        return copy_view(self, device, stream)
+        return _hook(_copy_view_hook, "copy_view")(self, device, stream)
 
     def host_copy(self):
         """A C-contiguous, writable copy in new host memory (IS_COPIED). Only for memory
@@ -671,8 +670,7 @@ cdef int _order_after_pending(View v, consumer) except -1:
         consumer = _NONE_STREAM.get(device_type)
         if consumer is None:
             return 0
-    from arrayport import gpu
-    gpu.driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
+    _driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
     return 0
 
 
@@ -681,8 +679,7 @@ cdef int _host_wait_for_pending(View v) except -1:
     memory a GPU may still be writing."""
     if v._stream is None or not _implicit_sync:
         return 0
-    from arrayport import gpu
-    gpu.driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
+    _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
     return 0
 
 
@@ -1013,15 +1010,13 @@ def from_dlpack(x, /, *, device=None, copy=None, stream=None):
     """
     if device is None and copy is None:
         return dlpack_view(x, stream=stream)
-    from arrayport._import_rules import from_dlpack_with_options
-    return from_dlpack_with_options(x, device, copy, stream)
+    return _hook(_from_dlpack_options_hook, "from_dlpack_with_options")(x, device, copy, stream)
 
 
 cdef View _fallback_import(x):
     """NumPy arrays whose dtype NumPy's own __dlpack__ refuses (ml_dtypes bfloat16, float8…)
     are read through their array interface instead; None when that does not apply."""
-    from arrayport._import_rules import ndarray_dlpack_fallback
-    return ndarray_dlpack_fallback(x)
+    return _hook(_ndarray_fallback_hook, "ndarray_dlpack_fallback")(x)
 
 
 def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, owner,
@@ -1037,6 +1032,7 @@ def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, ow
     return v
 
 
+include "_core_hooks.pxi"
 include "_core_buffer.pxi"
 include "_core_interface.pxi"
 include "_core_producers.pxi"

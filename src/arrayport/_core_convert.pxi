@@ -10,7 +10,6 @@
 from cpython.ref cimport Py_DECREF
 
 cdef object _torch_tensor_type = None
-cdef object _convert_module = None  # arrayport.convert: the general (slow) paths
 cdef uintptr_t _torch_to_py_object = 0   # PyTorch's managed_tensor_to_py_object_no_sync
 
 
@@ -126,14 +125,6 @@ cdef inline bint _numpy_reads(APDLDataType d) noexcept:
     return d.code == 6 and d.bits == 8
 
 
-cdef object _general():
-    global _convert_module
-    if _convert_module is None:
-        from arrayport import convert
-        _convert_module = convert
-    return _convert_module
-
-
 def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
     """A ``torch.Tensor`` of ``x`` (anything ``arrayport.view`` accepts), zero-copy when
     PyTorch can hold the data as it is.
@@ -160,7 +151,8 @@ def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
                 return _torch_tensor_of(v)
             return _torch_tensor_taking(v)  # v is ours alone: hand over what it holds
         x = v
-    return _general().to_torch_general(x, device=device, copy=copy, stream=stream,
+    return _hook(_to_torch_general_hook, "to_torch_general")(
+        x, device=device, copy=copy, stream=stream,
                                        readonly=readonly)
 
 
@@ -177,4 +169,4 @@ def to_numpy(x, *, copy=None):
         if v._t.device.device_type == 1 and _numpy_reads(v._t.dtype):
             return _ndarray_over_view(v)
         x = v
-    return _general().to_numpy_general(x, copy=copy)
+    return _hook(_to_numpy_general_hook, "to_numpy_general")(x, copy=copy)

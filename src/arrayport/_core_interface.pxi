@@ -17,19 +17,8 @@ import sys as _sys
 cdef str _AI = "array_interface"
 cdef str _CAI = "cuda_array_interface"
 cdef object _MISSING = object()
-cdef object _cuda_driver_module = None
-cdef object _to_numpy = None
 # typestr -> (code, bits, lanes) for the common, non-"V" type strings.
 cdef dict _dtype_for_typestr = {}
-
-
-cdef object _cuda_driver():
-    """arrayport._cuda_driver, imported on first CUDA use (never at arrayport import)."""
-    global _cuda_driver_module
-    if _cuda_driver_module is None:
-        from arrayport import _cuda_driver
-        _cuda_driver_module = _cuda_driver
-    return _cuda_driver_module
 
 
 cdef object _required(dict d, str key, str protocol):
@@ -291,7 +280,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
     cdef View v = _view_from_layout(pointer, shape, interface.get("strides"), item, readonly,
                                     owner, _CAI)
     # Everything is validated; only now touch the driver.
-    driver = _cuda_driver()
+    driver = _driver_for(APDL_CUDA)
     if pointer == 0:  # size 0: no memory to ask about
         v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
     else:
@@ -397,7 +386,6 @@ cdef View _view_from_array_method(obj):
 
 
 cdef object _ndarray_of(View v, dtype, copy):
-    global _to_numpy
     if copy is not None and type(copy) is not bool:
         raise TypeError(f"__array__: copy must be True, False or None, got {copy!r}")
     if not _host_accessible(v._t.device.device_type):
@@ -406,10 +394,7 @@ cdef object _ndarray_of(View v, dtype, copy):
     if _numpy_computes_on(v):
         array = _ndarray_over_view(v)
     else:
-        if _to_numpy is None:
-            from arrayport.convert import to_numpy
-            _to_numpy = to_numpy
-        array = _to_numpy(v)
+        array = to_numpy(v)
     if dtype is not None and array.dtype != dtype:
         if copy is False:
             raise ValueError(f"__array__: converting {array.dtype} to "

@@ -22,7 +22,6 @@ cdef extern from "_csrc/numpy_arrays.h":
 
 cdef object _numpy_ndarray = None   # numpy.ndarray, once NumPy's C API is loaded
 cdef object _numpy_ufunc = None     # numpy.ufunc, likewise
-cdef object _numpy_dispatch = None  # arrayport.numpy_dispatch: the general dispatch paths
 
 
 cdef int _load_numpy() except -1:
@@ -93,7 +92,7 @@ def compute_operand(View v):
     them (shared all the same)."""
     if _numpy_computes_on(v):
         return _compute_operand(v)
-    return _general().to_numpy_general(v)
+    return _hook(_to_numpy_general_hook, "to_numpy_general")(v)
 
 
 cdef object _wrap_result(result):
@@ -250,12 +249,3 @@ cdef object _array_function_fast(func, tuple types, tuple args, dict kwargs):
     if operands is None:
         return _NOT_FAST
     return _wrap_result(func(*<tuple>operands, **kwargs))
-
-
-cdef object _general_dispatch():
-    global _numpy_dispatch
-    if _numpy_dispatch is None:
-        from arrayport import numpy_dispatch
-        _numpy_dispatch = numpy_dispatch
-    return _numpy_dispatch
-

@@ -1,0 +1,72 @@
+"""The floor plan (docs/architecture.md), enforced: the compiled core imports nothing above
+itself — the Python layers call down into it, and where it must reach policy it calls a
+hook the Python layer installed at import (arrayport/_policy.py)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import arrayport
+from arrayport import _core
+
+PACKAGE = Path(arrayport.__file__).parent
+CORE_SOURCES = [PACKAGE / "_core.pyx", *sorted(PACKAGE.glob("_core_*.pxi"))]
+# The facts the core is built on: data models with no policy (they import nothing of
+# arrayport's but each other).
+BELOW_THE_CORE = {"devices", "dtypes", "formats"}
+IMPORT = re.compile(r"^\s*(?:from\s+arrayport(?:\.(\w+))?\s+import\s+([\w, ]+)|"
+                    r"import\s+arrayport(?:\.(\w+))?)", re.MULTILINE)
+
+
+def imported_modules(text):
+    found = set()
+    for match in IMPORT.finditer(text):
+        module = match.group(1) or match.group(3)
+        if module:
+            found.add(module)
+        else:  # from arrayport import a, b as c
+            found.update(name.split(" as ")[0].strip() for name in match.group(2).split(","))
+    return found
+
+
+def test_the_core_sources_exist():
+    assert len(CORE_SOURCES) >= 8 and all(path.exists() for path in CORE_SOURCES)
+
+
+@pytest.mark.parametrize("source", CORE_SOURCES, ids=lambda path: path.name)
+def test_the_core_imports_nothing_above_itself(source):
+    above = imported_modules(source.read_text()) - BELOW_THE_CORE
+    assert not above, f"{source.name} imports {sorted(above)} (call a hook instead)"
+
+
+def test_the_modules_below_the_core_import_no_policy():
+    for name in BELOW_THE_CORE:
+        imported = imported_modules((PACKAGE / f"{name}.py").read_text())
+        assert imported <= BELOW_THE_CORE, f"{name}.py imports {sorted(imported)}"
+
+
+def test_the_grep_catches_an_upward_import():
+    assert imported_modules("    from arrayport.copies import copy_view\n") == {"copies"}
+    assert imported_modules("from arrayport import gpu, convert\n") == {"gpu", "convert"}
+    assert imported_modules("import arrayport.numpy_dispatch\n") == {"numpy_dispatch"}
+
+
+def test_hooks_must_be_callables():
+    with pytest.raises(TypeError, match="copy_view must be callable"):
+        _core.install_hooks(copy_view=None, driver_for=len, from_dlpack_with_options=len,
+                            ndarray_dlpack_fallback=len, to_numpy_general=len,
+                            to_torch_general=len, array_ufunc=len, array_function=len)
+
+
+def test_importing_arrayport_installs_the_hooks_and_loads_no_numpy_or_gpu_library():
+    code = ("import sys, arrayport\n"
+            "heavy = [m for m in ('numpy', 'torch', 'jax', 'cupy') if m in sys.modules]\n"
+            "print(heavy)\n"
+            "v = arrayport.view(b'abcd')\n"
+            "print(v.copy().is_copy)\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["[]", "True"]  # View.copy went through the hook
