@@ -70,3 +70,18 @@ def test_importing_arrayport_installs_the_hooks_and_loads_no_numpy_or_gpu_librar
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["[]", "True"]  # View.copy went through the hook
+
+
+def test_the_public_exceptions_are_the_built_in_types_they_were():
+    from arrayport import _cuda_driver, _hip_driver, errors
+    assert issubclass(errors.NeedsCopy, BufferError)
+    assert issubclass(errors.DriverUnavailable, BufferError)
+    assert issubclass(errors.CudaUnavailable, errors.DriverUnavailable)
+    assert issubclass(errors.HipUnavailable, errors.DriverUnavailable)
+    assert issubclass(errors.ReadOnlySharedWarning, UserWarning)
+    # One class each, whichever module raises it.
+    assert _cuda_driver.CudaUnavailable is errors.CudaUnavailable
+    assert _hip_driver.HipUnavailable is errors.HipUnavailable
+    assert arrayport.NeedsCopy is errors.NeedsCopy is _core.NeedsCopy
+    assert arrayport.ReadOnlySharedWarning is errors.ReadOnlySharedWarning
+    assert set(errors.__all__) <= set(dir(errors))

@@ -12,9 +12,10 @@ The public surface:
   synchronization off (CUDA graph capture); see ``arrayport.gpu``;
 - ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
-- ``NeedsCopy``: the BufferError ``view`` raises where the producer's memory does not hold
-  its values as they are (PyTorch's lazy conjugation/negation, an ``__array__`` that can
-  only copy); the converters resolve such arrays into copies;
+- ``arrayport.errors``: what users catch, each a subclass of the built-in type it was —
+  ``NeedsCopy`` (a BufferError: the producer's memory does not hold its values as they are;
+  the converters resolve such arrays into copies), ``DriverUnavailable`` (a BufferError;
+  ``CudaUnavailable``, ``HipUnavailable``), ``ReadOnlySharedWarning``;
 - ``get_include()``: the folder holding ``arrayport/dlpack_abi.h`` and ``arrayport/capi.h``
   for C extensions; ``_C_API`` is the capsule ``arrayport_import_capi()`` reads;
 - ``View.__dlpack_c_exchange_api__``: the DLPack 1.3 C exchange API table.
@@ -24,7 +25,9 @@ from pathlib import Path as _Path
 
 from arrayport._core import _C_API, DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpack, view
 from arrayport._version import __version__
-from arrayport.convert import ReadOnlySharedWarning, to, to_numpy, to_torch
+from arrayport import errors
+from arrayport.convert import to, to_numpy, to_torch
+from arrayport.errors import DriverUnavailable, ReadOnlySharedWarning
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
@@ -35,7 +38,7 @@ _C_API = _C_API
 
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
-    "NeedsCopy", "ReadOnlySharedWarning", "View", "__version__", "from_dlpack", "get_include",
+    "DriverUnavailable", "NeedsCopy", "ReadOnlySharedWarning", "View", "errors", "__version__", "from_dlpack", "get_include",
     "implicit_sync_enabled", "no_implicit_sync", "set_implicit_sync", "to", "to_numpy",
     "to_torch", "view",
 ]

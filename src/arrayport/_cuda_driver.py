@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import sys
 
+from arrayport import errors
 from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
 
 __all__ = ["CudaUnavailable", "current_device", "locate_pointer", "make_stream_wait",
@@ -43,8 +44,7 @@ _CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
 _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 2, 3, 13
 
 
-class CudaUnavailable(BufferError):
-    """No usable CUDA driver: the library is missing, or it has no device."""
+CudaUnavailable = errors.CudaUnavailable  # public as arrayport.errors.CudaUnavailable
 
 
 class _Memcpy2D(ctypes.Structure):

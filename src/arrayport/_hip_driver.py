@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import sys
 
+from arrayport import errors
 from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_handle, c_size
 
 __all__ = ["HipUnavailable", "current_device", "locate_pointer", "make_stream_wait",
@@ -40,8 +41,7 @@ _HIP_MINIMUM_VERSION = 60000000   # HIP_VERSION = major * 10^7 + minor * 10^5 + 
 _KDL_ROCM, _KDL_ROCM_HOST = 10, 11
 
 
-class HipUnavailable(BufferError):
-    """No usable HIP runtime: the library is missing, too old, or it has no device."""
+HipUnavailable = errors.HipUnavailable  # public as arrayport.errors.HipUnavailable
 
 
 class _PointerAttributes(ctypes.Structure):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from arrayport import _core
+from arrayport import _core, errors
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DTypeCode
 
@@ -48,9 +48,7 @@ _TORCH_TYPES = frozenset(
 _READONLY_POLICIES = ("copy", "share")
 
 
-class ReadOnlySharedWarning(UserWarning):
-    """Read-only memory was shared with a library whose arrays are always writable
-    (``readonly="share"``): writing through them writes memory its owner said not to."""
+ReadOnlySharedWarning = errors.ReadOnlySharedWarning
 
 
 # ---- shared steps ------------------------------------------------------------------------

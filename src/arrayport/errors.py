@@ -1,0 +1,42 @@
+"""What arrayport raises and warns that users catch — every class a subclass of the built-in
+type it already was, so ``except BufferError`` keeps working:
+
+- ``NeedsCopy(BufferError)``: the producer's memory does not hold the array's values as
+  they are (PyTorch's lazy conjugation/negation; an ``__array__`` that can only copy);
+  ``arrayport.view`` refuses, the converters resolve it into a copy. ``resolve()`` gives an
+  object whose memory does hold them.
+- ``DriverUnavailable(BufferError)``: no usable GPU driver for a device (the vendor library
+  is missing, too old, or sees no device); ``CudaUnavailable`` and ``HipUnavailable`` are
+  its two vendors.
+- ``ReadOnlySharedWarning(UserWarning)``: read-only memory was shared with a library whose
+  arrays are always writable (``readonly="share"``).
+
+Protocol violations and refusals are plain ``BufferError``s whose message starts with the
+protocol (``"dlpack: …"``); wrong argument types ``TypeError``, wrong values ``ValueError``.
+
+This module imports no GPU library: the driver modules define their errors on top of these.
+"""
+
+from __future__ import annotations
+
+from arrayport._core import NeedsCopy
+
+__all__ = ["CudaUnavailable", "DriverUnavailable", "HipUnavailable", "NeedsCopy",
+           "ReadOnlySharedWarning"]
+
+
+class DriverUnavailable(BufferError):
+    """No usable GPU driver: the vendor library is missing, too old, or has no device."""
+
+
+class CudaUnavailable(DriverUnavailable):
+    """No usable CUDA driver (``libcuda.so.1``): the library is missing, or it has no device."""
+
+
+class HipUnavailable(DriverUnavailable):
+    """No usable HIP runtime: the library is missing, too old, or it has no device."""
+
+
+class ReadOnlySharedWarning(UserWarning):
+    """Read-only memory was shared with a library whose arrays are always writable
+    (``readonly="share"``): writing through them writes memory its owner said not to."""
