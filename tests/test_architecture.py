@@ -85,3 +85,26 @@ def test_the_public_exceptions_are_the_built_in_types_they_were():
     assert arrayport.NeedsCopy is errors.NeedsCopy is _core.NeedsCopy
     assert arrayport.ReadOnlySharedWarning is errors.ReadOnlySharedWarning
     assert set(errors.__all__) <= set(dir(errors))
+
+
+def every_dlpack_type():
+    from arrayport.dtypes import DType, DTypeCode, dtype_problem
+    for code in DTypeCode:
+        for bits in (1, 4, 6, 8, 16, 32, 64, 128):
+            for lanes in (1, 2):
+                if dtype_problem(int(code), bits, lanes) is None:
+                    yield DType(code, bits, lanes)
+
+
+def test_one_statement_of_the_numpy_native_types():
+    """DType.numpy_native is the fact; the core's C fast paths mirror it exactly."""
+    types = list(every_dlpack_type())
+    assert len(types) > 30
+    for dtype in types:
+        assert _core.numpy_reads(dtype) == dtype.numpy_native, dtype
+
+
+def test_the_torch_type_table_is_the_cores():
+    from arrayport.dtypes import DType
+    assert _core.torch_holds(DType("bfloat16")) and _core.torch_holds(DType("float8_e5m2"))
+    assert not _core.torch_holds(DType("float8_e3m4")) and not _core.torch_holds(DType(2, 32, 4))

@@ -99,7 +99,17 @@ cdef dict _dtype_cache = {}
 
 # Device types whose memory the CPU can read: CPU and the pinned-host kinds.
 cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
-    return device_type == 1 or device_type == 3 or device_type == 11
+    return (device_type == APDL_CPU or device_type == APDL_CUDA_HOST
+            or device_type == APDL_ROCM_HOST)
+
+
+# Device types whose memory is ordered by streams (DLPack's stream argument applies).
+cdef inline bint _cuda_kind(int32_t device_type) noexcept nogil:
+    return device_type == APDL_CUDA or device_type == APDL_CUDA_MANAGED
+
+
+cdef inline bint _stream_ordered(int32_t device_type) noexcept nogil:
+    return _cuda_kind(device_type) or device_type == APDL_ROCM
 
 
 def live_counts():
@@ -406,7 +416,7 @@ cdef class View:
 
     cdef View _relabelled_as_cpu(self):
         cdef View v = _new_view_like(self, self, "dlpack")
-        v._t.device.device_type = 1
+        v._t.device.device_type = APDL_CPU
         v._t.device.device_id = 0
         return v
 
@@ -547,7 +557,7 @@ cdef class View:
         v._t.strides = v._dims + ndim
         v._t.data = buffer.ptr
         v._t.byte_offset = 0
-        v._t.device.device_type = 1
+        v._t.device.device_type = APDL_CPU
         v._t.device.device_id = 0
         v._size = self._size
         v._nbytes = nbytes
@@ -602,8 +612,8 @@ def check_stream(stream, int32_t device_type):
     never 0; ROCm kinds: None, -1, 0 or a handle > 2; every other device: only None."""
     if stream is None:
         return
-    cdef bint cuda = device_type == 2 or device_type == 13
-    cdef bint rocm = device_type == 10
+    cdef bint cuda = _cuda_kind(device_type)
+    cdef bint rocm = device_type == APDL_ROCM
     if not (cuda or rocm):
         raise ValueError(f"dlpack: stream must be None for {_device_type_label(device_type)} "
                          f"memory, got {stream!r}")
@@ -625,7 +635,7 @@ def check_stream(stream, int32_t device_type):
 cdef bint _implicit_sync = _os.environ.get("ARRAYPORT_IMPLICIT_SYNC", "1").strip().lower() \
     not in ("0", "false", "off", "no")
 # The stream a DLPack stream of None stands for, per device type (spec: the legacy default).
-cdef dict _NONE_STREAM = {2: 1, 13: 1, 10: 0}
+cdef dict _NONE_STREAM = {APDL_CUDA: 1, APDL_CUDA_MANAGED: 1, APDL_ROCM: 0}
 
 
 def set_implicit_sync(bint enabled):
@@ -664,7 +674,7 @@ cdef int _order_after_pending(View v, consumer) except -1:
     if v._stream is None or not _implicit_sync or consumer == -1:
         return 0
     cdef int32_t device_type = v._t.device.device_type
-    if device_type == 3 or device_type == 11:
+    if device_type == APDL_CUDA_HOST or device_type == APDL_ROCM_HOST:
         return _host_wait_for_pending(v)
     if consumer is None:
         consumer = _NONE_STREAM.get(device_type)
@@ -978,7 +988,7 @@ cdef int32_t _check_stream_for_producer(x, stream) except -1:
     if (isinstance(device_type, int) and 0 < device_type < len(_DEVICE_TYPES)
             and _DEVICE_TYPES[device_type] is not None):
         check_stream(stream, device_type)  # unknown devices: the producer judges
-        if device_type == 2 or device_type == 13 or device_type == 10:
+        if _stream_ordered(device_type):
             return device_type
     return 0
 

@@ -114,7 +114,7 @@ cdef View _view_from_buffer(obj, owner, str protocol):
                                   f"the item size {b.itemsize}")
             strides_c[i] = b.strides[i] // b.itemsize
     t.data = b.buf
-    t.device.device_type = 1
+    t.device.device_type = APDL_CPU
     t.device.device_id = 0
     t.ndim = ndim
     t.shape = shape_c

@@ -38,7 +38,7 @@ cdef object _torch_tensor_of(View v):
         _load_torch()
     cdef APDLManagedTensorVersioned* m
     cdef void* out = NULL
-    if _torch_to_py_object != 0 and v._t.device.device_type == 1:
+    if _torch_to_py_object != 0 and v._t.device.device_type == APDL_CPU:
         m = v._export_managed(v._flags & APDL_FLAG_IS_COPIED)
         if (<APDLManagedTensorToPyObjectNoSyncFn>_torch_to_py_object)(m, &out) != 0:
             _exchange_failed("managed_tensor_to_py_object_no_sync")
@@ -54,7 +54,7 @@ cdef object _torch_tensor_taking(View v):
     producer's managed tensor (validated when the View was made) goes to PyTorch as it is,
     instead of a second one wrapping the View. The View is left owning nothing."""
     if _torch_to_py_object == 0 or v._managed == NULL or not v._managed_versioned \
-            or v._t.device.device_type != 1:
+            or v._t.device.device_type != APDL_CPU:
         return _torch_tensor_of(v)
     cdef APDLManagedTensorVersioned* m = <APDLManagedTensorVersioned*>v._managed
     v._managed = NULL
@@ -98,31 +98,49 @@ def legacy_capsule_for_immutable_consumer(View v, stream=None):
 # C; everything else goes to arrayport.convert, which owns the rules and their messages.
 
 cdef inline bint _torch_holds(APDLDataType d) noexcept:
-    """PyTorch 2.13 has this DLPack type (one lane)."""
+    """PyTorch 2.13 has this DLPack type (one lane): the one statement of this fact
+    (``torch_holds`` gives it to the converters)."""
     if d.lanes != 1:
         return False
-    if d.code == 0 or d.code == 1:
+    if d.code == APDL_INT or d.code == APDL_UINT:
         return d.bits == 8 or d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == 2:
+    if d.code == APDL_FLOAT:
         return d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == 5:
+    if d.code == APDL_COMPLEX:
         return d.bits == 32 or d.bits == 64 or d.bits == 128
-    if d.code == 4 or d.code == 6:
-        return d.bits == 16 if d.code == 4 else d.bits == 8
-    return 10 <= d.code <= 14 and d.bits == 8  # float8 e4m3fn, e4m3fnuz, e5m2(fnuz), e8m0fnu
+    if d.code == APDL_BFLOAT:
+        return d.bits == 16
+    if d.code == APDL_BOOL:
+        return d.bits == 8
+    return APDL_FLOAT8_E4M3FN <= d.code <= APDL_FLOAT8_E8M0FNU and d.bits == 8
+
+
+def torch_holds(dtype):
+    """Whether PyTorch (2.13) has a type for ``dtype`` (an arrayport DType)."""
+    cdef APDLDataType d
+    d.code, d.bits, d.lanes = int(dtype.code), dtype.bits, dtype.lanes
+    return _torch_holds(d)
 
 
 cdef inline bint _numpy_reads(APDLDataType d) noexcept:
-    """NumPy reads this DLPack type through np.from_dlpack (no ml_dtypes needed)."""
+    """NumPy holds this DLPack type natively: C mirror of ``DType.numpy_native`` for the
+    hot paths (tests/test_architecture.py holds the two equal over every DLPack type)."""
     if d.lanes != 1:
         return False
-    if d.code == 0 or d.code == 1:
+    if d.code == APDL_INT or d.code == APDL_UINT:
         return d.bits == 8 or d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == 2:
+    if d.code == APDL_FLOAT:
         return d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == 5:
+    if d.code == APDL_COMPLEX:
         return d.bits == 64 or d.bits == 128
-    return d.code == 6 and d.bits == 8
+    return d.code == APDL_BOOL and d.bits == 8
+
+
+def numpy_reads(dtype):
+    """The core's answer to ``dtype.numpy_native`` (for the test that holds them equal)."""
+    cdef APDLDataType d
+    d.code, d.bits, d.lanes = int(dtype.code), dtype.bits, dtype.lanes
+    return _numpy_reads(d)
 
 
 def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
@@ -145,7 +163,7 @@ def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
         if type(x) is _torch_tensor_type:
             return x
         v = x if type(x) is View else _view_or_copy(x, None)
-        if (v._t.device.device_type == 1 and not (v._flags & APDL_FLAG_READ_ONLY)
+        if (v._t.device.device_type == APDL_CPU and not (v._flags & APDL_FLAG_READ_ONLY)
                 and _torch_holds(v._t.dtype) and not _has_negative_stride(v)):
             if v is x:
                 return _torch_tensor_of(v)
@@ -166,7 +184,7 @@ def to_numpy(x, *, copy=None):
         if _is_ndarray_type(type(x)):
             return x
         v = x if type(x) is View else _view_or_copy(x, None)
-        if v._t.device.device_type == 1 and _numpy_reads(v._t.dtype):
+        if v._t.device.device_type == APDL_CPU and _numpy_reads(v._t.dtype):
             return _ndarray_over_view(v)
         x = v
     return _hook(_to_numpy_general_hook, "to_numpy_general")(x, copy=copy)

@@ -103,7 +103,7 @@ cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tup
                                   f"size ({storage_bits} bits)")
             strides_c[i] = stride // (storage_bits // 8)
     t.data = <void*>pointer
-    t.device.device_type = 1
+    t.device.device_type = APDL_CPU
     t.device.device_id = 0
     t.ndim = <int32_t>ndim
     t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, lanes
@@ -329,7 +329,7 @@ cdef dict _array_interface_of(View v):
 
 cdef dict _cuda_array_interface_of(View v):
     cdef int32_t kind = v._t.device.device_type
-    if not (kind == 2 or kind == 3 or kind == 13):
+    if not (_cuda_kind(kind) or kind == APDL_CUDA_HOST):
         raise AttributeError(f"__cuda_array_interface__: the View's memory is on {v.device}; "
                              f"the CUDA Array Interface describes CUDA-accessible memory only")
     d = _interface_of(v, "__cuda_array_interface__")

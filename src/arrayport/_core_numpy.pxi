@@ -74,7 +74,7 @@ cdef object _ndarray_over_view(View v):
 
 cdef inline bint _numpy_computes_on(View v) noexcept:
     """Whether NumPy can compute on ``v`` as it is: CPU memory of a NumPy-native type."""
-    return v._t.device.device_type == 1 and _numpy_reads(v._t.dtype)
+    return v._t.device.device_type == APDL_CPU and _numpy_reads(v._t.dtype)
 
 
 cdef object _compute_operand(View v):

@@ -16,10 +16,8 @@ import sys
 
 from arrayport import _core, gpu
 from arrayport.devices import Device, DeviceType
-from arrayport.dtypes import DTypeCode, from_numpy_dtype
+from arrayport.dtypes import from_numpy_dtype
 
-_NUMPY_NATIVE_CODES = frozenset(
-    {DTypeCode.INT, DTypeCode.UINT, DTypeCode.FLOAT, DTypeCode.COMPLEX, DTypeCode.BOOL})
 _MOVE_KEYWORDS = ("max_version", "dl_device", "copy", "stream")
 
 
@@ -115,7 +113,7 @@ def ndarray_dlpack_fallback(x):
         dtype = from_numpy_dtype(x.dtype)
     except (TypeError, ValueError):
         return None
-    if dtype.code in _NUMPY_NATIVE_CODES:
+    if dtype.numpy_native:
         return None  # NumPy refused for another reason: keep its error
     pointer, readonly = x.__array_interface__["data"]
     return _core.view_from_pointer(pointer, x.shape, x.strides, dtype, readonly=readonly,

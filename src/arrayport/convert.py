@@ -33,18 +33,6 @@ to_numpy = _core.to_numpy
 to_torch = _core.to_torch
 
 View = _core.View
-_NUMPY_DLPACK_CODES = frozenset(
-    {DTypeCode.INT, DTypeCode.UINT, DTypeCode.FLOAT, DTypeCode.COMPLEX, DTypeCode.BOOL})
-# (code, bits) pairs torch.from_dlpack understands, all with one lane (PyTorch 2.13).
-_TORCH_TYPES = frozenset(
-    [(DTypeCode.INT, b) for b in (8, 16, 32, 64)]
-    + [(DTypeCode.UINT, b) for b in (8, 16, 32, 64)]
-    + [(DTypeCode.FLOAT, b) for b in (16, 32, 64)]
-    + [(DTypeCode.COMPLEX, b) for b in (32, 64, 128)]
-    + [(DTypeCode.BFLOAT, 16), (DTypeCode.BOOL, 8)]
-    + [(code, 8) for code in (DTypeCode.FLOAT8_E4M3FN, DTypeCode.FLOAT8_E4M3FNUZ,
-                              DTypeCode.FLOAT8_E5M2, DTypeCode.FLOAT8_E5M2FNUZ,
-                              DTypeCode.FLOAT8_E8M0FNU)])
 _READONLY_POLICIES = ("copy", "share")
 
 
@@ -144,7 +132,7 @@ def to_numpy_general(x, *, copy=None):
     if copy:
         view = view.host_copy()
     dtype = view.dtype
-    if dtype.code in _NUMPY_DLPACK_CODES and dtype.lanes == 1 and dtype.name != "complex32":
+    if dtype.numpy_native:
         return _core.numpy_array_of(view)
     import numpy as np
     target = dtype.to_numpy()
@@ -163,7 +151,7 @@ def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy")
     _check_readonly_policy(readonly, "to_torch")
     view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
     dtype = view.dtype
-    if (dtype.code, dtype.bits) not in _TORCH_TYPES or dtype.lanes != 1 or dtype.padded:
+    if not _core.torch_holds(dtype) or dtype.padded:
         raise TypeError(f"to_torch: PyTorch has no type for {dtype.name}")
     if _core.has_negative_stride(view):
         view = _copied(view, copy, "to_torch", "PyTorch cannot hold negative strides "
@@ -242,8 +230,7 @@ def _pyarrow_type(view, who):
     import pyarrow as pa
 
     dtype = view.dtype
-    if dtype.code in (DTypeCode.COMPLEX, DTypeCode.BOOL) or dtype.code not in _NUMPY_DLPACK_CODES \
-            or dtype.lanes != 1:
+    if dtype.code in (DTypeCode.COMPLEX, DTypeCode.BOOL) or not dtype.numpy_native:
         raise TypeError(f"{who}: Arrow has no fixed-width type for {dtype.name}")
     return pa.from_numpy_dtype(dtype.to_numpy())
 

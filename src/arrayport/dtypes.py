@@ -127,6 +127,21 @@ class DType:
         return _from_foreign(spec)
 
     @property
+    def numpy_native(self) -> bool:
+        """Whether NumPy holds this type natively (bool, int, uint, float16/32/64,
+        complex64/128; one lane): the one statement of this fact in Python. The core's C
+        fast paths mirror it (``_numpy_reads``), and a test holds the two equal."""
+        if self.lanes != 1:
+            return False
+        if self.code in (DTypeCode.INT, DTypeCode.UINT):
+            return self.bits in (8, 16, 32, 64)
+        if self.code == DTypeCode.FLOAT:
+            return self.bits in (16, 32, 64)
+        if self.code == DTypeCode.COMPLEX:
+            return self.bits in (64, 128)
+        return self.code == DTypeCode.BOOL and self.bits == 8
+
+    @property
     def is_subbyte(self) -> bool:
         return self.bits < 8
 

@@ -46,14 +46,6 @@ _format_cache: dict[tuple[str, int], DType] = {}
 _export_cache: dict[DType, tuple[str, list] | None] = {}
 
 
-def _is_native_kind(dtype: DType) -> bool:
-    """Whether NumPy's own type strings spell ``dtype`` truthfully."""
-    if dtype.lanes != 1 or dtype.code not in (DTypeCode.BOOL, DTypeCode.INT, DTypeCode.UINT,
-                                              DTypeCode.FLOAT, DTypeCode.COMPLEX):
-        return False
-    return dtype.name != "complex32"
-
-
 # ---- type strings (array interface, CUDA Array Interface) ------------------------------------
 
 def dtype_from_typestr(typestr: object, descr: object, protocol: str) -> DType:
@@ -133,7 +125,7 @@ def typestr_for(dtype: DType) -> tuple[str, list] | None:
     size = dtype.itemsize
     if size is None:
         spelled = None
-    elif _is_native_kind(dtype):
+    elif dtype.numpy_native:
         order = "|" if size == 1 else _NATIVE_ORDER
         kind = {DTypeCode.BOOL: "b", DTypeCode.INT: "i", DTypeCode.UINT: "u",
                 DTypeCode.FLOAT: "f", DTypeCode.COMPLEX: "c"}[dtype.code]
