@@ -108,3 +108,22 @@ def test_the_torch_type_table_is_the_cores():
     from arrayport.dtypes import DType
     assert _core.torch_holds(DType("bfloat16")) and _core.torch_holds(DType("float8_e5m2"))
     assert not _core.torch_holds(DType("float8_e3m4")) and not _core.torch_holds(DType(2, 32, 4))
+
+
+@pytest.mark.parametrize("module_name", ["_cuda_driver", "_hip_driver"])
+def test_both_gpu_drivers_provide_the_one_interface(module_name):
+    """gpu.GpuDriver states what the copy and stream layers ask of a driver; each vendor
+    module provides every call with the same parameters (no GPU needed to check it)."""
+    import importlib
+    import inspect
+
+    from arrayport.gpu import GpuDriver
+    module = importlib.import_module(f"arrayport.{module_name}")
+    calls = [name for name, member in vars(GpuDriver).items()
+             if callable(member) and not name.startswith("_")]
+    assert len(calls) == 11
+    for name in calls:
+        expected = [p for p in inspect.signature(getattr(GpuDriver, name)).parameters
+                    if p != "self"]
+        provided = list(inspect.signature(getattr(module, name)).parameters)
+        assert provided == expected, f"{module_name}.{name}{provided} vs {expected}"

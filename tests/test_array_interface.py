@@ -2,13 +2,15 @@
 
 import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import arrayport as ap
 from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
+from optional import needs, optional_module
+
+ml_dtypes = optional_module("ml_dtypes")
 
 
 class Holder:
@@ -218,6 +220,7 @@ def test_device_views_have_no_array_interface(producer):
     assert pinned.__array_interface__["shape"] == (2, 3)
 
 
+@needs('ml_dtypes')
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
                                   "float4_e2m1fn", "float6_e2m3fn"])
 def test_types_without_a_typestr_are_read_by_the_named_raw_bytes_convention(name):
@@ -292,6 +295,7 @@ def test_numpy_array_calls_follow_the_same_semantics():
     assert np.shares_memory(np.asarray(view), source)
 
 
+@needs('ml_dtypes')
 def test_array_method_gives_ml_dtypes_arrays():
     source = np.arange(3).astype(ml_dtypes.bfloat16)
     out = ap.view(source).__array__()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from optional import needs
+
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
@@ -14,8 +16,10 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
     ("bench_copy.py", ["transposed 4096x4096 float32", ".transpose(2, 0, 1)", ".transpose(1, 2, 0)",
                        "# gpu:"]),
     ("bench_dlpack.py", ["from_dlpack(numpy array)", "np.from_dlpack(View vs ndarray)"]),
-    ("bench_exchange.py", ["to_torch(np) vs torch.from_dlpack", "to_numpy(torch) vs np.from_dlpack",
-                           "C loop: exchange API import+delete"]),
+    pytest.param("bench_exchange.py", ["to_torch(np) vs torch.from_dlpack",
+                                       "to_numpy(torch) vs np.from_dlpack",
+                                       "C loop: exchange API import+delete"],
+                 marks=needs("torch")),
     ("bench_ufunc.py", ["np.add(view, view) n=1e1", "np.add(view, view) n=1e6",
                         "np.mean(view) n=1e3", "dispatch floor vs np.add(a, b)"]),
     ("bench_view.py", ["view(numpy array)", "view(bytes)", "view(__array_interface__ object)",

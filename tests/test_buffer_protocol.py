@@ -13,6 +13,7 @@ import pytest
 import arrayport as ap
 from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
+from optional import needs
 
 # PEP 3118 request flags (CPython's values).
 PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND = 0, 0x1, 0x4, 0x8
@@ -302,6 +303,7 @@ def test_exporting_many_buffers_frees_every_shape_block():
     assert sys.getrefcount(view) == 2  # no buffer still holds it
 
 
+@needs("ml_dtypes")
 def test_types_without_a_pep3118_format_are_refused(producer):
     import ml_dtypes
 

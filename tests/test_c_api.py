@@ -13,8 +13,9 @@ import pytest
 
 import arrayport as ap
 from producer import compiler
+from optional import needs, optional_module
 
-torch = pytest.importorskip("torch")
+torch = optional_module("torch")
 
 
 # A View whose type's exchange table the allocator tests use (made before any test's
@@ -89,6 +90,7 @@ def test_exchange_functions_refuse_bad_input_with_clear_errors(capi_consumer, li
     assert live.delta() == {}
 
 
+@needs('torch')
 def test_exchange_to_py_object_wraps_another_libraries_tensor_as_a_view(capi_consumer, live):
     tensor = torch.arange(5, dtype=torch.float32)
     before = sys.getrefcount(tensor)
@@ -103,6 +105,7 @@ def test_exchange_to_py_object_wraps_another_libraries_tensor_as_a_view(capi_con
     assert live.delta() == {}
 
 
+@needs('torch')
 def test_exchange_moves_views_to_torch_zero_copy(capi_consumer, live):
     source = np.arange(4.0)
     tensor = capi_consumer.exchange_move(ap.view(source), torch.zeros(1))
@@ -151,6 +154,7 @@ def test_exchange_current_work_stream_is_null(capi_consumer):
 
 # ---- consuming PyTorch's exchange API from C ---------------------------------------------------
 
+@needs('torch')
 def test_torch_table_is_found_and_import_holds_exactly_one_reference(capi_consumer):
     tensor = torch.arange(6, dtype=torch.int32).reshape(2, 3)
     before = sys.getrefcount(tensor)
@@ -170,6 +174,7 @@ def test_c_api_capsule_is_versioned_and_names_the_view_type(capi_consumer):
     assert type(ap._C_API).__name__ == "PyCapsule"
 
 
+@needs('torch')
 @pytest.mark.parametrize("make", [
     lambda: np.arange(6.0).reshape(2, 3).T,
     lambda: torch.arange(6.0).reshape(2, 3)[:, 1:],
@@ -227,6 +232,7 @@ def test_c_api_view_dltensor_reports_flags_and_refuses_non_views(capi_consumer):
         capi_consumer.capi_dltensor(source)
 
 
+@needs('torch')
 def test_views_made_in_c_call_the_c_deleter_exactly_once(capi_consumer, live):
     calls = capi_consumer.deleter_calls()
     view = capi_consumer.make_view(4, False)

@@ -13,8 +13,9 @@ import pytest
 
 import arrayport as ap
 from arrayport._core import view_from_pointer
+from optional import needs, optional_module
 
-torch = pytest.importorskip("torch")
+torch = optional_module("torch")
 
 
 def address(array):
@@ -36,6 +37,7 @@ def view_on(device, dtype="float32", shape=(4,)):
 
 # ---- to_numpy --------------------------------------------------------------------------------
 
+@needs('torch')
 def test_to_numpy_returns_an_ndarray_itself_and_shares_everything_else(live):
     array = np.arange(6.0)
     assert ap.to_numpy(array) is array
@@ -60,6 +62,7 @@ def test_to_numpy_keeps_read_only_and_copies_only_when_asked():
         ap.to_numpy(source, copy="yes")
 
 
+@needs('ml_dtypes', 'torch')
 def test_to_numpy_maps_bfloat16_and_float8_through_ml_dtypes():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     tensor = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
@@ -79,6 +82,7 @@ def test_to_numpy_shares_pinned_host_memory_and_refuses_device_memory():
 
 # ---- to_torch --------------------------------------------------------------------------------
 
+@needs('torch')
 def test_to_torch_shares_memory_both_ways(live):
     array = np.arange(6.0).reshape(2, 3)[:, 1:]
     before = sys.getrefcount(array)
@@ -94,12 +98,14 @@ def test_to_torch_shares_memory_both_ways(live):
     assert live.delta() == {}
 
 
+@needs('torch')
 def test_to_torch_returns_a_tensor_itself():
     tensor = torch.ones(3)
     assert ap.to_torch(tensor) is tensor
     assert ap.to_torch(tensor, copy=True) is not tensor
 
 
+@needs('torch')
 @pytest.mark.parametrize("dtype", [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128",
@@ -111,6 +117,7 @@ def test_to_torch_every_numpy_dtype_round_trips(dtype):
     np.testing.assert_array_equal(tensor.numpy(), array)
 
 
+@needs('ml_dtypes', 'torch')
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
 def test_to_torch_ml_dtypes_arrays_become_the_same_torch_type(dtype):
     ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -120,6 +127,7 @@ def test_to_torch_ml_dtypes_arrays_become_the_same_torch_type(dtype):
     assert tensor.float().tolist() == [1.0, 2.0]
 
 
+@needs('torch')
 @pytest.mark.parametrize("dtype", ["float8_e3m4", "float4_e2m1fn", "float32x4",
                                    "opaque_handle64"])
 def test_to_torch_refuses_types_pytorch_lacks(dtype):
@@ -127,6 +135,7 @@ def test_to_torch_refuses_types_pytorch_lacks(dtype):
         ap.to_torch(view_on((1, 0), dtype, (2,)))
 
 
+@needs('torch')
 def test_to_torch_copies_negative_strides_and_refuses_with_copy_false(live):
     array = np.arange(6.0).reshape(2, 3)[::-1, ::-1]
     tensor = ap.to_torch(array)
@@ -149,6 +158,7 @@ print(tensor.tolist())
 """
 
 
+@needs("torch")
 def test_negative_strides_abort_pytorch_directly_but_not_through_arrayport():
     # The trap is real: PyTorch kills the process (a C++ exception nobody catches)...
     direct = subprocess.run(
@@ -164,6 +174,7 @@ def test_negative_strides_abort_pytorch_directly_but_not_through_arrayport():
     assert routed.stdout.strip() == "[5.0, 4.0, 3.0, 2.0, 1.0, 0.0]"
 
 
+@needs('torch')
 def test_to_torch_read_only_default_policy_is_a_copy():
     source = readonly(np.arange(3.0))
     tensor = ap.to_torch(source)
@@ -173,6 +184,7 @@ def test_to_torch_read_only_default_policy_is_a_copy():
         ap.to_torch(source, copy=False)
 
 
+@needs('torch')
 def test_to_torch_read_only_share_policy_shares_and_warns():
     source = readonly(np.arange(3.0))
     with pytest.warns(ap.ReadOnlySharedWarning, match="do not write") as record:
@@ -186,6 +198,7 @@ def test_to_torch_read_only_share_policy_shares_and_warns():
         ap.to_torch(source, readonly="ignore")
 
 
+@needs('torch')
 def test_to_torch_copy_true_is_fresh_and_writable():
     source = np.arange(4, dtype=np.int32)
     tensor = ap.to_torch(source, copy=True)
@@ -193,6 +206,7 @@ def test_to_torch_copy_true_is_fresh_and_writable():
     assert source[0] == 0
 
 
+@needs('torch')
 def test_to_torch_devices_and_streams():
     source = np.arange(3.0)
     assert ap.to_torch(source, device="cpu").data_ptr() == address(source)
@@ -207,6 +221,7 @@ def test_to_torch_devices_and_streams():
 
 # ---- ap.to -----------------------------------------------------------------------------------
 
+@needs('torch')
 def test_to_names_its_targets_and_refuses_unknown_ones():
     assert set(ap.convert.TARGETS) == {"numpy", "torch", "jax", "cupy", "tvm_ffi", "pyarrow",
                                        "pyarrow.Tensor"}
@@ -304,6 +319,7 @@ def test_to_jax_routes_around_its_traps(jnp):
         ap.to(offset, "jax", copy=False)
 
 
+@needs('torch')
 def test_converters_leave_no_counters_behind(live):
     source = np.arange(8.0)
     for _ in range(3):
@@ -314,6 +330,7 @@ def test_converters_leave_no_counters_behind(live):
     assert live.delta() == {}
 
 
+@needs("torch")
 def test_conversion_works_in_a_fresh_interpreter_without_other_imports():
     code = textwrap.dedent("""
         import sys, numpy as np, arrayport as ap
@@ -326,6 +343,7 @@ def test_conversion_works_in_a_fresh_interpreter_without_other_imports():
     assert result.stdout.strip() == "[0, 1, 2]"
 
 
+@needs('torch')
 def test_jax_arrays_are_viewed_read_only_and_never_handed_out_writable():
     # JAX arrays are immutable but arrive as legacy capsules (no READ_ONLY flag): found by
     # `arrayport matrix`, where ap.to_numpy(jax_array) was a writable alias of JAX's buffer.

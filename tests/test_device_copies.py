@@ -4,7 +4,6 @@ these tests check the bytes and exactly what arrayport asks of a driver. `pytest
 runs the same copies on a real GPU (tests/test_gpu_devices.py)."""
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,7 @@ import arrayport as ap
 from arrayport import _core, gpu
 from arrayport.copies import plan_runs
 
-sys.path.insert(0, str(Path(__file__).parent / "helpers"))
-import fake_gpu  # noqa: E402
+import fake_gpu
 
 
 @pytest.fixture

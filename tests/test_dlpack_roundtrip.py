@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import arrayport as ap
+from optional import needs, optional_module
 
-torch = pytest.importorskip("torch")
-ml_dtypes = pytest.importorskip("ml_dtypes")
+torch = optional_module("torch")
+ml_dtypes = optional_module("ml_dtypes")
 
 NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                 "uint64", "float16", "float32", "float64", "complex64", "complex128"]
@@ -56,6 +57,7 @@ def test_numpy_round_trip_shares_memory(dtype, layout):
         assert source[index] == 1  # the same memory
 
 
+@needs('torch')
 @pytest.mark.parametrize("layout", [name for name in LAYOUTS if name != "negative strides"])
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES)
 def test_numpy_to_torch_through_arrayport_shares_memory(dtype, layout):
@@ -94,7 +96,8 @@ def as_bytes(tensor):
     return tensor.contiguous().reshape(-1).view(torch.uint8).tolist() if tensor.numel() else []
 
 
-@pytest.mark.parametrize("layout", list(torch_layouts(torch.int8)))
+@needs('torch')
+@pytest.mark.parametrize("layout", list(torch_layouts(torch.int8)) if torch else ["-"])
 @pytest.mark.parametrize("dtype", TORCH_DTYPES)
 def test_torch_round_trip_shares_memory(dtype, layout):
     dtype = getattr(torch, dtype)
@@ -115,6 +118,7 @@ def test_torch_round_trip_shares_memory(dtype, layout):
         assert as_bytes(source[index]) == as_bytes(marker)
 
 
+@needs('ml_dtypes', 'torch')
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2",
                                    "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"])
 def test_minifloats_cross_between_torch_and_numpy_through_arrayport(dtype):
@@ -143,6 +147,7 @@ def test_readonly_numpy_stays_readonly_through_arrayport():
         view.__dlpack__()
 
 
+@needs('torch')
 def test_torch_float4_packed_pairs():
     source = torch.zeros(3, 2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
     view = ap.from_dlpack(source)

@@ -7,8 +7,9 @@ import pytest
 
 import arrayport as ap
 from arrayport import DType, DTypeCode, Device, DeviceType
+from optional import needs, optional_module
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+ml_dtypes = optional_module("ml_dtypes")
 
 ALL_NAMES = [
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
@@ -48,6 +49,7 @@ def test_equality_with_numpy(numpy_type):
     assert dtype.to_numpy() == np.dtype(numpy_type)
 
 
+@needs('ml_dtypes')
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e3m4",
                                   "float8_e8m0fnu", "float6_e2m3fn", "float4_e2m1fn"])
 def test_ml_dtypes_map_by_name(name):
@@ -95,6 +97,7 @@ def test_device_strings(text, expected, canonical):
     assert pickle.loads(pickle.dumps(device)) == device
 
 
+@needs('torch')
 def test_device_from_dlpack_device_tuple_and_framework_objects():
     torch = pytest.importorskip("torch")
     assert Device(ap.from_dlpack(np.ones(1)).__dlpack_device__()) == Device("cpu")

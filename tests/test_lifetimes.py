@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import arrayport as ap
+from optional import needs
 from producer import spec
 
 
@@ -113,6 +114,7 @@ def run_python(code, *extra_paths):
                           timeout=120)
 
 
+@needs("torch")
 def test_views_and_exports_alive_at_interpreter_exit_do_not_crash():
     result = run_python("""
         import numpy as np, arrayport as ap, torch
@@ -143,6 +145,7 @@ def test_deleter_called_after_finalization_does_not_crash(producer):
     assert result.stdout.splitlines() == ["exiting", "deleter ran after finalization"]
 
 
+@needs("torch")
 def test_every_kind_of_holder_alive_at_exit_and_freed_during_finalization():
     """Buffers exported from Views, Views leasing other objects' buffers, Views of torch
     tensors and JAX-free capsules, ndarrays based on Views, a daemon thread still holding

@@ -5,21 +5,20 @@ data is returns NotImplemented (NumPy's TypeError), never a silent copy."""
 
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import arrayport as ap
 
-sys.path.insert(0, str(Path(__file__).parent / "helpers"))
-import fake_cupy  # noqa: E402
+import fake_cupy
+from optional import optional_module
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+ml_dtypes = optional_module("ml_dtypes")
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
           np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128,
-          ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn]
+          *([ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn] if ml_dtypes else [])]
 UFUNCS = sorted((f for f in vars(np).values() if isinstance(f, np.ufunc)),
                 key=lambda f: f.__name__)
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import arrayport as ap
+from optional import needs, optional_module
 
-torch = pytest.importorskip("torch")
+torch = optional_module("torch")
 
 
 class Holder:
@@ -92,6 +93,7 @@ def test_the_source_lives_while_any_export_does(importer):
 
 # ---- standard-library producers -------------------------------------------------------------
 
+@needs('torch')
 @pytest.mark.parametrize("make", [
     lambda: bytearray(b"\x01\x02\x03\x04"),
     lambda: array.array("B", [1, 2, 3, 4]),
@@ -124,6 +126,7 @@ def test_bytes_cross_read_only():
 
 # ---- libraries ----------------------------------------------------------------------------------
 
+@needs('torch')
 def test_pytorch_both_ways():
     tensor = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     view = ap.view(tensor)

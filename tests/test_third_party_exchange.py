@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import arrayport as ap
+from optional import needs, optional_module
 
-torch = pytest.importorskip("torch")
+torch = optional_module("torch")
 
 
 def test_tvm_ffi_consumes_views_through_the_exchange_api(live):
@@ -38,6 +39,7 @@ def test_tvm_ffi_tensors_and_views_share_memory_both_ways(live):
     assert live.delta() == {}
 
 
+@needs('torch')
 def test_torch_from_dlpack_of_a_view_and_view_of_a_tensor_share_memory(live):
     source = torch.arange(6, dtype=torch.float32).reshape(3, 2)
     view = ap.view(source)  # through PyTorch's exchange API

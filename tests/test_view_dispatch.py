@@ -2,15 +2,17 @@
 to the next protocol, streams, and the DLPack C exchange API consumer."""
 
 
-import ml_dtypes
 import numpy as np
 import pytest
-import torch
 
 import arrayport as ap
 from arrayport import _core
 from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
+from optional import needs, optional_module
+
+ml_dtypes = optional_module("ml_dtypes")
+torch = optional_module("torch")
 
 
 class ArrayOnly:
@@ -48,6 +50,7 @@ class RecordingProducer:
         return self.array
 
 
+@needs('torch')
 @pytest.mark.parametrize("make,protocol", [
     (lambda: np.arange(3.0), "dlpack"),
     (lambda: torch.arange(3.0), "dlpack"),
@@ -92,6 +95,7 @@ def test_instance_attributes_are_found():
     assert ap.view(holder).protocol == "array_interface"
 
 
+@needs('ml_dtypes')
 def test_a_refusal_hands_over_to_the_next_protocol():
     # NumPy's __dlpack__ refuses bfloat16; the array interface path still gives a View.
     source = np.zeros(3, ml_dtypes.bfloat16)
@@ -132,6 +136,7 @@ def test_no_protocol_is_a_type_error():
         ap.view(object())
 
 
+@needs('torch')
 def test_view_never_copies():
     sources = [np.arange(6.0).reshape(2, 3).T, bytearray(b"abc"),
                InterfaceAndArray(np.arange(3.0)), torch.arange(4)]
@@ -197,6 +202,7 @@ def test_view_keeps_the_source_alive_for_each_protocol(make_source, make_view):
 
 # ---- DLPack C exchange API (consumer) ------------------------------------------------------
 
+@needs('torch')
 def test_pytorch_is_read_through_its_exchange_api(live):
     assert _core.exchange_api_version(torch.Tensor) == (1, 3)
     assert _core.exchange_api_version(np.ndarray) is None
@@ -211,6 +217,7 @@ def test_pytorch_is_read_through_its_exchange_api(live):
     assert live.delta() == {}
 
 
+@needs('torch')
 def test_the_exchange_api_is_not_called_through_dunder_dlpack(monkeypatch):
     def forbidden(self, **kwargs):
         raise AssertionError("__dlpack__ was called")
@@ -220,12 +227,14 @@ def test_the_exchange_api_is_not_called_through_dunder_dlpack(monkeypatch):
     assert ap.view(torch.arange(3)).shape == (3,)
 
 
+@needs('torch')
 def test_subclasses_use_the_inherited_table():
     parameter = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
     assert _core.exchange_api_version(type(parameter)) == (1, 3)
     assert ap.view(parameter).ptr == parameter.data_ptr()
 
 
+@needs('torch')
 def test_the_exchange_api_decides_what_it_exports():
     # PyTorch's __dlpack__ refuses tensors that require grad; its exchange API hands out
     # their data (as .detach() would). arrayport takes what the producer's table gives.

@@ -23,7 +23,7 @@ The public surface:
 
 from pathlib import Path as _Path
 
-from arrayport._core import _C_API, DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpack, view
+from arrayport._core import DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpack, view
 from arrayport._version import __version__
 from arrayport import errors
 from arrayport.convert import to, to_numpy, to_torch
@@ -33,8 +33,9 @@ from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
 from arrayport import _policy  # noqa: F401  (installs the core's policy hooks)
 
-# The capsule arrayport_import_capi() (arrayport/capi.h) finds as "arrayport._C_API".
-_C_API = _C_API
+# The capsule arrayport_import_capi() (arrayport/capi.h) finds as "arrayport._C_API": a module
+# attribute by contract.
+from arrayport._core import _C_API  # noqa: E402,F401
 
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",

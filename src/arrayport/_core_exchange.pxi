@@ -6,10 +6,11 @@
 # reads, and then gets an owning DLManagedTensorVersioned straight from C, skipping the
 # Python-level __dlpack__ call and its capsule.
 #
-# The "no sync" functions leave stream ordering to the consumer. Until arrayport's device
-# layer orders streams itself, only host-readable tensors take this path: a tensor on a
-# device is released (its deleter runs) and imported through __dlpack__ instead, whose
-# producer does the ordering.
+# The "no sync" functions leave stream ordering to the consumer. arrayport does not ask the
+# producer's current work stream here, so only host-readable tensors take this path: a
+# tensor on a device is released (its deleter runs) and imported through __dlpack__
+# instead, whose producer orders its work before the consumer's stream. ap.view asks the
+# table once; the general plan then goes straight to __dlpack__.
 
 from cpython.exc cimport PyErr_Occurred
 

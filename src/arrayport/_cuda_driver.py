@@ -22,6 +22,7 @@ import ctypes
 import sys
 
 from arrayport import errors
+from arrayport.devices import DeviceType
 from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
 
 __all__ = ["CudaUnavailable", "current_device", "locate_pointer", "make_stream_wait",
@@ -41,7 +42,8 @@ _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
 
 # DLPack device types this module reports.
-_KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 2, 3, 13
+_KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = (
+    int(DeviceType.CUDA), int(DeviceType.CUDA_HOST), int(DeviceType.CUDA_MANAGED))
 
 
 CudaUnavailable = errors.CudaUnavailable  # public as arrayport.errors.CudaUnavailable

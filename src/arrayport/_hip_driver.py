@@ -18,6 +18,7 @@ import ctypes
 import sys
 
 from arrayport import errors
+from arrayport.devices import DeviceType
 from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_handle, c_size
 
 __all__ = ["HipUnavailable", "current_device", "locate_pointer", "make_stream_wait",
@@ -38,7 +39,7 @@ _HIP_MINIMUM_VERSION = 60000000   # HIP_VERSION = major * 10^7 + minor * 10^5 + 
 
 # DLPack device types this module reports. ROCm managed memory has no DLPack type of its
 # own; it is device memory the host may also read, reported as kDLROCM.
-_KDL_ROCM, _KDL_ROCM_HOST = 10, 11
+_KDL_ROCM, _KDL_ROCM_HOST = int(DeviceType.ROCM), int(DeviceType.ROCM_HOST)
 
 
 HipUnavailable = errors.HipUnavailable  # public as arrayport.errors.HipUnavailable
@@ -168,8 +169,12 @@ def synchronize(ordinal: int, stream: int) -> None:
         _check(_runtime().hipStreamSynchronize(stream), "hipStreamSynchronize")
 
 
-def allocate_device(ordinal: int, nbytes: int) -> OwnedMemory:
-    """``nbytes`` of device memory on device ``ordinal`` (hipMalloc; hipFree later)."""
+def allocate_device(ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
+    """``nbytes`` of device memory on device ``ordinal`` (hipMalloc; hipFree later).
+    ROCm managed memory has no DLPack device type of its own, so nothing asks for it."""
+    if managed:
+        raise HipUnavailable("hip: managed allocations are not implemented (DLPack has no "
+                             "ROCm managed device type to ask for one)")
     address = _VOIDP()
     with on_device(ordinal):
         _check(_runtime().hipMalloc(ctypes.byref(address), max(nbytes, 1)),

@@ -13,7 +13,7 @@ Where the bytes go:
 Streams (CUDA, ROCm): the transfers are enqueued on ``stream`` — a stream of the
 destination device for copies to a device, of the source device otherwise; None means the
 default stream (CUDA's legacy stream 1, ROCm's 0). With implicit synchronization on (the
-default, see ``arrayport.streams``) the copy first waits, on the GPU, for work pending on
+default, see ``arrayport.gpu``) the copy first waits, on the GPU, for work pending on
 the source (an event), and the source's stream then waits for the copy, so the producer
 cannot overwrite or free what is being read. A copy that lands in host memory is complete
 when ``copy`` returns (the host must be able to read it): that one waits on the host.

@@ -631,7 +631,7 @@ def _unusual_check(label: str) -> str:
     if got.shape != expected.shape or got.dtype != expected.dtype or \
             got.tobytes() != np.ascontiguousarray(expected).tobytes():
         shown = (f"{got.tolist()} where the library reports {expected.tolist()}"
-                 if expected.size <= 8 else f"values other than the library reports")
+                 if expected.size <= 8 else "values other than the library reports")
         raise Fail(f"exported {shown}")
     return "exports the values the library reports"
 
