@@ -146,6 +146,7 @@ def test_the_source_lives_exactly_as_long_as_the_view():
     ({"strides": "no"}, TypeError, "strides must be None or a tuple"),
     ({"mask": np.ones(4, bool)}, BufferError, "masked arrays are not supported"),
     ({"offset": -8}, BufferError, "offset -8 is negative"),
+    ({"offset": None}, TypeError, "offset must hold ints, got NoneType"),  # NumPy refuses too
     ({"offset": 8}, BufferError, "offset 8 applies only when data is a buffer"),
     ({"offset": 2.0}, TypeError, "offset must hold ints"),
 ])

@@ -15,7 +15,10 @@ from arrayport import _core, _cuda_driver
 MEMORY = bytearray(4096)
 BASE = np.frombuffer(MEMORY, np.uint8).__array_interface__["data"][0]
 CLEAN_ERRORS = (BufferError, TypeError, ValueError)
-SETTINGS = settings(max_examples=300, deadline=None,
+# Deterministic in the suite (as the fuzz harnesses are): a new finding should come from a
+# deliberate long run, not turn CI red at random. It found `offset: None` (accepted by
+# arrayport, refused by NumPy) when it was random; now refused by both.
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 TYPESTRS = ["<i4", "<f8", "|u1", "|b1", "<c16", "<f2", "<u8", "|i1", ">i4", "<f16", "|O8",

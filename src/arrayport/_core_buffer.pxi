@@ -75,7 +75,8 @@ cdef tuple _buffer_item_type(Py_buffer* b, str protocol):
         dtype = _formats.dtype_from_buffer_format(fmt.decode("ascii", "replace"), b.itemsize,
                                                   protocol)
         cached = (int(dtype.code), dtype.bits, dtype.lanes)
-        _dtype_for_format[key] = cached
+        if len(_dtype_for_format) < _TYPE_CACHE_LIMIT:  # exporters' formats: a bounded few
+            _dtype_for_format[key] = cached
     return cached
 
 

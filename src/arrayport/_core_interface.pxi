@@ -42,15 +42,28 @@ cdef inline int64_t _as_int64(object value, str protocol, str what) except? -1:
 cdef tuple _item_type(dict d, str protocol):
     """(code, bits, lanes, padded) from typestr (and descr for raw "V" bytes)."""
     typestr = _required(d, "typestr", protocol)
-    cached = _dtype_for_typestr.get(typestr) if type(typestr) is str else None
+    descr = d.get("descr") if type(typestr) is str and typestr[1:2] == "V" else None
+    # The one cache of typestr parses (formats.py parses on a miss). Raw "V" bytes are named
+    # by descr: cached under its repr when it is a plain list of (str, str) pairs.
+    cache_key = typestr if descr is None else _descr_cache_key(typestr, descr)
+    cached = _dtype_for_typestr.get(cache_key) if type(typestr) is str else None
     if cached is not None:
         return cached
-    descr = d.get("descr") if type(typestr) is str and typestr[1:2] == "V" else None
     dtype = _formats.dtype_from_typestr(typestr, descr, protocol)
     key = (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
-    if typestr[1:2] != "V":
-        _dtype_for_typestr[typestr] = key
+    if cache_key is not None and len(_dtype_for_typestr) < _TYPE_CACHE_LIMIT:
+        _dtype_for_typestr[cache_key] = key
     return key
+
+
+cdef object _descr_cache_key(str typestr, descr):
+    if type(descr) is not list or len(<list>descr) > 4:
+        return None
+    for item in descr:
+        if type(item) is not tuple or len(<tuple>item) != 2 or type(item[0]) is not str \
+                or type(item[1]) is not str:
+            return None
+    return (typestr, tuple(descr))
 
 
 cdef tuple _data_tuple(object data, str protocol):
@@ -184,8 +197,8 @@ cdef View _view_from_ai_dict(object d, object owner):
     if interface.get("mask") is not None:
         raise BufferError(f"{_AI}: masked arrays are not supported (a mask marks elements "
                           f"as invalid; DLPack cannot carry one)")
-    offset = interface.get("offset", 0)
-    cdef int64_t byte_offset = 0 if offset is None else _as_int64(offset, _AI, "offset")
+    # An int when present (NumPy refuses None too: what arrayport accepts, NumPy must).
+    cdef int64_t byte_offset = _as_int64(interface.get("offset", 0), _AI, "offset")
     if byte_offset < 0:
         raise BufferError(f"{_AI}: offset {byte_offset} is negative")
     strides = interface.get("strides")

@@ -16,7 +16,8 @@ NumPy then sees an opaque one-field record named after the type (never an intege
 arrayport reads the name back. The buffer protocol has no such escape: it refuses them, and
 so do packed sub-byte types in every protocol (their elements have no byte address).
 
-Parsed results are cached: the hot import paths call these only on a cache miss.
+Import parses are cached in one place, the compiled core (which calls these only on its
+own cache miss); export spellings (``typestr_for``) are cached here.
 """
 
 from __future__ import annotations
@@ -41,8 +42,6 @@ _KIND_MEANING = {"t": "bit field", "m": "timedelta", "M": "datetime", "O": "Pyth
                  "V": "raw bytes / structured record", "f": "floating point",
                  "c": "complex", "i": "integer", "u": "unsigned integer", "b": "boolean"}
 
-_typestr_cache: dict[tuple[str, object], DType] = {}
-_format_cache: dict[tuple[str, int], DType] = {}
 _export_cache: dict[DType, tuple[str, list] | None] = {}
 
 
@@ -56,20 +55,7 @@ def dtype_from_typestr(typestr: object, descr: object, protocol: str) -> DType:
     """
     if type(typestr) is not str:
         raise TypeError(f"{protocol}: typestr must be a str, got {type(typestr).__name__}")
-    key = (typestr, _descr_key(descr) if typestr[1:2] == "V" else None)
-    dtype = _typestr_cache.get(key)
-    if dtype is None:
-        dtype = _parse_typestr(typestr, descr, protocol)
-        _typestr_cache[key] = dtype
-    return dtype
-
-
-def _descr_key(descr: object) -> object:
-    try:
-        hash(repr(descr))
-        return repr(descr)
-    except Exception:  # noqa: BLE001 - an unprintable descr is simply not cached
-        return object()
+    return _parse_typestr(typestr, descr, protocol)
 
 
 def _parse_typestr(typestr: str, descr: object, protocol: str) -> DType:
@@ -165,12 +151,7 @@ def dtype_from_buffer_format(fmt: object, itemsize: int, protocol: str = "buffer
     exporter's ``itemsize``. BufferError for anything DLPack cannot hold."""
     if fmt is None:
         fmt = "B"
-    key = (fmt, itemsize)
-    dtype = _format_cache.get(key)
-    if dtype is None:
-        dtype = _parse_buffer_format(fmt, itemsize, protocol)
-        _format_cache[key] = dtype
-    return dtype
+    return _parse_buffer_format(fmt, itemsize, protocol)
 
 
 def _parse_buffer_format(fmt: str, itemsize: int, protocol: str) -> DType:
