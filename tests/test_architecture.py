@@ -127,3 +127,58 @@ def test_both_gpu_drivers_provide_the_one_interface(module_name):
                     if p != "self"]
         provided = list(inspect.signature(getattr(module, name)).parameters)
         assert provided == expected, f"{module_name}.{name}{provided} vs {expected}"
+
+
+# ---- the core's parts declare what they use of each other -----------------------------------
+
+_DEFINITION_PATTERNS = (
+    r"^(?:cdef(?: inline)?(?: [\w\*]+)*|cpdef(?: [\w\*]+)*)\s+(_\w+)\s*\(",
+    r"^cdef (?:dict|tuple|list|object|str|bint|Py_ssize_t|frozenset) (_\w+)",
+    r"^cdef class (_\w+)", r"^class (\w+)\(", r"^cdef enum (_\w+)")
+
+
+def _cross_part_uses():
+    """{part: {defining part: names}} of the underscore names one part of the core uses
+    from another (code only: comments and docstrings are left out)."""
+    texts = {path.name: path.read_text() for path in CORE_SOURCES}
+    defined = {}
+    for name, text in texts.items():
+        for pattern in _DEFINITION_PATTERNS:
+            for match in re.finditer(pattern, text, re.MULTILINE):
+                defined[match.group(1)] = name
+    uses = {}
+    for part, text in texts.items():
+        code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+        code = re.sub(r'"""(?:.|\n)*?"""', "", code)
+        for symbol, home in defined.items():
+            if home in (part, "_core_base.pxi"):
+                continue
+            if re.search(r"(?<![\w.])" + re.escape(symbol) + r"\b", code):
+                uses.setdefault(part, {}).setdefault(home, set()).add(symbol)
+    return uses
+
+
+def _declared_uses(text):
+    declared, inside = {}, False
+    for line in text.splitlines():
+        if line.startswith("# Uses from other parts"):
+            inside, home = True, None
+            continue
+        if inside and re.match(r"#   (_core[\w.]*):", line):
+            home, _, names = line[4:].partition(":")
+            declared[home] = {n.strip() for n in names.split(",") if n.strip()}
+        elif inside and line.startswith("#       ") and home:
+            declared[home] |= {n.strip() for n in line[1:].split(",") if n.strip()}
+        elif inside:
+            inside = False
+    return declared
+
+
+def test_every_cross_part_name_is_declared_in_the_parts_header():
+    uses = _cross_part_uses()
+    assert uses, "the scan found no cross-part use at all"
+    for path in CORE_SOURCES:
+        declared = _declared_uses(path.read_text())
+        assert declared == uses.get(path.name, {}), (
+            f"{path.name}: its 'Uses from other parts' header says {declared}, the code uses "
+            f"{uses.get(path.name, {})}")

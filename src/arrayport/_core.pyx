@@ -22,94 +22,20 @@ Who owns what:
   hand out (core_support.h) drops it, from any thread.
 """
 
-cimport cython
-from cpython.pycapsule cimport (
-    PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid,
-    PyCapsule_SetName,
-)
-from cpython.object cimport PyTypeObject
-from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
-
-from arrayport._extent cimport *
-
-from arrayport._dlpack_abi cimport *
-
-cdef extern from "_csrc/core_support.h":
-    long ap_live_exported
-    long ap_live_imported
-    long ap_live_host_buffers
-    long ap_live_buffer_leases
-    void ap_counter_add(long* counter, long delta) nogil
-    long ap_counter_get(long* counter) nogil
-    void* ap_host_alloc(size_t nbytes) nogil
-
-    APDLManagedTensorVersioned* ap_alloc_exported_versioned(int32_t ndim) except NULL
-    APDLManagedTensor* ap_alloc_exported_legacy(int32_t ndim) except NULL
-    object ap_capsule_for_export(void* managed, int versioned)
-    void ap_call_deleter(void* managed, int versioned)
-    object ap_call_method_one_kw(object obj, object name, object kwnames, object value)
-    void ap_seal_constructor(PyTypeObject* type)
-
-    enum:
-        AP_COPY_MAX_NDIM
-    int ap_is_c_contiguous(int ndim, const int64_t* shape, const int64_t* strides) nogil
-    int ap_is_f_contiguous(int ndim, const int64_t* shape, const int64_t* strides) nogil
-    int ap_dtype_is_valid(int code, int bits, int lanes) nogil
-    int ap_device_type_is_known(int32_t device_type) nogil
-    void ap_copy_strided_to_contiguous(char* dst, const char* src, int ndim,
-                                       const int64_t* shape, const int64_t* byte_strides,
-                                       int64_t itemsize) nogil
-
-import os as _os
-
-from arrayport.devices import Device, DeviceType
-from arrayport.dtypes import DType, dtype_problem
-from arrayport import dtypes as _dtypes
-
-# The most dimensions a View may have (NumPy's limit; the copy kernel's stack arrays).
-MAX_NDIM = AP_COPY_MAX_NDIM
-# Views with at most this many dimensions keep shape and strides inside the object.
-DEF INLINE_NDIM = 8
-
-DLPACK_VERSION = (APDL_MAJOR_VERSION, APDL_MINOR_VERSION)
-FLAG_READ_ONLY = APDL_FLAG_READ_ONLY
-FLAG_IS_COPIED = APDL_FLAG_IS_COPIED
-FLAG_IS_SUBBYTE_TYPE_PADDED = APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
-
-cdef str _DLPACK_METHOD = "__dlpack__"
-cdef tuple _KW_MAX_VERSION = ("max_version",)
-cdef tuple _OUR_MAX_VERSION = DLPACK_VERSION
-cdef list _DEVICE_TYPES = [None] * 19
-for _t in DeviceType:
-    _DEVICE_TYPES[_t] = _t
-del _t
-
-
-cdef str _device_type_label(int64_t device_type):
-    """A device type's name for messages; range-checked, so any value from user code is
-    safe to pass."""
-    if 0 <= device_type < len(_DEVICE_TYPES) and _DEVICE_TYPES[device_type] is not None:
-        return (<object>_DEVICE_TYPES[device_type]).label
-    return f"device type {device_type}"
-cdef dict _device_cache = {}
-cdef dict _dtype_cache = {}
-
-# Device types whose memory the CPU can read: CPU and the pinned-host kinds.
-cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
-    return (device_type == APDL_CPU or device_type == APDL_CUDA_HOST
-            or device_type == APDL_ROCM_HOST)
-
-
-# Device types whose memory is ordered by streams (DLPack's stream argument applies).
-cdef inline bint _cuda_kind(int32_t device_type) noexcept nogil:
-    return device_type == APDL_CUDA or device_type == APDL_CUDA_MANAGED
-
-
-cdef inline bint _stream_ordered(int32_t device_type) noexcept nogil:
-    return _cuda_kind(device_type) or device_type == APDL_ROCM
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_buffer.pxi: _fill_buffer, _view_from_buffer
+#   _core_capi.pxi: _exchange_api_capsule
+#   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
+#   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook, _driver_for,
+#       _from_dlpack_options_hook, _hook, _ndarray_fallback_hook
+#   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
+#       _view_from_ai_object, _view_from_array_method, _view_from_cai_object,
+#       _view_from_layout
+#   _core_numpy.pxi: _NOT_FAST, _array_function_fast, _check_ufunc_call, _is_ndarray_type,
+#       _load_numpy, _numpy_ndarray, _ufunc_fast, _view_of_ndarray, _wrap_result
+#   _core_producers.pxi: NeedsCopy, _finish_import, _producer_failure, _producer_kind,
+#       _producer_refusal, _refuse_masked, _resolved_view, _torch_before_export
+include "_core_base.pxi"
 
 
 def live_counts():

@@ -8,6 +8,10 @@
 # Export: View.__getbuffer__ (in _core.pyx) fills a Py_buffer for host-readable memory. The
 # shape and byte strides live in one malloc'd block in Py_buffer.internal, freed by
 # __releasebuffer__; Py_buffer.obj holds the View, so the memory outlives every export.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _adopt
+#   _core_producers.pxi: _finish_import
 
 from cpython.buffer cimport (
     PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_FORMAT, PyBUF_ND,
@@ -15,7 +19,6 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 
-from arrayport import formats as _formats
 
 # (format bytes, itemsize) -> (code, bits, lanes) for the uncommon import formats (the
 # common ones, and every export format, are handled in C: core_support.h).

@@ -12,6 +12,11 @@
 # Ownership: every managed tensor handed out holds a strong reference to its View and is
 # released by its deleter; every managed tensor handed in is owned by the View made from it
 # (or deleted at once when that fails).
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _order_after_pending, _request_capsule, _view_from_capsule
+#   _core_dispatch.pxi: _view
+#   _core_exchange.pxi: _exchange_api_for, _view_owning_versioned
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_New

@@ -6,6 +6,12 @@
 # function does no stream synchronization, so it is used for CPU memory only; device
 # memory goes through torch.from_dlpack, which passes PyTorch's current stream to our
 # __dlpack__. Ownership: the managed tensor is stolen by PyTorch, success or failure.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_exchange.pxi: _exchange_api_for, _exchange_failed
+#   _core_hooks.pxi: _hook, _to_numpy_general_hook, _to_torch_general_hook
+#   _core_numpy.pxi: _is_ndarray_type, _ndarray_over_view
+#   _core_producers.pxi: _view_or_copy
 
 from cpython.ref cimport Py_DECREF
 
@@ -96,52 +102,6 @@ def legacy_capsule_for_immutable_consumer(View v, stream=None):
 # ---- the public converters' fast paths ----------------------------------------------------
 # The common call (no options, CPU data PyTorch/NumPy can hold as it is) is decided here in
 # C; everything else goes to arrayport.convert, which owns the rules and their messages.
-
-cdef inline bint _torch_holds(APDLDataType d) noexcept:
-    """PyTorch 2.13 has this DLPack type (one lane): the one statement of this fact
-    (``torch_holds`` gives it to the converters)."""
-    if d.lanes != 1:
-        return False
-    if d.code == APDL_INT or d.code == APDL_UINT:
-        return d.bits == 8 or d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == APDL_FLOAT:
-        return d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == APDL_COMPLEX:
-        return d.bits == 32 or d.bits == 64 or d.bits == 128
-    if d.code == APDL_BFLOAT:
-        return d.bits == 16
-    if d.code == APDL_BOOL:
-        return d.bits == 8
-    return APDL_FLOAT8_E4M3FN <= d.code <= APDL_FLOAT8_E8M0FNU and d.bits == 8
-
-
-def torch_holds(dtype):
-    """Whether PyTorch (2.13) has a type for ``dtype`` (an arrayport DType)."""
-    cdef APDLDataType d
-    d.code, d.bits, d.lanes = int(dtype.code), dtype.bits, dtype.lanes
-    return _torch_holds(d)
-
-
-cdef inline bint _numpy_reads(APDLDataType d) noexcept:
-    """NumPy holds this DLPack type natively: C mirror of ``DType.numpy_native`` for the
-    hot paths (tests/test_architecture.py holds the two equal over every DLPack type)."""
-    if d.lanes != 1:
-        return False
-    if d.code == APDL_INT or d.code == APDL_UINT:
-        return d.bits == 8 or d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == APDL_FLOAT:
-        return d.bits == 16 or d.bits == 32 or d.bits == 64
-    if d.code == APDL_COMPLEX:
-        return d.bits == 64 or d.bits == 128
-    return d.code == APDL_BOOL and d.bits == 8
-
-
-def numpy_reads(dtype):
-    """The core's answer to ``dtype.numpy_native`` (for the test that holds them equal)."""
-    cdef APDLDataType d
-    d.code, d.bits, d.lanes = int(dtype.code), dtype.bits, dtype.lanes
-    return _numpy_reads(d)
-
 
 def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
     """A ``torch.Tensor`` of ``x`` (anything ``arrayport.view`` accepts), zero-copy when

@@ -16,6 +16,15 @@
 # refusing bfloat16, a View's buffer export refusing device memory…) hands over to the
 # next one; if every one refuses, the first refusal is raised. TypeError and ValueError
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _dlpack_view, _order_after_pending, _view_from_capsule
+#   _core_buffer.pxi: _view_from_buffer
+#   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
+#   _core_interface.pxi: _AI, _CAI, _view_from_ai_dict, _view_from_array_method,
+#       _view_from_cai_dict
+#   _core_numpy.pxi: _numpy_ndarray, _view_of_ndarray
+#   _core_producers.pxi: NeedsCopy, _refuse_masked
 
 cdef enum _Protocol:
     _P_MASK_CHECK = 0  # numpy.ma.MaskedArray: refuse if any element is masked

@@ -11,11 +11,15 @@
 # tensor on a device is released (its deleter runs) and imported through __dlpack__
 # instead, whose producer orders its work before the consumer's stream. ap.view asks the
 # table once; the general plan then goes straight to __dlpack__.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _adopt, _refuse_foreign_major
+#   _core_producers.pxi: _finish_import, _producer_failure, _producer_kind,
+#       _torch_after_import, _torch_before_export
 
 from cpython.exc cimport PyErr_Occurred
 
 cdef dict _exchange_api_by_type = {}
-cdef Py_ssize_t _TYPE_CACHE_LIMIT = 4096
 
 
 cdef uintptr_t _find_exchange_api(object tp):

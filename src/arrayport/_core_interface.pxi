@@ -11,8 +11,14 @@
 # The View keeps the object the dict came from alive (the dict itself owns nothing). When
 # the array interface points into another object's buffer ("data" is a buffer, or missing),
 # the View holds that buffer (a _BufferLease) and the layout is checked against its length.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _adopt, _dlpack_view, _implicit_sync
+#   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
+#   _core_hooks.pxi: _driver_for
+#   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
+#   _core_producers.pxi: NeedsCopy, _finish_import
 
-import sys as _sys
 
 cdef str _AI = "array_interface"
 cdef str _CAI = "cuda_array_interface"

@@ -7,6 +7,10 @@
 #     scalars); everything else is arrayport/numpy_dispatch.py.
 # Ownership: a View of an ndarray holds the array (its owner); an ndarray of a View holds
 # the View (its base). Neither holds the other, so no cycle is ever made.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_dispatch.pxi: _view
+#   _core_hooks.pxi: _hook, _to_numpy_general_hook
 
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM

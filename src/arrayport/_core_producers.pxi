@@ -24,6 +24,10 @@
 # read-only, and a zero stride over an extent > 1 (a broadcast: many elements, one address)
 # makes the View read-only, as NumPy makes broadcast arrays, unless the memory's owner is a
 # writable numpy.ndarray (NumPy's own flag: the source saying otherwise).
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _dlpack_view
+#   _core_dispatch.pxi: _view
 
 from cpython.object cimport PyObject_GetAttr
 
