@@ -112,12 +112,12 @@ def test_the_torch_type_table_is_the_cores():
 
 @pytest.mark.parametrize("module_name", ["_cuda_driver", "_hip_driver"])
 def test_both_gpu_drivers_provide_the_one_interface(module_name):
-    """gpu.GpuDriver states what the copy and stream layers ask of a driver; each vendor
+    """GpuDriver states what the copy and stream layers ask of a driver; each vendor
     module provides every call with the same parameters (no GPU needed to check it)."""
     import importlib
     import inspect
 
-    from arrayport.gpu import GpuDriver
+    from arrayport._gpu_interface import GpuDriver
     module = importlib.import_module(f"arrayport.{module_name}")
     calls = [name for name, member in vars(GpuDriver).items()
              if callable(member) and not name.startswith("_")]

@@ -48,13 +48,23 @@ cdef inline int64_t _as_int64(object value, str protocol, str what) except? -1:
 cdef tuple _item_type(dict d, str protocol):
     """(code, bits, lanes, padded) from typestr (and descr for raw "V" bytes)."""
     typestr = _required(d, "typestr", protocol)
-    descr = d.get("descr") if type(typestr) is str and typestr[1:2] == "V" else None
-    # The one cache of typestr parses (formats.py parses on a miss). Raw "V" bytes are named
-    # by descr: cached under its repr when it is a plain list of (str, str) pairs.
-    cache_key = typestr if descr is None else _descr_cache_key(typestr, descr)
-    cached = _dtype_for_typestr.get(cache_key) if type(typestr) is str else None
-    if cached is not None:
-        return cached
+    # The one cache of typestr parses (formats.py parses on a miss): plain type strings
+    # under themselves (the hot path: one dict lookup); raw "V" bytes, which descr names,
+    # under (typestr, descr) when descr is a plain list of (str, str) pairs.
+    cdef object cache_key = None
+    descr = None
+    if type(typestr) is str:
+        cached = _dtype_for_typestr.get(typestr)
+        if cached is not None:
+            return cached
+        if typestr[1:2] == "V":
+            descr = d.get("descr")
+            cache_key = _descr_cache_key(typestr, descr)
+            cached = _dtype_for_typestr.get(cache_key) if cache_key is not None else None
+            if cached is not None:
+                return cached
+        else:
+            cache_key = typestr
     dtype = _formats.dtype_from_typestr(typestr, descr, protocol)
     key = (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
     if cache_key is not None and len(_dtype_for_typestr) < _TYPE_CACHE_LIMIT:

@@ -10,15 +10,45 @@ fact is declared: docs/architecture.md.
 
 from __future__ import annotations
 
-from arrayport import _core, _import_rules, convert, copies, gpu, numpy_dispatch
+from arrayport import _core, convert, gpu
+
+# copies, _import_rules and numpy_dispatch are imported on their first use, so that
+# ``import arrayport`` stays as light as before the hooks: each hook below is the policy
+# function itself once its module is loaded.
+
+
+def _copy_view(view, device=None, stream=None, who="copy"):
+    from arrayport.copies import copy_view
+    return copy_view(view, device, stream, who)
+
+
+def _from_dlpack_with_options(x, device, copy, stream=None):
+    from arrayport._import_rules import from_dlpack_with_options
+    return from_dlpack_with_options(x, device, copy, stream)
+
+
+def _ndarray_dlpack_fallback(x):
+    from arrayport._import_rules import ndarray_dlpack_fallback
+    return ndarray_dlpack_fallback(x)
+
+
+def _array_ufunc(ufunc, method, inputs, kwargs):
+    from arrayport.numpy_dispatch import array_ufunc
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _array_function(func, types, args, kwargs):
+    from arrayport.numpy_dispatch import array_function
+    return array_function(func, types, args, kwargs)
+
 
 _core.install_hooks(
-    copy_view=copies.copy_view,
+    copy_view=_copy_view,
     driver_for=gpu.driver_for,
-    from_dlpack_with_options=_import_rules.from_dlpack_with_options,
-    ndarray_dlpack_fallback=_import_rules.ndarray_dlpack_fallback,
+    from_dlpack_with_options=_from_dlpack_with_options,
+    ndarray_dlpack_fallback=_ndarray_dlpack_fallback,
     to_numpy_general=convert.to_numpy_general,
     to_torch_general=convert.to_torch_general,
-    array_ufunc=numpy_dispatch.array_ufunc,
-    array_function=numpy_dispatch.array_function,
+    array_ufunc=_array_ufunc,
+    array_function=_array_function,
 )

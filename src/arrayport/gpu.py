@@ -23,10 +23,12 @@ their own transfer: their result must be readable when the call returns.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Protocol
 
 from arrayport import _core
 from arrayport.devices import DeviceType
+
+# The driver interface is arrayport._gpu_interface.GpuDriver (a typing.Protocol, kept out of
+# this module so that importing arrayport does not import typing).
 
 __all__ = ["set_implicit_sync", "implicit_sync_enabled", "no_implicit_sync", "driver_for",
            "is_device_memory", "driver_status"]
@@ -59,28 +61,7 @@ def no_implicit_sync():
         set_implicit_sync(previous)
 
 
-class GpuDriver(Protocol):
-    """What the copy and stream layers ask of a GPU vendor's driver — the one interface
-    both driver modules (``_cuda_driver``, ``_hip_driver``) provide, as module functions.
-    Ordinals are the vendor's device numbers; streams and pointers are integer handles;
-    every call raises the vendor's ``DriverUnavailable`` when there is no usable driver."""
-
-    def device_count(self) -> int: ...
-    def current_device(self) -> int: ...
-    def on_device(self, ordinal: int) -> Any: ...  # a context manager
-    def locate_pointer(self, ptr: int) -> tuple[int, int]: ...  # (DLPack type, device id)
-    def make_stream_wait(self, ordinal: int, consumer: int, producer: int) -> None: ...
-    def synchronize(self, ordinal: int, stream: int) -> None: ...
-    def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> Any: ...
-    def allocate_pinned(self, nbytes: int) -> Any: ...
-    def copy_async(self, ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None: ...
-    def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
-                      width: int, height: int, stream: int) -> None: ...
-    def copy_peer_async(self, dst_ordinal: int, dst: int, src_ordinal: int, src: int,
-                        nbytes: int, stream: int) -> None: ...
-
-
-def driver_for(device_type) -> GpuDriver | None:
+def driver_for(device_type) -> "_gpu_interface.GpuDriver | None":  # noqa: F821
     """The driver module for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm
     kinds: HIP), imported only now; None for devices arrayport has no driver for."""
     device_type = DeviceType(device_type)
