@@ -169,13 +169,18 @@ def _(target):
        "'dltensor' (DLPack 0.x); since 2025 a BufferError is allowed instead")
 def _(target):
     _, x = _producer(target)
+    return _legacy_or_refusal(x, "refuses legacy export with BufferError (allowed)")
+
+
+def _legacy_or_refusal(x, refused: str, **kwargs) -> str:
+    """x.__dlpack__(**kwargs) must give a legacy 'dltensor' capsule or a BufferError."""
     try:
-        capsule = _export(x)
+        capsule = _export(x, **kwargs)
     except BufferError as exc:
-        return f"refuses legacy export with BufferError (allowed): {exc}"
+        return f"{refused}: {exc}"
     if capsules.name(capsule) != "dltensor":
-        raise Fail(f"capsule named {capsules.name(capsule)!r}, expected 'dltensor'")
-    return "capsule 'dltensor'"
+        raise Fail(f"returned {capsules.name(capsule)!r}, expected a legacy 'dltensor' capsule")
+    return "legacy capsule 'dltensor'"
 
 
 @check("producer.versioned-capsule", "__dlpack__(max_version=(1, 3)) returns a capsule named "
@@ -199,13 +204,7 @@ def _(target):
        "legacy 'dltensor' capsule or a BufferError, never a versioned capsule")
 def _(target):
     _, x = _producer(target)
-    try:
-        capsule = _export(x, max_version=(0, 8))
-    except BufferError as exc:
-        return f"BufferError: {exc}"
-    if capsules.name(capsule) != "dltensor":
-        raise Fail(f"returned {capsules.name(capsule)!r} to a consumer that reads 0.x only")
-    return "legacy capsule"
+    return _legacy_or_refusal(x, "BufferError", max_version=(0, 8))
 
 
 @check("producer.tensor", "the exported DLTensor describes the array: ndim, shape, dtype, "
@@ -603,22 +602,14 @@ def _unusual_check(label: str) -> str:
     if not hasattr(type(x), "__dlpack__"):
         raise Skip(f"{type(x).__name__} has no __dlpack__")
     try:
-        capsule = x.__dlpack__(max_version=(1, 3))
-    except TypeError:
-        capsule = None
+        capsule = _export_best(x)
     except BufferError as refusal:
         return f"refused: {refusal}"
+    except Fail:
+        raise
     except Exception as exc:
         raise Warn(f"refused with {type(exc).__name__} instead of BufferError: "
                    f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-    if capsule is None:
-        try:
-            capsule = x.__dlpack__()
-        except BufferError as refusal:
-            return f"refused: {refusal}"
-        except Exception as exc:
-            raise Warn(f"refused with {type(exc).__name__} instead of BufferError: "
-                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     if kind.reference is None:
         raise Fail("exported an array that has no faithful strided form (its export holds "
                    "memory that is not the array's values)")
