@@ -783,7 +783,6 @@ cdef int _raise_bad_capsule(object capsule) except -1:
                       f"'dltensor_versioned' or 'dltensor')")
 
 
-cdef tuple _KW_STREAM_MAX_VERSION = ("stream", "max_version")
 
 
 cdef object _request_capsule(x, stream):
@@ -793,9 +792,15 @@ cdef object _request_capsule(x, stream):
     ArrowTypeError for nulls, JAX's RuntimeError for a deleted array…) becomes a
     BufferError naming it — arrayport's own argument errors were raised before the call."""
     try:
-        if stream is None:
-            return ap_call_method_one_kw(x, _DLPACK_METHOD, _KW_MAX_VERSION, _OUR_MAX_VERSION)
-        return x.__dlpack__(stream=stream, max_version=_OUR_MAX_VERSION)
+        try:
+            if stream is None:
+                return ap_call_method_one_kw(x, _DLPACK_METHOD, _KW_MAX_VERSION,
+                                             _OUR_MAX_VERSION)
+            return x.__dlpack__(stream=stream, max_version=_OUR_MAX_VERSION)
+        except TypeError as error:
+            if not rejects_keywords(error, _KW_MAX_VERSION):
+                raise
+        return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
     except BufferError as error:
         raise _producer_refusal(x, error)
     except AttributeError as error:
@@ -803,15 +808,6 @@ cdef object _request_capsule(x, stream):
             raise TypeError(f"dlpack: {type(x).__module__}.{type(x).__qualname__} has no "
                             f"__dlpack__ method and is not a DLPack capsule") from None
         raise _producer_failure(x, "__dlpack__", error)
-    except TypeError as error:
-        if not rejects_keywords(error, _KW_MAX_VERSION):
-            raise _producer_failure(x, "__dlpack__", error)
-    except Exception as error:
-        raise _producer_failure(x, "__dlpack__", error)
-    try:
-        return x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
-    except BufferError as error:
-        raise _producer_refusal(x, error)
     except Exception as error:
         raise _producer_failure(x, "__dlpack__", error)
 
