@@ -71,5 +71,5 @@ def without_cuda(monkeypatch):
 
     missing = NativeLibrary("cuda", "the CUDA driver", ("libarrayport-no-such-cuda.so",),
                             _cuda_driver.CudaUnavailable, {}, lambda library: None)
-    monkeypatch.setattr(_cuda_driver, "_cuda", missing)
+    monkeypatch.setattr(_cuda_driver.driver, "library", missing)
     return missing

@@ -112,21 +112,31 @@ def test_the_torch_type_table_is_the_cores():
 
 @pytest.mark.parametrize("module_name", ["_cuda_driver", "_hip_driver"])
 def test_both_gpu_drivers_provide_the_one_interface(module_name):
-    """GpuDriver states what the copy and stream layers ask of a driver; each vendor
-    module provides every call with the same parameters (no GPU needed to check it)."""
+    """GpuDriver states what the copy and stream layers ask of a driver; each vendor's
+    driver provides every call with the same parameters (no GPU needed to check it), and
+    every call the vendor does not implement itself comes from the one shared class."""
     import importlib
     import inspect
 
+    from arrayport._gpu_driver import VendorDriver
     from arrayport._gpu_interface import GpuDriver
-    module = importlib.import_module(f"arrayport.{module_name}")
+    driver = importlib.import_module(f"arrayport.{module_name}").driver
+    assert isinstance(driver, VendorDriver)
     calls = [name for name, member in vars(GpuDriver).items()
              if callable(member) and not name.startswith("_")]
     assert len(calls) == 11
     for name in calls:
         expected = [p for p in inspect.signature(getattr(GpuDriver, name)).parameters
                     if p != "self"]
-        provided = list(inspect.signature(getattr(module, name)).parameters)
+        provided = list(inspect.signature(getattr(driver, name)).parameters)
         assert provided == expected, f"{module_name}.{name}{provided} vs {expected}"
+        implemented_by = next(k for k in type(driver).__mro__ if name in vars(k))
+        assert implemented_by is not object
+        if implemented_by is VendorDriver:
+            assert "NotImplementedError" not in inspect.getsource(getattr(VendorDriver, name))
+    shared = {name for name in calls if name not in vars(type(driver))}
+    assert {"make_stream_wait", "synchronize", "allocate_pinned", "copy_async",
+            "device_count", "allocate_device"} <= shared
 
 
 # ---- the core's parts declare what they use of each other -----------------------------------

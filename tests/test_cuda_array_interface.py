@@ -27,9 +27,9 @@ class FakeDriver:
     def __init__(self, monkeypatch, location=(2, 1), current=0):
         self.location, self.current = location, current
         self.located, self.waits = [], []
-        monkeypatch.setattr(_cuda_driver, "locate_pointer", self.locate_pointer)
-        monkeypatch.setattr(_cuda_driver, "current_device", lambda: self.current)
-        monkeypatch.setattr(_cuda_driver, "make_stream_wait", self.make_stream_wait)
+        monkeypatch.setattr(_cuda_driver.driver, "locate_pointer", self.locate_pointer)
+        monkeypatch.setattr(_cuda_driver.driver, "current_device", lambda: self.current)
+        monkeypatch.setattr(_cuda_driver.driver, "make_stream_wait", self.make_stream_wait)
 
     def locate_pointer(self, pointer):
         self.located.append(pointer)
@@ -50,7 +50,7 @@ def no_driver_calls(monkeypatch):
         raise AssertionError("the driver was called before the dict was validated")
 
     for name in ("locate_pointer", "current_device", "make_stream_wait"):
-        monkeypatch.setattr(_cuda_driver, name, fail)
+        monkeypatch.setattr(_cuda_driver.driver, name, fail)
 
 
 def cai(array=None, **changes):

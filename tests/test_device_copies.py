@@ -220,7 +220,7 @@ def test_copy_without_a_cuda_driver_says_so(without_cuda):
 def test_copy_without_a_rocm_runtime_says_so(monkeypatch):
     from arrayport import _hip_driver
     from arrayport._gpu_library import NativeLibrary
-    monkeypatch.setattr(_hip_driver, "_hip", NativeLibrary(
+    monkeypatch.setattr(_hip_driver.driver, "library", NativeLibrary(
         "rocm", "the HIP runtime", ("libarrayport-no-such-hip.so",),
         _hip_driver.HipUnavailable, {}, lambda library: None))
     with pytest.raises(_hip_driver.HipUnavailable) as caught:
@@ -360,9 +360,9 @@ def test_environment_variable_sets_the_default(value, enabled):
 
 def test_gpu_module_names_drivers():
     from arrayport import _cuda_driver, _hip_driver
-    assert gpu.driver_for(2) is _cuda_driver and gpu.driver_for(13) is _cuda_driver
-    assert gpu.driver_for(3) is _cuda_driver and gpu.driver_for(10) is _hip_driver
-    assert gpu.driver_for(11) is _hip_driver
+    assert gpu.driver_for(2) is _cuda_driver.driver and gpu.driver_for(13) is _cuda_driver.driver
+    assert gpu.driver_for(3) is _cuda_driver.driver and gpu.driver_for(10) is _hip_driver.driver
+    assert gpu.driver_for(11) is _hip_driver.driver
     assert gpu.driver_for(1) is None and gpu.driver_for(7) is None
 
 

@@ -121,6 +121,18 @@ def test_device_equals_its_name():
     assert hash(Device(2, 1)) == hash((2, 1))
 
 
+def test_devices_key_sets_and_dicts_with_tuples_not_names():
+    """The decision in docs/architecture.md: Device hashes as its tuple, so Devices and
+    (type, id) tuples find each other in sets and dicts; names are a comparison only."""
+    from arrayport import Device
+
+    devices = {Device("cuda:1"), Device("cpu")}
+    assert Device(2, 1) in devices and (2, 1) in devices and (1, 0) in devices
+    assert {(2, 1): "gpu one"}[Device("CUDA:1")] == "gpu one"
+    assert len({Device("cuda:1"), Device("gpu:1"), (2, 1), Device(2, 1)}) == 1
+    assert Device("cuda:1") in {Device(name) for name in ("cuda:1", "cpu")}
+
+
 def test_device_ids_beyond_int32_are_refused():
     # Found by the fuzzer: an id DLPack's int32_t cannot hold reached NumPy as OverflowError.
     with pytest.raises(ValueError, match="device id must be in 0..2\\*\\*31-1"):

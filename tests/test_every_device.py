@@ -18,7 +18,7 @@ CUDA_KINDS = {ap.DeviceType.CUDA, ap.DeviceType.CUDA_HOST, ap.DeviceType.CUDA_MA
 
 @pytest.fixture
 def without_rocm(monkeypatch):
-    monkeypatch.setattr(_hip_driver, "_hip", NativeLibrary(
+    monkeypatch.setattr(_hip_driver.driver, "library", NativeLibrary(
         "rocm", "the HIP runtime", ("libarrayport-no-such-hip.so",),
         _hip_driver.HipUnavailable, {}, lambda library: None))
 

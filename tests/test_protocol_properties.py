@@ -97,9 +97,9 @@ def test_array_interface_dicts(d):
 @SETTINGS
 @given(interface_dicts(), st.sampled_from([None, 1, 2, 99, 0, -1, "s"]))
 def test_cuda_array_interface_dicts(monkeypatch, d, stream):
-    monkeypatch.setattr(_cuda_driver, "locate_pointer", lambda pointer: (2, 1))
-    monkeypatch.setattr(_cuda_driver, "current_device", lambda: 0)
-    monkeypatch.setattr(_cuda_driver, "make_stream_wait", lambda *args: None)
+    monkeypatch.setattr(_cuda_driver.driver, "locate_pointer", lambda pointer: (2, 1))
+    monkeypatch.setattr(_cuda_driver.driver, "current_device", lambda: 0)
+    monkeypatch.setattr(_cuda_driver.driver, "make_stream_wait", lambda *args: None)
     d = dict(d, stream=stream)
     d.pop("offset", None)
 

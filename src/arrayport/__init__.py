@@ -21,7 +21,7 @@ The public surface:
 - ``View.__dlpack_c_exchange_api__``: the DLPack 1.3 C exchange API table.
 """
 
-from pathlib import Path as _Path
+import os as _os
 
 from arrayport._core import DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpack, view
 from arrayport._version import __version__
@@ -47,4 +47,4 @@ __all__ = [
 
 def get_include() -> str:
     """The include folder for C/C++/Cython extensions: ``#include "arrayport/dlpack_abi.h"``."""
-    return str(_Path(__file__).parent / "include")
+    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")

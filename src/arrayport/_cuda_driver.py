@@ -13,6 +13,10 @@ call runs with the device's *primary* context current — the one the CUDA runti
 PyTorch, CuPy, JAX and Numba, use — so memory and streams are shared with them.
 Stream values are the DLPack ones, which are also the driver's handles: 1 is
 ``CU_STREAM_LEGACY``, 2 ``CU_STREAM_PER_THREAD``, anything larger a ``CUstream``.
+
+This module holds CUDA's facts (constants, signatures, the entry-point table) and the calls
+that differ from HIP; the calls both share are written once in ``_gpu_driver.VendorDriver``.
+``driver`` is the instance ``gpu.driver_for`` hands out for CUDA memory.
 """
 
 from __future__ import annotations
@@ -23,11 +27,10 @@ import sys
 
 from arrayport import errors
 from arrayport.devices import DeviceType
+from arrayport._gpu_driver import VendorDriver, VendorSymbols
 from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
 
-__all__ = ["CudaUnavailable", "current_device", "locate_pointer", "make_stream_wait",
-           "synchronize", "allocate_device", "allocate_pinned", "copy_async", "copy_2d_async",
-           "copy_peer_async", "device_count"]
+__all__ = ["CudaUnavailable", "CudaDriver", "driver"]
 
 # CUDA driver API facts (cuda.h).
 _CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
@@ -95,160 +98,107 @@ def _initialise(library: ctypes.CDLL) -> str | None:
     return None if status == 0 else f"cuInit failed with CUDA error {status} (no usable GPU?)"
 
 
-_cuda = NativeLibrary("cuda", "the CUDA driver",
-                      ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1",),
-                      CudaUnavailable, _SIGNATURES, _initialise)
+_LIBRARY = NativeLibrary("cuda", "the CUDA driver",
+                         ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1",),
+                         CudaUnavailable, _SIGNATURES, _initialise)
 
 
-def _driver() -> ctypes.CDLL:
-    return _cuda.get()
+_SYMBOLS = VendorSymbols(
+    device_count="cuDeviceGetCount", event_create="cuEventCreate", event_record="cuEventRecord",
+    event_destroy="cuEventDestroy_v2", stream_wait_event="cuStreamWaitEvent",
+    stream_synchronize="cuStreamSynchronize", allocate="cuMemAlloc_v2", free="cuMemFree_v2",
+    host_allocate="cuMemHostAlloc", host_free="cuMemFreeHost", copy="cuMemcpyAsync",
+    event_disable_timing=_CU_EVENT_DISABLE_TIMING,
+    host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE)
 
 
-def _check(status: int, call: str) -> None:
-    _cuda.check(status, call)
+class CudaDriver(VendorDriver):
+    """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
+    contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
+    managed memory."""
 
+    def locate_pointer(self, ptr: int) -> tuple[int, int]:
+        """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
+        CUDA device memory on its own device, pinned host memory as CUDAHost, managed memory
+        as CUDAManaged. BufferError for an address CUDA does not know."""
+        memory_type = ctypes.c_uint(0)
+        is_managed = ctypes.c_uint(0)
+        ordinal = _INT(-1)
+        attributes = (_INT * 3)(_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                _CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        outputs = (ctypes.c_void_p * 3)(ctypes.addressof(memory_type),
+                                        ctypes.addressof(is_managed), ctypes.addressof(ordinal))
+        # Unlike cuPointerGetAttribute, this call succeeds for pointers CUDA does not know and
+        # leaves the outputs zero, so an unknown address is an answer, not an error.
+        status = self.library.get().cuPointerGetAttributes(3, attributes, outputs, ptr)
+        if status != 0:
+            raise BufferError(f"cuda: cuPointerGetAttributes({ptr:#x}) failed with CUDA error "
+                              f"{status}")
+        if is_managed.value or memory_type.value == _CU_MEMORYTYPE_UNIFIED:
+            return (_KDL_CUDA_MANAGED, 0)
+        if memory_type.value == _CU_MEMORYTYPE_DEVICE:
+            return (_KDL_CUDA, max(ordinal.value, 0))
+        if memory_type.value == _CU_MEMORYTYPE_HOST:
+            return (_KDL_CUDA_HOST, 0)
+        raise BufferError(f"cuda: pointer {ptr:#x} is not memory CUDA knows (not device, "
+                          f"pinned or managed memory)")
 
-def device_count() -> int:
-    count = _INT(0)
-    _check(_driver().cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
-    return count.value
+    def current_device(self) -> int:
+        """The device of the calling thread's current CUDA context, or 0 when none is
+        current."""
+        device = _INT(0)
+        status = self.library.get().cuCtxGetDevice(ctypes.byref(device))
+        if status == _CUDA_ERROR_INVALID_CONTEXT:
+            return 0
+        self.library.check(status, "cuCtxGetDevice")
+        return device.value
 
-
-def locate_pointer(ptr: int) -> tuple[int, int]:
-    """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
-    CUDA device memory on its own device, pinned host memory as CUDAHost, managed memory as
-    CUDAManaged. BufferError for an address CUDA does not know."""
-    library = _driver()
-    memory_type = ctypes.c_uint(0)
-    is_managed = ctypes.c_uint(0)
-    ordinal = _INT(-1)
-    attributes = (_INT * 3)(_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, _CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                            _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
-    outputs = (ctypes.c_void_p * 3)(ctypes.addressof(memory_type), ctypes.addressof(is_managed),
-                                    ctypes.addressof(ordinal))
-    # Unlike cuPointerGetAttribute, this call succeeds for pointers CUDA does not know and
-    # leaves the outputs zero, so an unknown address is an answer, not an error.
-    status = library.cuPointerGetAttributes(3, attributes, outputs, ptr)
-    if status != 0:
-        raise BufferError(f"cuda: cuPointerGetAttributes({ptr:#x}) failed with CUDA error "
-                          f"{status}")
-    if is_managed.value:
-        return (_KDL_CUDA_MANAGED, 0)
-    if memory_type.value == _CU_MEMORYTYPE_DEVICE:
-        return (_KDL_CUDA, max(ordinal.value, 0))
-    if memory_type.value == _CU_MEMORYTYPE_HOST:
-        return (_KDL_CUDA_HOST, 0)
-    if memory_type.value == _CU_MEMORYTYPE_UNIFIED:
-        return (_KDL_CUDA_MANAGED, 0)
-    raise BufferError(f"cuda: pointer {ptr:#x} is not memory CUDA knows (not device, pinned "
-                      f"or managed memory)")
-
-
-def current_device() -> int:
-    """The device of the calling thread's current CUDA context, or 0 when none is current."""
-    device = _INT(0)
-    status = _driver().cuCtxGetDevice(ctypes.byref(device))
-    if status == _CUDA_ERROR_INVALID_CONTEXT:
-        return 0
-    _check(status, "cuCtxGetDevice")
-    return device.value
-
-
-@contextlib.contextmanager
-def on_device(ordinal: int):
-    """Device ``ordinal``'s primary context current on this thread for the duration;
-    yields that context."""
-    library = _driver()
-    device = _INT(0)
-    _check(library.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
-    context = c_handle()
-    _check(library.cuDevicePrimaryCtxRetain(ctypes.byref(context), device),
-           "cuDevicePrimaryCtxRetain")
-    try:
-        _check(library.cuCtxPushCurrent_v2(context), "cuCtxPushCurrent")
+    @contextlib.contextmanager
+    def on_device(self, ordinal: int):
+        """Device ``ordinal``'s primary context current on this thread for the duration;
+        yields that context."""
+        library = self.library.get()
+        device = _INT(0)
+        self._call("cuDeviceGet", ctypes.byref(device), ordinal)
+        context = c_handle()
+        self._call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
         try:
-            yield context
+            self._call("cuCtxPushCurrent_v2", context)
+            try:
+                yield context
+            finally:
+                library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
         finally:
-            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
-    finally:
-        library.cuDevicePrimaryCtxRelease_v2(device)
+            library.cuDevicePrimaryCtxRelease_v2(device)
+
+    def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
+        address = c_address(0)
+        with self.on_device(ordinal):
+            self._call("cuMemAllocManaged", ctypes.byref(address), max(nbytes, 1),
+                       _CU_MEM_ATTACH_GLOBAL, what=f"cuMemAllocManaged({nbytes})")
+
+        def release(pointer: int) -> None:
+            with self.on_device(ordinal):
+                self.library.get().cuMemFree_v2(pointer)
+        return OwnedMemory(address.value, nbytes, release)
+
+    def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
+                      width: int, height: int, stream: int) -> None:
+        """``height`` rows of ``width`` bytes, rows ``src_pitch``/``dst_pitch`` bytes apart."""
+        copy = _Memcpy2D(srcMemoryType=_CU_MEMORYTYPE_UNIFIED, srcDevice=src,
+                         srcPitch=src_pitch, dstMemoryType=_CU_MEMORYTYPE_UNIFIED, dstDevice=dst,
+                         dstPitch=dst_pitch, WidthInBytes=width, Height=height)
+        with self.on_device(ordinal):
+            self._call("cuMemcpy2DAsync_v2", ctypes.byref(copy), stream)
+
+    def copy_peer_async(self, dst_ordinal: int, dst: int, src_ordinal: int, src: int,
+                        nbytes: int, stream: int) -> None:
+        """``nbytes`` from device ``src_ordinal`` to device ``dst_ordinal``, enqueued on
+        ``stream`` (a stream of the destination device)."""
+        with self.on_device(src_ordinal) as src_context, \
+                self.on_device(dst_ordinal) as dst_context:
+            self._call("cuMemcpyPeerAsync", dst, dst_context, src, src_context, nbytes, stream)
 
 
-def make_stream_wait(ordinal: int, consumer: int, producer: int) -> None:
-    """Order ``consumer`` after the work queued on ``producer`` so far, on the GPU: record
-    an event on the producer's stream and make the consumer's stream wait on it. The host
-    never blocks. Equal streams need nothing."""
-    if consumer == producer:
-        return
-    library = _driver()
-    with on_device(ordinal):
-        event = c_handle()
-        _check(library.cuEventCreate(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING),
-               "cuEventCreate")
-        try:
-            _check(library.cuEventRecord(event, producer), "cuEventRecord")
-            _check(library.cuStreamWaitEvent(consumer, event, 0), "cuStreamWaitEvent")
-        finally:
-            # Destroying an event with a pending wait is allowed: the driver frees it when
-            # the wait has completed.
-            library.cuEventDestroy_v2(event)
-
-
-def synchronize(ordinal: int, stream: int) -> None:
-    """Block the host until ``stream``'s work so far is done: only where the host itself
-    must read the data (a copy to host memory, a CPU export of pinned memory)."""
-    with on_device(ordinal):
-        _check(_driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
-
-
-def allocate_device(ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
-    """``nbytes`` of device memory on device ``ordinal`` (cuMemAlloc), or managed memory
-    (cuMemAllocManaged); cuMemFree later."""
-    address = c_address(0)
-    with on_device(ordinal):
-        if managed:
-            _check(_driver().cuMemAllocManaged(ctypes.byref(address), max(nbytes, 1),
-                                               _CU_MEM_ATTACH_GLOBAL), f"cuMemAllocManaged({nbytes})")
-        else:
-            _check(_driver().cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)),
-                   f"cuMemAlloc({nbytes})")
-
-    def release(pointer: int) -> None:
-        with on_device(ordinal):
-            _driver().cuMemFree_v2(pointer)
-    return OwnedMemory(address.value, nbytes, release)
-
-
-def allocate_pinned(nbytes: int) -> OwnedMemory:
-    """``nbytes`` of page-locked host memory, portable: every context may use it."""
-    address = ctypes.c_void_p()
-    _check(_driver().cuMemHostAlloc(ctypes.byref(address), max(nbytes, 1),
-                                    _CU_MEMHOSTALLOC_PORTABLE), f"cuMemHostAlloc({nbytes})")
-    return OwnedMemory(address.value, nbytes, lambda pointer: _driver().cuMemFreeHost(pointer))
-
-
-def copy_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
-    """``nbytes`` from ``src`` to ``dst`` (any memory CUDA can address: device, pinned,
-    managed or pageable host) enqueued on ``stream`` of device ``ordinal``. From pageable
-    host memory the call returns once the source has been read."""
-    with on_device(ordinal):
-        _check(_driver().cuMemcpyAsync(dst, src, nbytes, stream), "cuMemcpyAsync")
-
-
-def copy_2d_async(ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
-                  width: int, height: int, stream: int) -> None:
-    """``height`` rows of ``width`` bytes, rows ``src_pitch``/``dst_pitch`` bytes apart."""
-    copy = _Memcpy2D(srcMemoryType=_CU_MEMORYTYPE_UNIFIED, srcDevice=src, srcPitch=src_pitch,
-                     dstMemoryType=_CU_MEMORYTYPE_UNIFIED, dstDevice=dst, dstPitch=dst_pitch,
-                     WidthInBytes=width, Height=height)
-    with on_device(ordinal):
-        _check(_driver().cuMemcpy2DAsync_v2(ctypes.byref(copy), stream), "cuMemcpy2DAsync")
-
-
-def copy_peer_async(dst_ordinal: int, dst: int, src_ordinal: int, src: int, nbytes: int,
-                    stream: int) -> None:
-    """``nbytes`` from device ``src_ordinal`` to device ``dst_ordinal``, enqueued on
-    ``stream`` (a stream of the destination device)."""
-    with on_device(src_ordinal) as src_context, on_device(dst_ordinal) as dst_context:
-        _check(_driver().cuMemcpyPeerAsync(dst, dst_context, src, src_context, nbytes, stream),
-               "cuMemcpyPeerAsync")
+driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out

@@ -1,6 +1,7 @@
 """The one interface of a GPU vendor's driver (``gpu.driver_for`` returns one): what the copy
-and stream layers ask of it. Both driver modules, ``_cuda_driver`` and ``_hip_driver``,
-provide it as module functions; tests/test_architecture.py holds them to it. Kept out of
+and stream layers ask of it. Both drivers, ``_cuda_driver.driver`` and ``_hip_driver.driver``
+(``_gpu_driver.VendorDriver`` instances), provide it; tests/test_architecture.py holds them
+to it. Kept out of
 gpu.py so that ``import arrayport`` does not import ``typing``."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any, Protocol
 
 class GpuDriver(Protocol):
     """What the copy and stream layers ask of a GPU vendor's driver — the one interface
-    both driver modules (``_cuda_driver``, ``_hip_driver``) provide, as module functions.
+    both drivers (``_cuda_driver.driver``, ``_hip_driver.driver``) provide.
     Ordinals are the vendor's device numbers; streams and pointers are integer handles;
     every call raises the vendor's ``DriverUnavailable`` when there is no usable driver."""
 

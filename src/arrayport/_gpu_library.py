@@ -1,6 +1,6 @@
 """A GPU vendor library (the CUDA driver, the HIP runtime) opened on first use, with ctypes.
 
-Shared by ``_cuda_driver`` and ``_hip_driver``: both open their library lazily — importing
+Shared by ``_cuda_driver`` and ``_hip_driver`` (through ``_gpu_driver.VendorDriver``): both open their library lazily — importing
 arrayport never loads one — once per process under a lock, declare the C signatures they
 call, and turn a missing library or a failed initialisation into one remembered message,
 raised (as the driver's ``…Unavailable`` error, a ``BufferError``) on every request.
@@ -32,7 +32,7 @@ class NativeLibrary:
         self.label = label
         self.description = description
         self._names = names
-        self._unavailable = unavailable
+        self.unavailable = unavailable   # the vendor's DriverUnavailable subclass
         self._signatures = signatures
         self._initialise = initialise
         self._lock = threading.Lock()
@@ -48,7 +48,7 @@ class NativeLibrary:
             if self._library is None and self._failure is None:
                 self._library, self._failure = self._open()
         if self._library is None:
-            raise self._unavailable(f"{self.label}: {self._failure}")
+            raise self.unavailable(f"{self.label}: {self._failure}")
         return self._library
 
     def _open(self) -> tuple[ctypes.CDLL | None, str | None]:

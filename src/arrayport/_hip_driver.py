@@ -1,7 +1,9 @@
 """The HIP runtime (ROCm), opened at run time (``libamdhip64.so``) with ctypes.
 
-The ROCm counterpart of ``_cuda_driver`` with the same functions, so ``arrayport.gpu`` can
-hand either to the stream and copy code. Written against the HIP 6 headers' facts (struct
+The ROCm counterpart of ``_cuda_driver``: HIP's facts (constants, signatures, the
+entry-point table) and the calls that differ from CUDA's; the calls both share are written
+once in ``_gpu_driver.VendorDriver``. ``driver`` is the instance ``gpu.driver_for`` hands out
+for ROCm memory. Written against the HIP 6 headers' facts (struct
 layouts and enum values below) and reviewed against the DLPack stream rules for ROCm: 0 is
 the default (null) stream, 1 and 2 are not streams (refused by ``check_stream`` before
 anything reaches here), larger values are ``hipStream_t`` handles. No ROCm machine was at
@@ -19,11 +21,10 @@ import sys
 
 from arrayport import errors
 from arrayport.devices import DeviceType
-from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_handle, c_size
+from arrayport._gpu_driver import VendorDriver, VendorSymbols
+from arrayport._gpu_library import NativeLibrary, c_address, c_handle, c_size
 
-__all__ = ["HipUnavailable", "current_device", "locate_pointer", "make_stream_wait",
-           "synchronize", "allocate_device", "allocate_pinned", "copy_async", "copy_2d_async",
-           "copy_peer_async", "device_count"]
+__all__ = ["HipUnavailable", "HipDriver", "driver"]
 
 # HIP 6 facts (hip_runtime_api.h). HIP 5 numbered hipMemoryType differently (Host 0,
 # Device 1, Managed 4), so older runtimes are refused rather than misread.
@@ -65,8 +66,9 @@ _SIGNATURES = {
     "hipEventDestroy": (_INT, [c_handle]),
     "hipStreamWaitEvent": (_INT, [c_handle, c_handle, ctypes.c_uint]),
     "hipStreamSynchronize": (_INT, [c_handle]),
-    "hipMalloc": (_INT, [ctypes.POINTER(_VOIDP), c_size]),
-    "hipFree": (_INT, [_VOIDP]),
+    # Device addresses as integers, as CUDA's: void* is 64 bits on every platform ROCm runs on.
+    "hipMalloc": (_INT, [ctypes.POINTER(c_address), c_size]),
+    "hipFree": (_INT, [c_address]),
     "hipHostMalloc": (_INT, [ctypes.POINTER(_VOIDP), c_size, ctypes.c_uint]),
     "hipHostFree": (_INT, [_VOIDP]),
     "hipMemcpyAsync": (_INT, [_VOIDP, _VOIDP, c_size, _INT, c_handle]),
@@ -89,126 +91,77 @@ def _initialise(library: ctypes.CDLL) -> str | None:
     return None
 
 
-_hip = NativeLibrary("rocm", "the HIP runtime", ("amdhip64_6.dll",) if sys.platform == "win32"
-                     else ("libamdhip64.so.6", "libamdhip64.so"), HipUnavailable, _SIGNATURES,
-                     _initialise)
+_LIBRARY = NativeLibrary("rocm", "the HIP runtime",
+                         ("amdhip64_6.dll",) if sys.platform == "win32"
+                         else ("libamdhip64.so.6", "libamdhip64.so"), HipUnavailable,
+                         _SIGNATURES, _initialise)
 
 
-def _runtime() -> ctypes.CDLL:
-    return _hip.get()
+_SYMBOLS = VendorSymbols(
+    device_count="hipGetDeviceCount", event_create="hipEventCreateWithFlags",
+    event_record="hipEventRecord", event_destroy="hipEventDestroy",
+    stream_wait_event="hipStreamWaitEvent", stream_synchronize="hipStreamSynchronize",
+    allocate="hipMalloc", free="hipFree", host_allocate="hipHostMalloc",
+    host_free="hipHostFree", copy="hipMemcpyAsync",
+    event_disable_timing=_HIP_EVENT_DISABLE_TIMING,
+    host_allocate_portable=_HIP_HOST_MALLOC_PORTABLE, copy_kind=(_HIP_MEMCPY_DEFAULT,))
 
 
-def _check(status: int, call: str) -> None:
-    _hip.check(status, call)
+class HipDriver(VendorDriver):
+    """The HIP runtime: the shared calls of ``VendorDriver`` plus HIP's own — the current
+    device, pointer attributes, the 2-D and peer copies. No managed allocations: DLPack has
+    no ROCm managed device type to ask for one."""
 
+    def locate_pointer(self, ptr: int) -> tuple[int, int]:
+        """(DLPack device type, device id) of the memory at ``ptr``: device (and managed)
+        memory as ROCm on its device, pinned host memory as ROCMHost. BufferError for an
+        address HIP does not know."""
+        attributes = _PointerAttributes()
+        status = self.library.get().hipPointerGetAttributes(ctypes.byref(attributes), ptr)
+        if status == _HIP_ERROR_INVALID_VALUE:
+            kind = None  # HIP answers unregistered host memory with an error
+        else:
+            self.library.check(status, f"hipPointerGetAttributes({ptr:#x})")
+            kind = attributes.type
+        if kind in (_HIP_MEMORY_TYPE_DEVICE, _HIP_MEMORY_TYPE_MANAGED, _HIP_MEMORY_TYPE_UNIFIED) \
+                or (kind is not None and attributes.isManaged):
+            return (_KDL_ROCM, max(attributes.device, 0))
+        if kind == _HIP_MEMORY_TYPE_HOST:
+            return (_KDL_ROCM_HOST, 0)
+        raise BufferError(f"rocm: pointer {ptr:#x} is not memory HIP knows (not device, "
+                          f"pinned or managed memory)")
 
-def device_count() -> int:
-    count = _INT(0)
-    _check(_runtime().hipGetDeviceCount(ctypes.byref(count)), "hipGetDeviceCount")
-    return count.value
+    def current_device(self) -> int:
+        device = _INT(0)
+        self._call("hipGetDevice", ctypes.byref(device))
+        return device.value
 
-
-def locate_pointer(ptr: int) -> tuple[int, int]:
-    """(DLPack device type, device id) of the memory at ``ptr``: device (and managed)
-    memory as ROCm on its device, pinned host memory as ROCMHost. BufferError for an
-    address HIP does not know."""
-    attributes = _PointerAttributes()
-    status = _runtime().hipPointerGetAttributes(ctypes.byref(attributes), ptr)
-    if status == _HIP_ERROR_INVALID_VALUE:
-        kind = None  # HIP answers unregistered host memory with an error
-    else:
-        _check(status, f"hipPointerGetAttributes({ptr:#x})")
-        kind = attributes.type
-    if kind in (_HIP_MEMORY_TYPE_DEVICE, _HIP_MEMORY_TYPE_MANAGED, _HIP_MEMORY_TYPE_UNIFIED) \
-            or (kind is not None and attributes.isManaged):
-        return (_KDL_ROCM, max(attributes.device, 0))
-    if kind == _HIP_MEMORY_TYPE_HOST:
-        return (_KDL_ROCM_HOST, 0)
-    raise BufferError(f"rocm: pointer {ptr:#x} is not memory HIP knows (not device, pinned "
-                      f"or managed memory)")
-
-
-def current_device() -> int:
-    device = _INT(0)
-    _check(_runtime().hipGetDevice(ctypes.byref(device)), "hipGetDevice")
-    return device.value
-
-
-@contextlib.contextmanager
-def on_device(ordinal: int):
-    """Device ``ordinal`` current on this thread for the duration (then the previous one)."""
-    library = _runtime()
-    previous = current_device()
-    if previous != ordinal:
-        _check(library.hipSetDevice(ordinal), "hipSetDevice")
-    try:
-        yield ordinal
-    finally:
+    @contextlib.contextmanager
+    def on_device(self, ordinal: int):
+        """Device ``ordinal`` current on this thread for the duration (then the previous)."""
+        previous = self.current_device()
         if previous != ordinal:
-            library.hipSetDevice(previous)
-
-
-def make_stream_wait(ordinal: int, consumer: int, producer: int) -> None:
-    """Order ``consumer`` after ``producer``'s queued work with an event; no host wait."""
-    if consumer == producer:
-        return
-    library = _runtime()
-    with on_device(ordinal):
-        event = c_handle()
-        _check(library.hipEventCreateWithFlags(ctypes.byref(event), _HIP_EVENT_DISABLE_TIMING),
-               "hipEventCreateWithFlags")
+            self._call("hipSetDevice", ordinal)
         try:
-            _check(library.hipEventRecord(event, producer), "hipEventRecord")
-            _check(library.hipStreamWaitEvent(consumer, event, 0), "hipStreamWaitEvent")
+            yield ordinal
         finally:
-            library.hipEventDestroy(event)  # released by HIP once the wait completes
+            if previous != ordinal:
+                self.library.get().hipSetDevice(previous)
 
-
-def synchronize(ordinal: int, stream: int) -> None:
-    with on_device(ordinal):
-        _check(_runtime().hipStreamSynchronize(stream), "hipStreamSynchronize")
-
-
-def allocate_device(ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
-    """``nbytes`` of device memory on device ``ordinal`` (hipMalloc; hipFree later).
-    ROCm managed memory has no DLPack device type of its own, so nothing asks for it."""
-    if managed:
+    def _allocate_managed(self, ordinal: int, nbytes: int):
         raise HipUnavailable("hip: managed allocations are not implemented (DLPack has no "
                              "ROCm managed device type to ask for one)")
-    address = _VOIDP()
-    with on_device(ordinal):
-        _check(_runtime().hipMalloc(ctypes.byref(address), max(nbytes, 1)),
-               f"hipMalloc({nbytes})")
 
-    def release(pointer: int) -> None:
-        with on_device(ordinal):
-            _runtime().hipFree(pointer)
-    return OwnedMemory(address.value, nbytes, release)
+    def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
+                      width: int, height: int, stream: int) -> None:
+        with self.on_device(ordinal):
+            self._call("hipMemcpy2DAsync", dst, dst_pitch, src, src_pitch, width, height,
+                       _HIP_MEMCPY_DEFAULT, stream)
 
-
-def allocate_pinned(nbytes: int) -> OwnedMemory:
-    """``nbytes`` of page-locked host memory, usable from every device."""
-    address = _VOIDP()
-    _check(_runtime().hipHostMalloc(ctypes.byref(address), max(nbytes, 1),
-                                    _HIP_HOST_MALLOC_PORTABLE), f"hipHostMalloc({nbytes})")
-    return OwnedMemory(address.value, nbytes, lambda pointer: _runtime().hipHostFree(pointer))
+    def copy_peer_async(self, dst_ordinal: int, dst: int, src_ordinal: int, src: int,
+                        nbytes: int, stream: int) -> None:
+        with self.on_device(dst_ordinal):
+            self._call("hipMemcpyPeerAsync", dst, dst_ordinal, src, src_ordinal, nbytes, stream)
 
 
-def copy_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
-    with on_device(ordinal):
-        _check(_runtime().hipMemcpyAsync(dst, src, nbytes, _HIP_MEMCPY_DEFAULT, stream),
-               "hipMemcpyAsync")
-
-
-def copy_2d_async(ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
-                  width: int, height: int, stream: int) -> None:
-    with on_device(ordinal):
-        _check(_runtime().hipMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
-                                           _HIP_MEMCPY_DEFAULT, stream), "hipMemcpy2DAsync")
-
-
-def copy_peer_async(dst_ordinal: int, dst: int, src_ordinal: int, src: int, nbytes: int,
-                    stream: int) -> None:
-    with on_device(dst_ordinal):
-        _check(_runtime().hipMemcpyPeerAsync(dst, dst_ordinal, src, src_ordinal, nbytes,
-                                             stream), "hipMemcpyPeerAsync")
+driver = HipDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out

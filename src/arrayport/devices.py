@@ -57,7 +57,9 @@ class Device(tuple):
     """A DLPack device: ``Device("cuda:1")``, ``Device(2, 1)``, ``Device((2, 1))``.
 
     Immutable, hashable, and equal to the plain ``(type, id)`` tuple and to its name
-    (``Device(2, 1) == "cuda:1"``; a name that is not a device compares unequal).
+    (``Device(2, 1) == "cuda:1"``; a name that is not a device compares unequal). It hashes
+    as the tuple: key sets and dicts by Device objects or tuples, not by names, which have
+    many spellings (as NumPy's ``dtype("f4") == "f4"``; docs/architecture.md).
     """
 
     __slots__ = ()

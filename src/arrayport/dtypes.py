@@ -15,7 +15,6 @@ Equality:
 from __future__ import annotations
 
 import enum
-import re
 import sys
 
 __all__ = ["DType", "DTypeCode"]
@@ -83,7 +82,6 @@ _CODE_BITS_BY_NAME: dict[str, tuple[int, int]] = {
     for code, widths in _BITS_FOR_CODE.items()
     for bits in widths
 }
-_LANES_SUFFIX = re.compile(r"^(.+)x([0-9]+)$")
 
 # The NumPy "kind" letters that map directly onto DLPack codes.
 _CODE_FOR_NUMPY_KIND = {"b": DTypeCode.BOOL, "i": DTypeCode.INT, "u": DTypeCode.UINT,
@@ -232,9 +230,9 @@ def _from_name(text: str, padded: bool) -> DType:
     name = text.strip().lower()
     entry, lanes = _CODE_BITS_BY_NAME.get(name), 1
     if entry is None:  # a vector type: "<base>x<lanes>", e.g. float32x4
-        match = _LANES_SUFFIX.match(name)
-        if match:
-            entry, lanes = _CODE_BITS_BY_NAME.get(match.group(1)), int(match.group(2))
+        base, _, count = name.rpartition("x")  # no re: importing arrayport stays light
+        if base and count.isascii() and count.isdigit():
+            entry, lanes = _CODE_BITS_BY_NAME.get(base), int(count)
     if entry is None:
         raise ValueError(f"DType: unknown dtype name {text!r}")
     return _make(entry[0], entry[1], lanes, padded)

@@ -62,15 +62,15 @@ def no_implicit_sync():
 
 
 def driver_for(device_type) -> "_gpu_interface.GpuDriver | None":  # noqa: F821
-    """The driver module for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm
-    kinds: HIP), imported only now; None for devices arrayport has no driver for."""
+    """The driver for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm kinds:
+    HIP), its module imported only now; None for devices arrayport has no driver for."""
     device_type = DeviceType(device_type)
     if device_type in _CUDA_KINDS:
         from arrayport import _cuda_driver
-        return _cuda_driver
+        return _cuda_driver.driver
     if device_type in _ROCM_KINDS:
         from arrayport import _hip_driver
-        return _hip_driver
+        return _hip_driver.driver
     return None
 
 

@@ -26,7 +26,7 @@ class FakeCuda:
     def __init__(self, monkeypatch):
         self.log = []
         for name in DRIVER_FUNCTIONS:
-            monkeypatch.setattr(_cuda_driver, name, getattr(self, name))
+            monkeypatch.setattr(_cuda_driver.driver, name, getattr(self, name))
 
     def calls(self, name):
         return [entry[1:] for entry in self.log if entry[0] == name]

@@ -1,0 +1,143 @@
+"""One GPU driver implementation, parameterised by the vendor's symbols.
+
+The CUDA driver API and the HIP runtime match call for call where arrayport orders streams,
+allocates and copies linearly: an event created without timing, recorded on one stream and
+waited on by another; a stream synchronisation; a device allocation and its free; portable
+pinned host memory and its free; an asynchronous linear copy. ``VendorDriver`` writes those
+once; a ``VendorSymbols`` table names each vendor's entry points and flag values. What does
+not match stays in the vendor's subclass (``_cuda_driver.CudaDriver``,
+``_hip_driver.HipDriver``): how a device is made current (CUDA's primary contexts, HIP's
+current device), how a pointer is located, the 2-D and peer copies, managed memory.
+
+Every driver is an instance that ``gpu.driver_for`` hands out; it satisfies
+``_gpu_interface.GpuDriver``. Its library (a ``NativeLibrary``) opens on the first call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import NamedTuple
+
+from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle
+
+
+class VendorSymbols(NamedTuple):
+    """The entry points (names in the vendor's library) and flags of the calls both APIs
+    share. ``copy_kind`` is inserted before the stream in the linear copy (HIP names the
+    direction, CUDA infers it)."""
+    device_count: str
+    event_create: str
+    event_record: str
+    event_destroy: str
+    stream_wait_event: str
+    stream_synchronize: str
+    allocate: str
+    free: str
+    host_allocate: str
+    host_free: str
+    copy: str
+    event_disable_timing: int
+    host_allocate_portable: int
+    copy_kind: tuple = ()
+
+
+class VendorDriver:
+    """The shared half of a GPU driver. Subclasses provide ``current_device``,
+    ``on_device`` (a context manager making a device current), ``locate_pointer``,
+    ``copy_2d_async``, ``copy_peer_async`` and ``_allocate_managed``."""
+
+    def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
+        self.library = library   # replaced by tests to play a machine without the driver
+        self.symbols = symbols
+
+    @property
+    def unavailable(self) -> type[BufferError]:
+        """The vendor's ``DriverUnavailable`` subclass."""
+        return self.library.unavailable
+
+    def _call(self, symbol: str, *args, what: str | None = None) -> None:
+        """Call ``symbol`` in the opened library; BufferError naming it on failure."""
+        self.library.check(getattr(self.library.get(), symbol)(*args), what or symbol)
+
+    def device_count(self) -> int:
+        count = ctypes.c_int(0)
+        self._call(self.symbols.device_count, ctypes.byref(count))
+        return count.value
+
+    def make_stream_wait(self, ordinal: int, consumer: int, producer: int) -> None:
+        """Order ``consumer`` after the work queued on ``producer`` so far, on the GPU: record
+        an event on the producer's stream and make the consumer's stream wait on it. The
+        host never blocks. Equal streams need nothing."""
+        if consumer == producer:
+            return
+        names = self.symbols
+        with self.on_device(ordinal):
+            event = c_handle()
+            self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
+            try:
+                self._call(names.event_record, event, producer)
+                self._call(names.stream_wait_event, consumer, event, 0)
+            finally:
+                # Destroying an event with a pending wait is allowed by both vendors: the
+                # driver frees it once the wait has completed.
+                getattr(self.library.get(), names.event_destroy)(event)
+
+    def synchronize(self, ordinal: int, stream: int) -> None:
+        """Block the host until ``stream``'s work so far is done: only where the host itself
+        must read the data (a copy to host memory, a CPU export of pinned memory)."""
+        with self.on_device(ordinal):
+            self._call(self.symbols.stream_synchronize, stream)
+
+    def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
+        """``nbytes`` of device memory on device ``ordinal`` (or managed memory where the
+        vendor has it), freed on the same device when the last View on it goes."""
+        if managed:
+            return self._allocate_managed(ordinal, nbytes)
+        address = c_address(0)
+        with self.on_device(ordinal):
+            self._call(self.symbols.allocate, ctypes.byref(address), max(nbytes, 1),
+                       what=f"{self.symbols.allocate}({nbytes})")
+        free = self.symbols.free
+
+        def release(pointer: int) -> None:
+            with self.on_device(ordinal):
+                getattr(self.library.get(), free)(pointer)
+        return OwnedMemory(address.value, nbytes, release)
+
+    def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
+        raise self.unavailable(f"{self.library.label}: managed allocations are not available")
+
+    def allocate_pinned(self, nbytes: int) -> OwnedMemory:
+        """``nbytes`` of page-locked host memory, portable: usable from every device."""
+        names = self.symbols
+        address = ctypes.c_void_p()
+        self._call(names.host_allocate, ctypes.byref(address), max(nbytes, 1),
+                   names.host_allocate_portable, what=f"{names.host_allocate}({nbytes})")
+        return OwnedMemory(address.value, nbytes,
+                           lambda pointer: getattr(self.library.get(), names.host_free)(pointer))
+
+    def copy_async(self, ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """``nbytes`` from ``src`` to ``dst`` (any memory the driver can address: device,
+        pinned, managed or pageable host) enqueued on ``stream`` of device ``ordinal``.
+        From pageable host memory the call returns once the source has been read."""
+        with self.on_device(ordinal):
+            self._call(self.symbols.copy, dst, src, nbytes, *self.symbols.copy_kind, stream)
+
+    # The vendor's own half (see the class docstring).
+    def current_device(self) -> int:
+        raise NotImplementedError
+
+    def on_device(self, ordinal: int) -> contextlib.AbstractContextManager:
+        raise NotImplementedError
+
+    def locate_pointer(self, ptr: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
+                      width: int, height: int, stream: int) -> None:
+        raise NotImplementedError
+
+    def copy_peer_async(self, dst_ordinal: int, dst: int, src_ordinal: int, src: int,
+                        nbytes: int, stream: int) -> None:
+        raise NotImplementedError

@@ -1,0 +1,183 @@
+"""The two GPU drivers' call sequences, against a recording stand-in for the vendor library.
+
+No GPU is needed: the stand-in answers every entry point with success and records the call.
+What this holds: each vendor's symbol table names entry points its signature table declares
+(a typo would otherwise surface only on a GPU), the shared calls of ``VendorDriver`` make the
+same sequence on both vendors (CUDA inside a primary context, HIP on the current device), an
+event is destroyed on every path, errors name the call, and memory is freed exactly once.
+The real libraries are exercised by ``pytest -m gpu``."""
+
+import ctypes
+
+import pytest
+
+from arrayport import _cuda_driver, _hip_driver
+from arrayport._gpu_library import NativeLibrary
+
+VENDORS = {"cuda": _cuda_driver, "rocm": _hip_driver}
+
+
+class RecordingLibrary:
+    """Every attribute is an entry point returning ``status`` (0 unless listed in
+    ``failing``) and recording (name, args)."""
+
+    def __init__(self, failing=()):
+        self.log = []
+        self.failing = dict(failing)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def entry(*args):
+            self.log.append((name, args))
+            if "Alloc" in name or "Malloc" in name:  # hand out a recognisable address
+                ctypes.cast(args[0], ctypes.POINTER(ctypes.c_uint64)).contents.value = 0xA000
+            return self.failing.get(name, 0)
+        return entry
+
+    def names(self):
+        return [name for name, _ in self.log]
+
+
+def wire_to_recorder(module, monkeypatch):
+    """The module's driver talking to a new RecordingLibrary (returned) for this test."""
+    recorder = RecordingLibrary()
+    library = module.driver.library
+    stand_in = NativeLibrary(library.label, library.description, library._names,
+                             library.unavailable, {}, lambda lib: None)
+    monkeypatch.setattr(stand_in, "get", lambda: recorder)
+    monkeypatch.setattr(module.driver, "library", stand_in)
+    return recorder
+
+
+@pytest.fixture(params=sorted(VENDORS))
+def vendor(request, monkeypatch):
+    """(module, recording library) for each vendor in turn."""
+    module = VENDORS[request.param]
+    return module, wire_to_recorder(module, monkeypatch)
+
+
+def test_every_table_entry_is_a_declared_signature():
+    for module in VENDORS.values():
+        symbols = module.driver.symbols
+        names = [value for value in symbols if isinstance(value, str)]
+        assert len(names) == 11
+        missing = set(names) - set(module._SIGNATURES)
+        assert not missing, f"{module.__name__}: {missing} has no declared C signature"
+
+
+def test_every_call_the_vendor_makes_is_declared():
+    """Each vendor's own methods call only entry points with a declared signature (ctypes
+    would otherwise guess the argument types on a real GPU)."""
+    import inspect
+    import re
+    for module in VENDORS.values():
+        source = inspect.getsource(module)
+        called = set(re.findall(r'\b((?:cu|hip)[A-Z]\w+)\b', source))
+        called -= {"cuPointerGetAttribute", "hipPointerAttribute_t", "hipMemoryType",
+                   "hipStream_t"}  # named in comments
+        assert called <= set(module._SIGNATURES), called - set(module._SIGNATURES)
+
+
+def test_stream_wait_records_an_event_and_destroys_it(vendor):
+    module, recorder = vendor
+    module.driver.make_stream_wait(0, 111, 222)
+    names = recorder.names()
+    symbols = module.driver.symbols
+    shared = [symbols.event_create, symbols.event_record, symbols.stream_wait_event,
+              symbols.event_destroy]
+    assert [name for name in names if name in shared] == shared
+    record = dict(recorder.log)[symbols.event_record]
+    assert record[1] == 222, "the event is recorded on the producer's stream"
+    wait = dict(recorder.log)[symbols.stream_wait_event]
+    assert wait[0] == 111, "the consumer's stream waits"
+    create = dict(recorder.log)[symbols.event_create]
+    assert create[1] == 0x2, "events are created without timing"
+    if module is _cuda_driver:  # inside the device's primary context, popped after
+        assert names[:3] == ["cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2"]
+        assert names[-2:] == ["cuCtxPopCurrent_v2", "cuDevicePrimaryCtxRelease_v2"]
+    assert not any("Synchronize" in name for name in names), "no host wait"
+
+
+def test_equal_streams_need_no_call(vendor):
+    module, recorder = vendor
+    module.driver.make_stream_wait(0, 7, 7)
+    assert recorder.log == []
+
+
+def test_a_failed_record_still_destroys_the_event_and_names_the_call(vendor):
+    module, recorder = vendor
+    symbols = module.driver.symbols
+    recorder.failing[symbols.event_record] = 700
+    with pytest.raises(BufferError, match=f"{symbols.event_record} failed with error 700"):
+        module.driver.make_stream_wait(0, 1, 2)
+    assert symbols.event_destroy in recorder.names()
+    assert symbols.stream_wait_event not in recorder.names()
+
+
+def test_device_memory_is_freed_once_on_its_device(vendor):
+    module, recorder = vendor
+    memory = module.driver.allocate_device(1, 64)
+    symbols = module.driver.symbols
+    allocation = dict(recorder.log)[symbols.allocate]
+    assert allocation[1] == 64
+    assert memory.address == 0xA000 and memory.nbytes == 64
+    recorder.log.clear()
+    del memory
+    assert recorder.names().count(symbols.free) == 1
+    assert dict(recorder.log)[symbols.free] == (0xA000,)
+    if module is _cuda_driver:  # freed inside device 1's primary context
+        assert recorder.log[0] == ("cuDeviceGet", recorder.log[0][1])
+        assert recorder.log[0][1][1] == 1
+
+
+def test_pinned_memory_is_portable_and_freed_once(vendor):
+    module, recorder = vendor
+    symbols = module.driver.symbols
+    memory = module.driver.allocate_pinned(0)
+    call = dict(recorder.log)[symbols.host_allocate]
+    assert call[1:] == (1, symbols.host_allocate_portable), "size 0 asks for 1 byte, portable"
+    del memory
+    assert recorder.names().count(symbols.host_free) == 1
+
+
+def test_linear_copy_passes_the_stream_last(vendor):
+    module, recorder = vendor
+    module.driver.copy_async(0, 0x1000, 0x2000, 48, 0x9999)
+    arguments = dict(recorder.log)[module.driver.symbols.copy]
+    assert arguments[:3] == (0x1000, 0x2000, 48) and arguments[-1] == 0x9999
+    if module is _hip_driver:
+        assert arguments[3] == 4, "hipMemcpyDefault: HIP infers the direction from UVA"
+
+
+def test_managed_memory_is_cuda_only(vendor):
+    module, recorder = vendor
+    if module is _hip_driver:
+        with pytest.raises(module.HipUnavailable, match="managed"):
+            module.driver.allocate_device(0, 16, managed=True)
+        assert recorder.log == []
+    else:
+        memory = module.driver.allocate_device(0, 16, managed=True)
+        assert dict(recorder.log)["cuMemAllocManaged"][1:] == (16, 1)
+        del memory
+        assert recorder.names().count("cuMemFree_v2") == 1
+
+
+def test_device_count_reads_the_output(vendor, monkeypatch):
+    module, recorder = vendor
+    name = module.driver.symbols.device_count
+
+    def answer(out):
+        ctypes.cast(out, ctypes.POINTER(ctypes.c_int)).contents.value = 3
+        return 0
+    monkeypatch.setattr(RecordingLibrary, name, staticmethod(answer), raising=False)
+    assert module.driver.device_count() == 3
+
+
+def test_hip_switches_the_device_and_restores_it(monkeypatch):
+    recorder = wire_to_recorder(_hip_driver, monkeypatch)
+    monkeypatch.setattr(_hip_driver.driver, "current_device", lambda: 0)
+    _hip_driver.driver.synchronize(2, 5)
+    assert recorder.log == [("hipSetDevice", (2,)), ("hipStreamSynchronize", (5,)),
+                            ("hipSetDevice", (0,))]
