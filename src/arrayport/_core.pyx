@@ -28,6 +28,8 @@ Who owns what:
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook, _driver_for,
 #       _from_dlpack_options_hook, _hook, _ndarray_fallback_hook
+#   _core_layout.pxi: _as_readonly, _getitem, _is_integer_index, _permuted, _reinterpreted,
+#       _reshaped
 #   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
 #       _view_from_ai_object, _view_from_array_method, _view_from_cai_object,
 #       _view_from_layout
@@ -456,6 +458,58 @@ cdef class View:
     def __releasebuffer__(self, Py_buffer* buffer):
         free(buffer.internal)
         buffer.internal = NULL
+
+    # ---- zero-copy layout operations (_core_layout.pxi) -----------------------------------
+    # Metadata only, on any device; the result keeps this View's memory alive, its
+    # read-only flag, device and pending stream. NumPy's indexing rules apply.
+
+    def __getitem__(self, key):
+        """Basic indexing: integers, slices (negative steps too), ``...`` and ``None``;
+        always a View (an integer per axis gives a 0-d View). IndexError out of range;
+        advanced (array, boolean) indexes are refused: they would copy."""
+        return _getitem(self, key)
+
+    @property
+    def T(self):
+        """The axes reversed (NumPy's ``.T``)."""
+        return _permuted(self, tuple(range(self._t.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):
+        """The last two axes swapped (the array API's matrix transpose)."""
+        if self._t.ndim < 2:
+            raise ValueError(f"View.mT: needs at least 2 dimensions, the View has "
+                             f"{self._t.ndim}")
+        axes = list(range(self._t.ndim))
+        axes[-2], axes[-1] = axes[-1], axes[-2]
+        return _permuted(self, axes)
+
+    def permute(self, *axes):
+        """The axes in the order given (``v.permute(2, 0, 1)`` or ``v.permute((2, 0, 1))``;
+        negatives count from the end); no argument reverses them, as ``T``."""
+        if len(axes) == 1 and not _is_integer_index(axes[0]):
+            axes = tuple(axes[0])
+        if not axes:
+            return self.T
+        return _permuted(self, axes)
+
+    def reshape(self, *shape):
+        """The same elements, in C order, seen with ``shape`` (one extent may be -1) —
+        only when the strides allow it without a copy; otherwise ValueError naming
+        ``copy()``. ``v.reshape(2, 3)`` or ``v.reshape((2, 3))``."""
+        if len(shape) == 1 and not _is_integer_index(shape[0]):
+            shape = shape[0]
+        return _reshaped(self, shape)
+
+    def view_as(self, dtype):
+        """The same bytes read as ``dtype`` (``ndarray.view(dtype)``'s rules): the same
+        layout for a type of the same size, else the contiguous last axis rescaled."""
+        return _reinterpreted(self, dtype)
+
+    def as_readonly(self):
+        """The same memory, flagged read-only: writes through it and through every export
+        of it are refused (this View itself when it is read-only already)."""
+        return _as_readonly(self)
 
     # ---- copies ---------------------------------------------------------------------------
 
@@ -973,6 +1027,7 @@ include "_core_dispatch.pxi"
 include "_core_capi.pxi"
 include "_core_convert.pxi"
 include "_core_numpy.pxi"
+include "_core_layout.pxi"
 
 # Views exist only as the core builds them: Python's View.__new__(View) is refused (the
 # core's own calls go straight to Cython's allocator). See ap_seal_constructor.
