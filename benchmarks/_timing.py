@@ -16,6 +16,19 @@ import arrayport as ap
 OPTIONAL = ("torch", "tvm_ffi")
 
 
+def cpu_model() -> str:
+    """The processor's model name ("AMD EPYC 9R14 …"), which platform.processor() does not
+    give on Linux; the machine architecture where the system does not say."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("model name", "Model", "Hardware")):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def arguments(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--repeat", type=int, default=15)
@@ -65,7 +78,7 @@ def print_table(rows, namespace: dict, args: argparse.Namespace, header: bool = 
         versions = [f"arrayport {ap.__version__}", f"numpy {np.__version__}"] + [
             f"{m} {getattr(namespace[m], '__version__', '?')}" for m in OPTIONAL
             if m in namespace]
-        print(f"# {platform.processor() or platform.machine()}, Python "
+        print(f"# {cpu_model()}, Python "
               f"{platform.python_version()}; " + ", ".join(versions))
         print(f"{'case':<38} {'arrayport':>10} {'peer':>10} {'ratio':>7}  peer statement")
     print(f"# median of {args.repeat} x {args.number} calls, ns per call")

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 import arrayport as ap
+from _timing import cpu_model
 
 
 def arguments():
@@ -70,7 +71,7 @@ def memcpy_fresh(source_address, nbytes):
 
 
 def host_table(args):
-    print(f"# host: {platform.processor() or platform.machine()}, Python "
+    print(f"# host: {cpu_model()}, Python "
           f"{platform.python_version()}, arrayport {ap.__version__}, numpy {np.__version__}; "
           f"median of {args.repeat}, GB/s")
     print(f"{'case':<40} {'View.copy':>9} {'numpy':>8} {'memcpy new':>10} {'memcpy':>8} "

@@ -11,6 +11,10 @@ The public surface:
 - ``set_implicit_sync`` / ``no_implicit_sync()``: switch arrayport's stream
   synchronization off (CUDA graph capture); see ``arrayport.gpu``;
 - ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
+- ``require(x, dtype=, ndim=, shape=, order=, device=, writable=, align=, copy=, stream=)``,
+  ``Spec`` and ``@accepts(x=Spec(...), returns="like:x")``: contracts for library authors —
+  any array in, a View meeting the contract (a copy only where needed), the caller's
+  library out (``arrayport.contracts``);
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
 - ``arrayport.errors``: what users catch, each a subclass of the built-in type it was —
   ``NeedsCopy`` (a BufferError: the producer's memory does not hold its values as they are;
@@ -27,7 +31,8 @@ from arrayport._core import DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpa
 from arrayport._version import __version__
 from arrayport import errors
 from arrayport.convert import to, to_numpy, to_torch
-from arrayport.errors import DriverUnavailable, ReadOnlySharedWarning
+from arrayport.contracts import Spec, accepts, require
+from arrayport.errors import DriverUnavailable, ReadOnlySharedWarning, RequirementError
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
@@ -39,9 +44,10 @@ from arrayport._core import _C_API  # noqa: E402,F401
 
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
-    "DriverUnavailable", "NeedsCopy", "ReadOnlySharedWarning", "View", "errors", "__version__", "from_dlpack", "get_include",
-    "implicit_sync_enabled", "no_implicit_sync", "set_implicit_sync", "to", "to_numpy",
-    "to_torch", "view",
+    "DriverUnavailable", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
+    "View", "__version__", "accepts", "errors", "from_dlpack", "get_include",
+    "implicit_sync_enabled", "no_implicit_sync", "require", "set_implicit_sync", "to",
+    "to_numpy", "to_torch", "view",
 ]
 
 

@@ -1028,6 +1028,7 @@ include "_core_capi.pxi"
 include "_core_convert.pxi"
 include "_core_numpy.pxi"
 include "_core_layout.pxi"
+include "_core_contract.pxi"
 
 # Views exist only as the core builds them: Python's View.__new__(View) is refused (the
 # core's own calls go straight to Cython's allocator). See ap_seal_constructor.

@@ -13,20 +13,23 @@ cdef object _to_numpy_general_hook = None     # convert.to_numpy_general(x, copy
 cdef object _to_torch_general_hook = None     # convert.to_torch_general(x, **options)
 cdef object _array_ufunc_hook = None          # numpy_dispatch.array_ufunc
 cdef object _array_function_hook = None       # numpy_dispatch.array_function
+cdef object _require_fix_hook = None          # contracts.require_fix(view, spec, failure, ...)
 
 
 def install_hooks(*, copy_view, driver_for, from_dlpack_with_options, ndarray_dlpack_fallback,
-                  to_numpy_general, to_torch_general, array_ufunc, array_function):
+                  to_numpy_general, to_torch_general, array_ufunc, array_function,
+                  require_fix):
     """Install the Python layer's policy functions the core calls up to (every one is
     required: the core has no defaults of its own)."""
     global _copy_view_hook, _driver_for_hook, _from_dlpack_options_hook
     global _ndarray_fallback_hook, _to_numpy_general_hook, _to_torch_general_hook
-    global _array_ufunc_hook, _array_function_hook
+    global _array_ufunc_hook, _array_function_hook, _require_fix_hook
     hooks = dict(copy_view=copy_view, driver_for=driver_for,
                  from_dlpack_with_options=from_dlpack_with_options,
                  ndarray_dlpack_fallback=ndarray_dlpack_fallback,
                  to_numpy_general=to_numpy_general, to_torch_general=to_torch_general,
-                 array_ufunc=array_ufunc, array_function=array_function)
+                 array_ufunc=array_ufunc, array_function=array_function,
+                 require_fix=require_fix)
     for name, function in hooks.items():
         if not callable(function):
             raise TypeError(f"install_hooks: {name} must be callable, got "
@@ -36,6 +39,7 @@ def install_hooks(*, copy_view, driver_for, from_dlpack_with_options, ndarray_dl
     _ndarray_fallback_hook = ndarray_dlpack_fallback
     _to_numpy_general_hook, _to_torch_general_hook = to_numpy_general, to_torch_general
     _array_ufunc_hook, _array_function_hook = array_ufunc, array_function
+    _require_fix_hook = require_fix
 
 
 cdef inline object _hook(object function, str name):

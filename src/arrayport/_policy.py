@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from arrayport import _core, convert, gpu
 
-# copies, _import_rules and numpy_dispatch are imported on their first use, so that
+# copies, _import_rules, numpy_dispatch and contracts are imported on their first use, so that
 # ``import arrayport`` stays as light as before the hooks: each hook below is the policy
 # function itself once its module is loaded.
 
@@ -42,6 +42,11 @@ def _array_function(func, types, args, kwargs):
     return array_function(func, types, args, kwargs)
 
 
+def _require_fix(view, spec, failure, copy, stream, name):
+    from arrayport.contracts import require_fix
+    return require_fix(view, spec, failure, copy, stream, name)
+
+
 _core.install_hooks(
     copy_view=_copy_view,
     driver_for=gpu.driver_for,
@@ -51,4 +56,5 @@ _core.install_hooks(
     to_torch_general=convert.to_torch_general,
     array_ufunc=_array_ufunc,
     array_function=_array_function,
+    require_fix=_require_fix,
 )

@@ -8,6 +8,9 @@ type it already was, so ``except BufferError`` keeps working:
 - ``DriverUnavailable(BufferError)``: no usable GPU driver for a device (the vendor library
   is missing, too old, or sees no device); ``CudaUnavailable`` and ``HipUnavailable`` are
   its two vendors.
+- ``RequirementError(ValueError)``: an array does not meet a function's contract
+  (``require``, ``@accepts``) and no copy allowed may fix it; ``constraint`` names which
+  ("dtype", "shape", …), ``argument`` the parameter (``@accepts``) or None.
 - ``ReadOnlySharedWarning(UserWarning)``: read-only memory was shared with a library whose
   arrays are always writable (``readonly="share"``).
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 from arrayport._core import NeedsCopy
 
 __all__ = ["CudaUnavailable", "DriverUnavailable", "HipUnavailable", "NeedsCopy",
-           "ReadOnlySharedWarning"]
+           "ReadOnlySharedWarning", "RequirementError"]
 
 
 class DriverUnavailable(BufferError):
@@ -40,3 +43,15 @@ class HipUnavailable(DriverUnavailable):
 class ReadOnlySharedWarning(UserWarning):
     """Read-only memory was shared with a library whose arrays are always writable
     (``readonly="share"``): writing through them writes memory its owner said not to."""
+
+
+class RequirementError(ValueError):
+    """An array does not meet a contract (``require``, ``@accepts``), and no copy that is
+    allowed can make it: the message says which constraint, what was expected and what the
+    array has. ``constraint``: "device", "dtype", "ndim", "shape", "order", "writable" or
+    "align"; ``argument``: the parameter's name under ``@accepts``, else None."""
+
+    def __init__(self, message: str, constraint: str, argument: str | None = None):
+        super().__init__(message)
+        self.constraint = constraint
+        self.argument = argument

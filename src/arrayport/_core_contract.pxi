@@ -1,0 +1,383 @@
+# Contracts for library authors: ``Spec`` (what a function accepts) and ``require`` (a View
+# of any array that meets a Spec). The core holds the checks — they run on every call of a
+# decorated function, so they are C comparisons over a Spec normalised once — and the
+# fast path: a View that meets the Spec comes back with no Python-level work. Everything
+# else (copying to another device or order, casting, the error texts) is policy, reached
+# through the require_fix hook (arrayport/contracts.py).
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_dispatch.pxi: _view
+#   _core_hooks.pxi: _hook, _require_fix_hook
+#   _core_layout.pxi: _as_readonly, _is_integer_index
+#   _core_producers.pxi: _view_or_copy
+
+# What a View can fail, in the order require checks (and fixes) them. contracts.py names
+# them: keep CONSTRAINTS in step.
+cdef enum _Failure:
+    _MEETS = 0
+    _FAILS_DEVICE = 1
+    _FAILS_DTYPE = 2
+    _FAILS_NDIM = 3
+    _FAILS_SHAPE = 4
+    _FAILS_ORDER = 5
+    _FAILS_WRITABLE = 6
+    _FAILS_ALIGN = 7
+
+CONSTRAINTS = (None, "device", "dtype", "ndim", "shape", "order", "writable", "align")
+
+cdef enum _Order:
+    _ANY_ORDER = 0
+    _C_ORDER = 1
+    _F_ORDER = 2
+    _C_OR_F_ORDER = 3
+    _LAST_AXIS_CONTIGUOUS = 4
+
+cdef dict _ORDERS = {None: _ANY_ORDER, "C": _C_ORDER, "F": _F_ORDER, "A": _C_OR_F_ORDER,
+                     "contiguous-last-axis": _LAST_AXIS_CONTIGUOUS}
+ORDERS = tuple(name for name in _ORDERS if name is not None)
+
+
+cdef inline uint64_t _dtype_key(int code, int bits, int lanes, bint padded) noexcept:
+    return <uint64_t>code | (<uint64_t>bits << 8) | (<uint64_t>lanes << 16) \
+        | (<uint64_t>padded << 32)
+
+
+cdef tuple _as_choices(value, str what):
+    """A constraint given as one value or a collection of choices, as a tuple."""
+    if isinstance(value, (set, frozenset, list, tuple)) and what != "shape":
+        if not value:
+            raise ValueError(f"Spec: {what} must name at least one choice, got {value!r}")
+        return tuple(value)
+    return (value,)
+
+
+@cython.final
+cdef class Spec:
+    """What a function accepts: ``Spec(dtype="float32", shape=(None, 3), order="C",
+    device="cpu", writable=True, align=64)``. Every constraint is optional; ``dtype``,
+    ``ndim`` and ``device`` take one value or a set/list of choices (a device type without
+    an id — ``"cuda"`` — matches every device of that type). ``shape`` holds an extent or
+    None (any) per axis. ``order``: "C", "F", "A" (C or F) or "contiguous-last-axis".
+    ``writable=True`` needs writable memory, ``writable=False`` hands over a read-only View
+    (the function promises not to write); ``align``: the data address a multiple of these
+    bytes. ``cast=True`` lets ``require`` convert another dtype (on the host, through
+    NumPy); ``copy`` is the default copy policy (see ``require``).
+
+    Immutable and hashable; made once (at decoration), checked in C on every call."""
+
+    cdef readonly tuple dtypes       # DType choices, or () for any
+    cdef readonly tuple ndims        # int choices, or () for any
+    cdef readonly object shape       # tuple of int/None, or None for any
+    cdef readonly object order       # one of ORDERS, or None
+    cdef readonly tuple devices      # Device choices (id -1: any id of that type), or ()
+    cdef readonly object writable    # True, False or None
+    cdef readonly object align       # int bytes, or None
+    cdef readonly bint cast
+    cdef readonly object copy        # True, False or None
+    cdef frozenset _dtype_keys
+    cdef uint64_t _one_dtype_key
+    cdef int _dtype_count
+    cdef bint _ndim_ok[AP_COPY_MAX_NDIM + 1]
+    cdef bint _any_ndim
+    cdef int _shape_len              # -1: no shape constraint
+    cdef int64_t _shape[AP_COPY_MAX_NDIM]   # -1: any extent
+    cdef int _order
+    cdef tuple _device_pairs         # ((type, id or -1), ...)
+    cdef int32_t _one_device_type
+    cdef int32_t _one_device_id      # -1: any
+    cdef int _device_count
+    cdef uintptr_t _align
+    cdef int _writable               # -1 any, 0 hand over read-only, 1 must be writable
+
+    def __init__(self, *, dtype=None, ndim=None, shape=None, order=None, device=None,
+                 writable=None, align=None, cast=False, copy=None):
+        self._set_dtypes(dtype)
+        self._set_ndims(ndim, shape)
+        self._set_order(order)
+        self._set_devices(device)
+        if writable is not None and type(writable) is not bool:
+            raise TypeError(f"Spec: writable must be True, False or None, got {writable!r}")
+        self.writable = writable
+        self._writable = -1 if writable is None else (1 if writable else 0)
+        if align is not None:
+            if not _is_integer_index(align) or align <= 0 or (align & (align - 1)):
+                raise ValueError(f"Spec: align must be a power of two (bytes), got {align!r}")
+            align = align.__index__()
+        self.align = align
+        self._align = 0 if align is None else align
+        if type(cast) is not bool:
+            raise TypeError(f"Spec: cast must be True or False, got {cast!r}")
+        self.cast = cast
+        if copy is not None and type(copy) is not bool:
+            raise TypeError(f"Spec: copy must be True, False or None, got {copy!r}")
+        self.copy = copy
+
+    cdef _set_dtypes(self, dtype):
+        self.dtypes = ()
+        self._dtype_count = 0
+        if dtype is None:
+            return
+        chosen = []
+        for item in _as_choices(dtype, "dtype"):
+            chosen.append(item if isinstance(item, DType) else DType(item))
+        self.dtypes = tuple(chosen)
+        keys = [_dtype_key(d.code, d.bits, d.lanes, d.padded) for d in self.dtypes]
+        self._dtype_keys = frozenset(keys)
+        self._one_dtype_key = keys[0]
+        self._dtype_count = len(self._dtype_keys)
+
+    cdef _set_ndims(self, ndim, shape):
+        self._any_ndim = ndim is None and shape is None
+        for i in range(AP_COPY_MAX_NDIM + 1):
+            self._ndim_ok[i] = self._any_ndim
+        self._shape_len = -1
+        self.shape = None
+        self.ndims = ()
+        chosen = set()
+        if ndim is not None:
+            for item in _as_choices(ndim, "ndim"):
+                if not _is_integer_index(item) or not 0 <= item <= MAX_NDIM:
+                    raise ValueError(f"Spec: ndim must be an int in 0..{MAX_NDIM} (or a set of "
+                                     f"them), got {item!r}")
+                chosen.add(item.__index__())
+        if shape is not None:
+            if _is_integer_index(shape):
+                shape = (shape,)
+            if not isinstance(shape, (tuple, list)) or len(shape) > MAX_NDIM:
+                raise TypeError(f"Spec: shape must be a tuple of extents or None (any), got "
+                                f"{shape!r}")
+            extents = []
+            for extent in shape:
+                if extent is not None and (not _is_integer_index(extent) or extent < 0):
+                    raise ValueError(f"Spec: shape entries must be extents >= 0 or None, got "
+                                     f"{extent!r} in {tuple(shape)!r}")
+                extents.append(None if extent is None else extent.__index__())
+            if chosen and len(extents) not in chosen:
+                raise ValueError(f"Spec: shape {tuple(extents)} has {len(extents)} dimensions, "
+                                 f"but ndim says {sorted(chosen)}")
+            self.shape = tuple(extents)
+            self._shape_len = len(extents)
+            for i, extent in enumerate(extents):
+                self._shape[i] = -1 if extent is None else extent
+            chosen = {len(extents)}
+        self.ndims = tuple(sorted(chosen))
+        for n in chosen:
+            self._ndim_ok[n] = True
+
+    cdef _set_order(self, order):
+        if order not in _ORDERS:
+            raise ValueError(f"Spec: order must be one of {', '.join(ORDERS)} or None, got "
+                             f"{order!r}")
+        self.order = order
+        self._order = _ORDERS[order]
+
+    cdef _set_devices(self, device):
+        self.devices = ()
+        self._device_pairs = ()
+        self._device_count = 0
+        if device is None:
+            return
+        devices, pairs = [], []
+        for item in _as_choices(device, "device"):
+            text = item if isinstance(item, str) else None
+            parsed = Device(item)
+            any_id = text is not None and ":" not in text
+            devices.append(parsed)
+            pairs.append((int(parsed.type), -1 if any_id else parsed.id))
+        self.devices = tuple(devices)
+        self._device_pairs = tuple(pairs)
+        self._one_device_type, self._one_device_id = pairs[0]
+        self._device_count = len(pairs)
+
+    cdef int _first_failure(self, View v):
+        """Which constraint ``v`` fails first (a _Failure; _MEETS when none)."""
+        cdef int32_t device_type, device_id
+        if self._device_count:
+            device_type = v._t.device.device_type
+            device_id = v._t.device.device_id
+            if self._device_count == 1:
+                if device_type != self._one_device_type or (
+                        self._one_device_id != -1 and device_id != self._one_device_id):
+                    return _FAILS_DEVICE
+            elif not self._any_device_matches(device_type, device_id):
+                return _FAILS_DEVICE
+        cdef uint64_t key
+        if self._dtype_count:
+            key = _dtype_key(v._t.dtype.code, v._t.dtype.bits, v._t.dtype.lanes,
+                             v._t.dtype.bits < 8
+                             and (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0)
+            if key != self._one_dtype_key and (self._dtype_count == 1
+                                               or key not in self._dtype_keys):
+                return _FAILS_DTYPE
+        cdef int ndim = v._t.ndim
+        if not self._ndim_ok[ndim]:
+            return _FAILS_NDIM
+        if self._shape_len >= 0:
+            for i in range(ndim):
+                if self._shape[i] != -1 and self._shape[i] != v._t.shape[i]:
+                    return _FAILS_SHAPE
+        if self._order != _ANY_ORDER and not self._order_met(v):
+            return _FAILS_ORDER
+        if self._writable == 1 and (v._flags & APDL_FLAG_READ_ONLY):
+            return _FAILS_WRITABLE
+        if self._align and (<uintptr_t>v._t.data + <uintptr_t>v._t.byte_offset) % self._align:
+            return _FAILS_ALIGN
+        return _MEETS
+
+    cdef bint _any_device_matches(self, int32_t device_type, int32_t device_id):
+        for wanted_type, wanted_id in self._device_pairs:
+            if wanted_type == device_type and (wanted_id == -1 or wanted_id == device_id):
+                return True
+        return False
+
+    cdef bint _order_met(self, View v):
+        cdef int ndim = v._t.ndim
+        if self._order == _C_ORDER:
+            return ap_is_c_contiguous(ndim, v._t.shape, v._t.strides) != 0
+        if self._order == _F_ORDER:
+            return ap_is_f_contiguous(ndim, v._t.shape, v._t.strides) != 0
+        if self._order == _C_OR_F_ORDER:
+            return (ap_is_c_contiguous(ndim, v._t.shape, v._t.strides) != 0
+                    or ap_is_f_contiguous(ndim, v._t.shape, v._t.strides) != 0)
+        # contiguous-last-axis: unit element stride on the last axis (any stride there
+        # when it has at most one element)
+        return ndim == 0 or v._t.shape[ndim - 1] <= 1 or v._t.strides[ndim - 1] == 1
+
+    def first_failure(self, View v):
+        """The name of the first constraint ``v`` fails ("device", "dtype", "ndim",
+        "shape", "order", "writable", "align"), or None when it meets them all."""
+        return CONSTRAINTS[self._first_failure(v)]
+
+    def __repr__(self):
+        parts = []
+        if self.dtypes:
+            names = [d.name for d in self.dtypes]
+            parts.append(f"dtype={names[0]!r}" if len(names) == 1 else f"dtype={names!r}")
+        if self.ndims and self.shape is None:
+            parts.append(f"ndim={self.ndims[0]!r}" if len(self.ndims) == 1
+                         else f"ndim={list(self.ndims)!r}")
+        if self.shape is not None:
+            parts.append(f"shape={self.shape!r}")
+        for name in ("order", "writable", "align", "copy"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)!r}")
+        if self.devices:
+            labels = self.device_labels
+            parts.append(f"device={labels[0]!r}" if len(labels) == 1
+                         else f"device={list(labels)!r}")
+        if self.cast:
+            parts.append("cast=True")
+        return f"Spec({', '.join(parts)})"
+
+    def _key(self):
+        return (self._dtype_keys if self._dtype_count else None, self.ndims, self.shape,
+                self.order, self._device_pairs, self.writable, self.align, self.cast, self.copy)
+
+    def __eq__(self, other):
+        if not isinstance(other, Spec):
+            return NotImplemented
+        return self._key() == (<Spec>other)._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    @property
+    def device_labels(self):
+        """The device choices as written: "cuda" (any id), "cuda:1", "cpu"."""
+        return tuple([str(d) if pair[1] != -1 else d.type.label
+                      for d, pair in zip(self.devices, self._device_pairs)])
+
+    def __reduce__(self):
+        return (_spec_from_fields, (self.dtypes or None, self.ndims or None, self.shape,
+                                    self.order, list(self.device_labels) or None,
+                                    self.writable, self.align, self.cast, self.copy))
+
+
+def _spec_from_fields(dtype, ndim, shape, order, device, writable, align, cast, copy):
+    return Spec(dtype=list(dtype) if dtype else None, ndim=list(ndim) if ndim else None,
+                shape=shape, order=order, device=device, writable=writable, align=align,
+                cast=cast, copy=copy)
+
+
+# Specs made by require()'s keyword arguments, reused while the arguments are hashable.
+cdef dict _spec_cache = {}
+
+
+def require(x, /, *, dtype=None, ndim=None, shape=None, order=None, device=None,
+            writable=None, align=None, copy=None, stream=None, cast=False, spec=None):
+    """A View of ``x`` (any array arrayport can view) that meets every constraint — the
+    constraints of ``Spec`` (or ``spec=`` one made in advance).
+
+    ``copy=None`` (default): zero-copy when ``x`` meets them, otherwise one copy on the
+    data's device (or to the named device, in the named order, writable, aligned) where a
+    copy can meet them. ``copy=False``: never a copy — a ``RequirementError`` (a
+    ValueError) naming the constraint and what ``x`` has. ``copy=True``: always a new copy.
+    A dtype, ndim or shape that differs is never met by a copy: a RequirementError, unless
+    ``cast=True`` (dtype, on the host). ``stream``: the CUDA/ROCm stream the caller uses
+    the data on (DLPack values); imports and copies are ordered for it."""
+    cdef Spec chosen
+    if spec is not None:
+        if not isinstance(spec, Spec):
+            raise TypeError(f"require: spec must be an arrayport.Spec, got "
+                            f"{type(spec).__name__}")
+        if (dtype is not None or ndim is not None or shape is not None or order is not None
+                or device is not None or writable is not None or align is not None or cast):
+            raise TypeError("require: give constraints either as spec= or as keywords, "
+                            "not both")
+        chosen = <Spec>spec
+    else:
+        chosen = _spec_for(dtype, ndim, shape, order, device, writable, align, cast)
+    return _require(chosen, x, chosen.copy if copy is None else copy, stream, None)
+
+
+# The Spec of the last call, found again by the arguments' identity (the common case: the
+# same literals at the same call site) before the dict is asked.
+cdef tuple _last_arguments = None
+cdef Spec _last_spec = None
+
+
+cdef Spec _spec_for(dtype, ndim, shape, order, device, writable, align, cast):
+    global _last_arguments, _last_spec
+    cdef tuple last = _last_arguments
+    if (last is not None and dtype is last[0] and ndim is last[1] and shape is last[2]
+            and order is last[3] and device is last[4] and writable is last[5]
+            and align is last[6] and cast is last[7]):
+        return _last_spec
+    key = (dtype, ndim, shape, order, device, writable, align, cast)
+    try:
+        found = _spec_cache.get(key)
+    except TypeError:          # unhashable choices (a set, a list): no cache
+        return Spec(dtype=dtype, ndim=ndim, shape=shape, order=order, device=device,
+                    writable=writable, align=align, cast=cast)
+    if found is None:
+        found = Spec(dtype=dtype, ndim=ndim, shape=shape, order=order, device=device,
+                     writable=writable, align=align, cast=cast)
+        if len(_spec_cache) >= _TYPE_CACHE_LIMIT:
+            _spec_cache.clear()
+        _spec_cache[key] = found
+    # Held only while its arguments are immutable (a list could change under the identity).
+    _last_arguments, _last_spec = key, <Spec>found
+    return <Spec>found
+
+
+def require_with(Spec spec, x, copy, stream, name):
+    """``require`` for ``@accepts``: ``spec`` made once, the argument's ``name`` in
+    errors, ``copy`` already resolved against the Spec's default."""
+    return _require(spec, x, copy, stream, name)
+
+
+cdef object _require(Spec spec, x, copy, stream, name):
+    if copy is not None and type(copy) is not bool:
+        raise TypeError(f"require: copy must be True, False or None, got {copy!r}")
+    cdef View v
+    if type(x) is View and stream is None:
+        v = <View>x
+    elif copy is False:
+        v = _view(x, stream)
+    else:
+        v = _view_or_copy(x, stream)
+    cdef int failure = spec._first_failure(v)
+    if failure == _MEETS and copy is not True:
+        return _as_readonly(v) if spec._writable == 0 else v
+    return _hook(_require_fix_hook, "require_fix")(v, spec, CONSTRAINTS[failure], copy, stream,
+                                                   name)
