@@ -370,14 +370,37 @@ cdef object _require(Spec spec, x, copy, stream, name):
     if copy is not None and type(copy) is not bool:
         raise TypeError(f"require: copy must be True, False or None, got {copy!r}")
     cdef View v
-    if type(x) is View and stream is None:
+    import_stream = _import_stream(x, stream)
+    if type(x) is View and import_stream is None:
         v = <View>x
     elif copy is False:
-        v = _view(x, stream)
+        v = _view(x, import_stream)
     else:
-        v = _view_or_copy(x, stream)
+        v = _view_or_copy(x, import_stream)
     cdef int failure = spec._first_failure(v)
     if failure == _MEETS and copy is not True:
         return _as_readonly(v) if spec._writable == 0 else v
     return _hook(_require_fix_hook, "require_fix")(v, spec, CONSTRAINTS[failure], copy, stream,
                                                    name)
+
+
+cdef object _import_stream(x, stream):
+    """The stream to import ``x`` with: the caller's, when ``x``'s memory is of a kind
+    streams order (CUDA kinds, ROCm); None for memory no stream orders (host memory going
+    to the caller's device is copied there on the caller's stream instead)."""
+    if stream is None:
+        return None
+    cdef int64_t device_type
+    if type(x) is View:
+        device_type = (<View>x)._t.device.device_type
+    else:
+        method = getattr(type(x), "__dlpack_device__", None)
+        if method is None:
+            return stream if hasattr(x, "__cuda_array_interface__") else None
+        try:
+            device_type = method(x)[0]
+        except Exception:
+            return stream          # the import itself reports a broken producer
+    if not 0 <= device_type <= 0x7FFFFFFF:
+        return stream             # not a device type: the import refuses it
+    return stream if _stream_ordered(<int32_t>device_type) else None
