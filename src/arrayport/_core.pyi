@@ -1,9 +1,22 @@
 """Type stubs for arrayport._core, the compiled core (see _core.pyx)."""
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any, Generic, Literal, SupportsIndex, final, overload
+
+from typing_extensions import TypeVar
 
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType
+from arrayport.typing import (
+    ArrayLike, BFloat16, Bool, Complex64, Complex128, Float16, Float32, Float64, Int8, Int16,
+    Int32, Int64, UInt8, UInt16, UInt32, UInt64,
+)
+
+# The element type of a View or Spec, for type checkers: an arrayport.typing marker, or Any.
+_D = TypeVar("_D", default=Any)
+_Index = SupportsIndex | slice | None | ellipsis
+_Order = Literal["C", "F", "A", "contiguous-last-axis"]
+_DeviceLike = str | Device | tuple[int, int]
 
 MAX_NDIM: int
 DLPACK_VERSION: tuple[int, int]
@@ -22,7 +35,7 @@ def rejects_keywords(error: TypeError, names: tuple[str, ...]) -> bool: ...
 def import_capsule(capsule: Any, owner: Any = ...) -> View: ...
 def from_dlpack(x: Any, /, *, device: Any = ..., copy: bool | None = ...,
                 stream: int | None = ...) -> View: ...
-def view(obj: Any, /, *, stream: int | None = ...) -> View: ...
+def view(obj: Any, /, *, stream: int | None = ...) -> View[Any]: ...
 def view_or_copy(obj: Any, /, *, stream: int | None = ..., copy: bool | None = ...) -> View: ...
 def dlpack_view(x: Any, /, *, stream: int | None = ..., copy: bool | None = ...,
                 exchange_api: bool = ...) -> View: ...
@@ -55,18 +68,22 @@ def view_from_pointer(
     readonly: bool, owner: Any, device: tuple[int, int] = ..., protocol: str,
 ) -> View: ...
 
+@final
 class HostBuffer:
     nbytes: int
-    def __init__(self, nbytes: int) -> None: ...
+    def __new__(cls, nbytes: int) -> HostBuffer: ...
     @property
     def address(self) -> int: ...
 
 _Protocol = Literal["dlpack", "cuda_array_interface", "buffer", "array_interface", "array",
                     "copy"]
 
-class View:
+@final
+class View(Generic[_D]):
     # The DLPack 1.3 C exchange API: a PyCapsule named "dlpack_exchange_api".
     __dlpack_c_exchange_api__: Any
+    def __init__(self, *args: Any, **kwargs: Any) -> None: ...  # always TypeError
+    def __class_getitem__(cls, item: Any) -> Any: ...
     @staticmethod
     def from_dlpack(obj: Any, /, *, device: Any = ..., copy: bool | None = ...,
                     stream: int | None = ...) -> View: ...
@@ -129,5 +146,294 @@ class View:
         self, *, stream: int | None = ..., max_version: tuple[int, int] | None = ...,
         dl_device: tuple[int, int] | None = ..., copy: bool | None = ...,
     ) -> Any: ...
-    def copy(self, device: Any = ..., stream: int | None = ...) -> View: ...
-    def host_copy(self) -> View: ...
+    def __getitem__(self, key: _Index | tuple[_Index, ...]) -> View[_D]: ...
+    @property
+    def T(self) -> View[_D]: ...
+    @property
+    def mT(self) -> View[_D]: ...
+    def permute(self, *axes: SupportsIndex | Iterable[SupportsIndex]) -> View[_D]: ...
+    def reshape(self, *shape: SupportsIndex | Iterable[SupportsIndex]) -> View[_D]: ...
+    def view_as(self, dtype: Any) -> View[Any]: ...
+    def as_readonly(self) -> View[_D]: ...
+    def copy(self, device: Any = ..., stream: int | None = ...) -> View[_D]: ...
+    def host_copy(self) -> View[_D]: ...
+
+# ---- contracts (_core_contract.pxi) ----
+
+CONSTRAINTS: tuple[str | None, ...]
+ORDERS: tuple[str, ...]
+_Ndim = int | Iterable[int] | None
+_Shape = tuple[int | None, ...] | None
+_Devices = _DeviceLike | Iterable[_DeviceLike] | None
+
+@final
+class Spec(Generic[_D]):
+    dtypes: tuple[DType, ...]
+    ndims: tuple[int, ...]
+    shape: tuple[int | None, ...] | None
+    order: str | None
+    devices: tuple[Device, ...]
+    writable: bool | None
+    align: int | None
+    cast: bool
+    copy: bool | None
+    def __class_getitem__(cls, item: Any) -> Any: ...
+    @property
+    def device_labels(self) -> tuple[str, ...]: ...
+    @overload
+    def __init__(
+        self: Spec[Bool], *, dtype: Literal["bool"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Int8], *, dtype: Literal["int8"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Int16], *, dtype: Literal["int16"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Int32], *, dtype: Literal["int32"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Int64], *, dtype: Literal["int64"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[UInt8], *, dtype: Literal["uint8"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[UInt16], *, dtype: Literal["uint16"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[UInt32], *, dtype: Literal["uint32"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[UInt64], *, dtype: Literal["uint64"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Float16], *, dtype: Literal["float16"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[BFloat16], *, dtype: Literal["bfloat16"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Float32], *, dtype: Literal["float32"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Float64], *, dtype: Literal["float64"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Complex64], *, dtype: Literal["complex64"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Complex128], *, dtype: Literal["complex128"],
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Spec[Any], *, dtype: Any = ...,
+        ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        cast: bool = ..., copy: bool | None = ...,
+    ) -> None: ...
+    def first_failure(self, v: View[Any]) -> str | None: ...
+
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["bool"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Bool]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["int8"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Int8]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["int16"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Int16]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["int32"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Int32]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["int64"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Int64]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["uint8"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[UInt8]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["uint16"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[UInt16]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["uint32"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[UInt32]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["uint64"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[UInt64]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["float16"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Float16]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["bfloat16"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[BFloat16]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["float32"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Float32]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["float64"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Float64]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["complex64"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Complex64]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Literal["complex128"],
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Complex128]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, spec: Spec[_D], copy: bool | None = ...,
+    stream: int | None = ...,
+) -> View[_D]: ...
+@overload
+def require(
+    x: ArrayLike, /, *, dtype: Any = ...,
+    ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
+    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    cast: bool = ..., copy: bool | None = ...,
+    stream: int | None = ..., spec: None = ...,
+) -> View[Any]: ...
+def require_with(spec: Spec[_D], x: Any, copy: bool | None, stream: int | None,
+                 name: str | None) -> View[_D]: ...
+
+# ---- internals the Python layers use ----
+
+def install_hooks(*, copy_view: Any, driver_for: Any, from_dlpack_with_options: Any,
+                  ndarray_dlpack_fallback: Any, to_numpy_general: Any, to_torch_general: Any,
+                  array_ufunc: Any, array_function: Any, require_fix: Any) -> None: ...
+def numpy_reads(dtype: DType) -> bool: ...
+def torch_holds(dtype: DType) -> bool: ...

@@ -139,6 +139,11 @@ cdef class View:
         self._t.strides = self._dims + ndim
         return 0
 
+    def __class_getitem__(cls, item):
+        """``View[Float32]`` in annotations (arrayport.typing): the element type, for type
+        checkers; at run time the class itself."""
+        return _GenericAlias(cls, item)
+
     # ---- named constructors ----------------------------------------------------------------
 
     @staticmethod

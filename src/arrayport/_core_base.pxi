@@ -47,6 +47,7 @@ cdef extern from "_csrc/core_support.h":
 
 import os as _os
 import sys as _sys
+from types import GenericAlias as _GenericAlias   # View[Float32], Spec[Float32] (typing)
 
 from arrayport import formats as _formats
 from arrayport.devices import Device, DeviceType

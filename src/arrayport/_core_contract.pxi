@@ -89,6 +89,10 @@ cdef class Spec:
     cdef uintptr_t _align
     cdef int _writable               # -1 any, 0 hand over read-only, 1 must be writable
 
+    def __class_getitem__(cls, item):
+        """``Spec[Float32]`` in annotations (arrayport.typing)."""
+        return _GenericAlias(cls, item)
+
     def __init__(self, *, dtype=None, ndim=None, shape=None, order=None, device=None,
                  writable=None, align=None, cast=False, copy=None):
         self._set_dtypes(dtype)
