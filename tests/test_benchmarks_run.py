@@ -15,6 +15,8 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 @pytest.mark.parametrize("script,rows", [
     ("bench_copy.py", ["transposed 4096x4096 float32", ".transpose(2, 0, 1)", ".transpose(1, 2, 0)",
                        "# gpu:"]),
+    ("bench_contracts.py", ["require(np, dtype, ndim) vs by hand", "require(np, spec=) vs by hand",
+                            "@accepts two arguments vs undecorated"]),
     ("bench_dlpack.py", ["from_dlpack(numpy array)", "np.from_dlpack(View vs ndarray)"]),
     pytest.param("bench_exchange.py", ["to_torch(np) vs torch.from_dlpack",
                                        "to_numpy(torch) vs np.from_dlpack",
