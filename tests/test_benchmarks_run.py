@@ -1,6 +1,7 @@
 """The benchmark scripts run (tiny counts; no timing is asserted — speed is shown by
 running them, see README)."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,15 @@ def test_benchmark_prints_every_row_it_can(script, rows):
     assert result.returncode == 0, result.stderr
     for row in rows:
         assert row in result.stdout
+
+
+def test_the_process_benchmark_prints_its_rows():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_processes.py"), "--repeat", "1", "--mib", "1",
+         "--dask-mib", "1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for row in ("pickle 5 out of band, 1 MiB", "share(): handle to a child",
+                "share(): the one copy into the segment"):
+        assert row in result.stdout
+    if importlib.util.find_spec("distributed"):
+        assert "Dask LocalCluster round trip, 1 MiB" in result.stdout

@@ -305,7 +305,8 @@ def test_views_from_pointers_check_the_device(device):
     "ap.View.__new__(ap.View).__dlpack__()",
     "ap.View()",
     "object.__new__(ap.View)",
-    "__import__('copy').copy(ap.view(np.zeros(2)))",
+    # copy.copy(view) is the View itself, pickling rebuilds a whole View (test_pickling.py)
+    "__import__('copyreg').__newobj__(ap.View)",
 ])
 def test_views_cannot_be_made_unbuilt(call):
     output = run_isolated(f"attempt(lambda: {call})")

@@ -15,6 +15,9 @@ The public surface:
   ``Spec`` and ``@accepts(x=Spec(...), returns="like:x")``: contracts for library authors —
   any array in, a View meeting the contract (a copy only where needed), the caller's
   library out (``arrayport.contracts``);
+- ``View.share()`` / ``View.from_shared(handle)`` (POSIX shared memory, a picklable
+  ``SharedHandle``) and pickling (protocol 5 out of band; ``device_pickling("host")`` to
+  allow device Views): Views across processes (``arrayport.pickling``, ``arrayport.shared``);
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
 - ``arrayport.errors``: what users catch, each a subclass of the built-in type it was —
   ``NeedsCopy`` (a BufferError: the producer's memory does not hold its values as they are;
@@ -31,22 +34,26 @@ from arrayport._core import DLPACK_VERSION, MAX_NDIM, NeedsCopy, View, from_dlpa
 from arrayport._version import __version__
 from arrayport import errors
 from arrayport.convert import to, to_numpy, to_torch
-from arrayport.contracts import Spec, accepts, require
+from arrayport._core import Spec, require
 from arrayport.errors import DriverUnavailable, ReadOnlySharedWarning, RequirementError
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
+from arrayport.pickling import device_pickling, set_device_pickling
 from arrayport import _policy  # noqa: F401  (installs the core's policy hooks)
+from arrayport.engines import register_with_engines as _register_with_engines
+
+_register_with_engines()   # Dask's serializer family: now, or when distributed is imported
 
 # The capsule arrayport_import_capi() (arrayport/capi.h) finds as "arrayport._C_API": a module
 # attribute by contract.
 from arrayport._core import _C_API  # noqa: E402,F401
 
 __all__ = [
-    "DLPACK_VERSION", "MAX_NDIM", "Device", "DeviceType", "DType", "DTypeCode",
+    "DLPACK_VERSION", "MAX_NDIM", "SharedHandle", "Device", "DeviceType", "DType", "DTypeCode",
     "DriverUnavailable", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
-    "View", "__version__", "accepts", "errors", "from_dlpack", "get_include",
-    "implicit_sync_enabled", "no_implicit_sync", "require", "set_implicit_sync", "to",
+    "View", "__version__", "accepts", "device_pickling", "errors", "from_dlpack", "get_include",
+    "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling", "set_implicit_sync", "to",
     "to_numpy", "to_torch", "view",
 ]
 
@@ -54,3 +61,15 @@ __all__ = [
 def get_include() -> str:
     """The include folder for C/C++/Cython extensions: ``#include "arrayport/dlpack_abi.h"``."""
     return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
+
+
+def __getattr__(name):
+    # Imported on first use, not by ``import arrayport``: the decorator (arrayport.contracts)
+    # and the shared-memory handle (arrayport.shared).
+    if name == "accepts":
+        from arrayport.contracts import accepts
+        return accepts
+    if name == "SharedHandle":
+        from arrayport.shared import SharedHandle
+        return SharedHandle
+    raise AttributeError(f"module 'arrayport' has no attribute {name!r}")

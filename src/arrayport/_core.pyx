@@ -27,7 +27,8 @@ Who owns what:
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook, _driver_for,
-#       _from_dlpack_options_hook, _hook, _ndarray_fallback_hook
+#       _from_dlpack_options_hook, _from_shared_hook, _hook, _ndarray_fallback_hook,
+#       _reduce_view_hook, _share_hook
 #   _core_layout.pxi: _as_readonly, _getitem, _is_integer_index, _permuted, _reinterpreted,
 #       _reshaped
 #   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
@@ -516,6 +517,31 @@ cdef class View:
         of it are refused (this View itself when it is read-only already)."""
         return _as_readonly(self)
 
+    # ---- pickling and copy.copy (arrayport/pickling.py) ------------------------------------
+
+    def __reduce_ex__(self, protocol):
+        """Pickle protocol 5 sends the bytes out of band (a PickleBuffer, zero-copy where
+        the engine keeps buffers apart); protocols 2–4 in band. Device memory is refused
+        unless arrayport.device_pickling("host") allows a copy to the host."""
+        return _hook(_reduce_view_hook, "reduce_view")(self, protocol)
+
+    def share(self, readonly=None):
+        """Copy this View's host data once into POSIX shared memory; returns a picklable
+        ``SharedHandle`` that ``View.from_shared`` maps in any process on the machine
+        (lifetime rules: arrayport/shared.py)."""
+        return _hook(_share_hook, "share")(self, readonly)
+
+    @staticmethod
+    def from_shared(handle):
+        """A zero-copy View of the shared-memory segment ``handle`` (from ``share()``)."""
+        return _hook(_from_shared_hook, "from_shared")(handle)
+
+    def __copy__(self):
+        return self          # immutable: a shallow copy is the View itself
+
+    def __deepcopy__(self, memo):
+        return self.copy()   # new memory with the same values, on the same device
+
     # ---- copies ---------------------------------------------------------------------------
 
     def copy(self, device=None, stream=None):
@@ -532,7 +558,6 @@ cdef class View:
             raise BufferError(f"dlpack: cannot read {self.device} memory from the host: "
                               f"arrayport has no driver for {self.device.type.label} devices")
         cdef int ndim = self._t.ndim
-        cdef int64_t itembits = self._itembits()
         cdef int64_t nbytes = self._nbytes  # checked when the View was made (extent.h)
         cdef HostBuffer buffer = HostBuffer(nbytes)
         cdef View v = View.__new__(View)
@@ -551,21 +576,30 @@ cdef class View:
         v._protocol = "copy"
         memcpy(v._t.shape, self._t.shape, ndim * sizeof(int64_t))
         _fill_c_strides(ndim, v._t.shape, v._t.strides)
-        cdef int64_t byte_strides[AP_COPY_MAX_NDIM]
-        cdef const char* src = <const char*>self._t.data + self._t.byte_offset
-        if self._size == 0:
-            return v
-        if itembits % 8 or ap_is_c_contiguous(ndim, self._t.shape, self._t.strides):
-            # Packed sub-byte views are always C-contiguous (validated on import).
-            with nogil:
-                memcpy(buffer.ptr, src, nbytes)
-            return v
-        for i in range(ndim):
-            byte_strides[i] = self._t.strides[i] * (itembits // 8)
-        with nogil:
-            ap_copy_strided_to_contiguous(<char*>buffer.ptr, src, ndim, self._t.shape,
-                                          byte_strides, itembits // 8)
+        _copy_elements(self, <char*>buffer.ptr)
         return v
+
+
+cdef int _copy_elements(View v, char* dst) except -1:
+    """``v``'s elements (host-readable memory), in C order, into ``dst`` (``v._nbytes``
+    bytes): one memcpy when ``v`` is C-contiguous, else the strided copy kernel."""
+    cdef int64_t itembits = v._itembits()
+    cdef int64_t byte_strides[AP_COPY_MAX_NDIM]
+    cdef const char* src = <const char*>v._t.data + v._t.byte_offset
+    cdef int64_t nbytes = v._nbytes
+    if v._size == 0:
+        return 0
+    if itembits % 8 or ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
+        # Packed sub-byte views are always C-contiguous (validated on import).
+        with nogil:
+            memcpy(dst, src, nbytes)
+        return 0
+    for i in range(v._t.ndim):
+        byte_strides[i] = v._t.strides[i] * (itembits // 8)
+    with nogil:
+        ap_copy_strided_to_contiguous(dst, src, v._t.ndim, v._t.shape, byte_strides,
+                                      itembits // 8)
+    return 0
 
 
 # ---- helpers shared by import and export ----------------------------------------------------

@@ -13,7 +13,7 @@
 # the View holds that buffer (a _BufferLease) and the layout is checked against its length.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _dlpack_view, _implicit_sync
+#   _core.pyx: _adopt, _copy_elements, _dlpack_view, _implicit_sync
 #   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
 #   _core_hooks.pxi: _driver_for
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
@@ -430,3 +430,31 @@ cdef object _ndarray_of(View v, dtype, copy):
                              f"{_sys.modules['numpy'].dtype(dtype)} needs a copy, but copy=False")
         return array.astype(dtype)
     return array.copy() if copy else array
+
+
+# ---- a received byte buffer, laid out (unpickling, shared memory) ---------------------------
+
+def view_over_buffer(buffer, tuple item, tuple shape, strides, bint readonly, str protocol):
+    """A host View of the bytes ``buffer`` exports (one contiguous run, held until the View
+    dies), laid out as ``shape`` / byte ``strides`` (None: C-contiguous) of ``item`` =
+    (code, bits, lanes, padded) from its first byte — zero-copy. BufferError when the layout
+    reaches outside the buffer (a tampered pickle, a handle of the wrong size). Read-only
+    when asked, or when the buffer is."""
+    cdef _BufferLease lease = _lease_buffer(buffer, protocol, PyBUF_ANY_CONTIGUOUS)
+    cdef View v = _view_from_layout(<uintptr_t>lease.buffer.buf, shape, strides, item,
+                                    readonly or lease.buffer.readonly != 0, buffer, protocol)
+    _check_within(v, lease, protocol)
+    v._lease = lease
+    return v
+
+
+def copy_into_buffer(View v, buffer):
+    """Copy ``v``'s elements (host-readable memory) in C order into the first ``v.nbytes``
+    bytes of the writable, contiguous ``buffer`` — one pass of the host copy kernel."""
+    if not _host_accessible(v._t.device.device_type):
+        raise BufferError(f"copy: cannot read {v.device} memory from the host")
+    cdef _BufferLease lease = _lease_buffer(buffer, "copy", PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE)
+    if lease.buffer.len < v._nbytes:
+        raise BufferError(f"copy: the buffer holds {lease.buffer.len} bytes, the View "
+                          f"{v._nbytes}")
+    _copy_elements(v, <char*>lease.buffer.buf)

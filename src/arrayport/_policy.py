@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from arrayport import _core, convert, gpu
 
-# copies, _import_rules, numpy_dispatch and contracts are imported on their first use, so that
+# copies, _import_rules, numpy_dispatch, contracts, pickling and shared are imported on their first use, so that
 # ``import arrayport`` stays as light as before the hooks: each hook below is the policy
 # function itself once its module is loaded.
 
@@ -47,6 +47,21 @@ def _require_fix(view, spec, failure, copy, stream, name):
     return require_fix(view, spec, failure, copy, stream, name)
 
 
+def _reduce_view(view, protocol):
+    from arrayport.pickling import reduce_view
+    return reduce_view(view, protocol)
+
+
+def _share(view, readonly=None):
+    from arrayport.shared import share
+    return share(view, readonly)
+
+
+def _from_shared(handle):
+    from arrayport.shared import from_shared
+    return from_shared(handle)
+
+
 _core.install_hooks(
     copy_view=_copy_view,
     driver_for=gpu.driver_for,
@@ -57,4 +72,7 @@ _core.install_hooks(
     array_ufunc=_array_ufunc,
     array_function=_array_function,
     require_fix=_require_fix,
+    reduce_view=_reduce_view,
+    share=_share,
+    from_shared=_from_shared,
 )

@@ -175,6 +175,13 @@ class DType:
         hint = " (install ml_dtypes)" if ml_dtypes is None else ""
         raise TypeError(f"DType: NumPy has no dtype for {self.name}{hint}")
 
+    @property
+    def dtype(self):
+        """The NumPy dtype (``to_numpy()``), under the attribute name NumPy's ``np.dtype(obj)``
+        reads: ``np.dtype(ap.DType("float32"))`` and ``np.zeros(3, dtype=view.dtype)`` work,
+        and so do libraries that call ``np.dtype`` on an array's ``.dtype`` (Dask)."""
+        return self.to_numpy()
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, DType):
             return (self.code, self.bits, self.lanes, self.padded) == (
