@@ -22,6 +22,7 @@ torch = optional_module("torch")
 jnp = optional_module("jax.numpy")
 pa = optional_module("pyarrow")
 xp_strict = optional_module("array_api_strict")
+tvm_ffi = optional_module("tvm_ffi")
 
 
 def address(x):
@@ -40,6 +41,9 @@ def host_inputs():
         cases.append(("jax", lambda: jnp.arange(12, dtype=jnp.float32).reshape(3, 4)))
     if pa is not None:
         cases.append(("pyarrow.Tensor", lambda: pa.Tensor.from_numpy(
+            np.arange(12, dtype=np.float32).reshape(3, 4))))
+    if tvm_ffi is not None:
+        cases.append(("tvm_ffi", lambda: tvm_ffi.from_dlpack(
             np.arange(12, dtype=np.float32).reshape(3, 4))))
     if xp_strict is not None:
         cases.append(("array_api_strict", lambda: xp_strict.reshape(
