@@ -15,6 +15,7 @@ import argparse
 import gc
 import importlib.util
 import os
+import pickle
 import sys
 import time
 import tracemalloc
@@ -58,6 +59,15 @@ def paths():
         "from_dlpack(copy=True)": lambda: ap.from_dlpack(array, copy=True),
         "np.add(View, View)": lambda: np.add(view, view),
         "np.mean(View)": lambda: np.mean(view, axis=0),
+        # issue 19: layout operations and contracts
+        "View[1:, ::-2].T.reshape": lambda: view[1:, ::-2].T.reshape(2, 1, 2),
+        "View.view_as / as_readonly": lambda: view.view_as("uint8").as_readonly(),
+        "require met (zero-copy)": lambda: ap.require(array, dtype="float64", ndim=2),
+        "require order='F' (a copy)": lambda: ap.require(array, order="F"),
+        "require refused (RequirementError)": lambda: _refused(array),
+        # issue 17: pickle 5 out of band, in band
+        "pickle 5 out of band round trip": lambda: _pickle_round_trip(view, 5),
+        "pickle 4 in band round trip": lambda: _pickle_round_trip(view, 4),
     }
     if importlib.util.find_spec("torch") is not None:
         import torch
@@ -73,6 +83,20 @@ def paths():
         bf16 = np.ones(8, ml_dtypes.bfloat16)
         found["view(bfloat16 ndarray)"] = lambda: ap.view(bf16)
     return found
+
+
+def _refused(array):
+    try:
+        ap.require(array, dtype="int8")
+    except ap.RequirementError:
+        pass
+
+
+def _pickle_round_trip(view, protocol):
+    buffers = []
+    data = pickle.dumps(view, protocol=protocol,
+                        buffer_callback=buffers.append if protocol >= 5 else None)
+    return pickle.loads(data, buffers=[bytearray(b.raw()) for b in buffers])
 
 
 def resident_bytes() -> int:
