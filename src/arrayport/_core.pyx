@@ -30,7 +30,7 @@ Who owns what:
 #       _from_dlpack_options_hook, _from_shared_hook, _hook, _ndarray_fallback_hook,
 #       _reduce_view_hook, _share_hook
 #   _core_layout.pxi: _as_readonly, _getitem, _is_integer_index, _permuted, _reinterpreted,
-#       _reshaped
+#       _reshaped, _reversed_axes
 #   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
 #       _view_from_ai_object, _view_from_array_method, _view_from_cai_object,
 #       _view_from_layout
@@ -478,7 +478,7 @@ cdef class View:
     @property
     def T(self):
         """The axes reversed (NumPy's ``.T``)."""
-        return _permuted(self, tuple(range(self._t.ndim - 1, -1, -1)))
+        return _reversed_axes(self, False)
 
     @property
     def mT(self):
@@ -486,9 +486,7 @@ cdef class View:
         if self._t.ndim < 2:
             raise ValueError(f"View.mT: needs at least 2 dimensions, the View has "
                              f"{self._t.ndim}")
-        axes = list(range(self._t.ndim))
-        axes[-2], axes[-1] = axes[-1], axes[-2]
-        return _permuted(self, axes)
+        return _reversed_axes(self, True)
 
     def permute(self, *axes):
         """The axes in the order given (``v.permute(2, 0, 1)`` or ``v.permute((2, 0, 1))``;

@@ -12,6 +12,9 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _fill_c_strides
 
+from cpython.slice cimport PySlice_AdjustIndices, PySlice_Unpack
+from libc.string cimport memset
+
 
 # Device types whose DLTensor.data is an address (pointer arithmetic allowed); for the
 # others (OpenCL, Vulkan, Metal handles…) only byte_offset may move.
@@ -138,7 +141,7 @@ cdef View _getitem(View base, key):
     cdef int axis = 0          # next axis of the base
     cdef int out = 0           # next axis of the result
     cdef int64_t shift = 0     # elements from the base's start to the result's
-    cdef int64_t extent, start, stop, step, count
+    cdef Py_ssize_t start, stop, step, count
     for item in key:
         if item is None:
             v._t.shape[out] = 1
@@ -151,9 +154,8 @@ cdef View _getitem(View base, key):
                 out += 1
                 axis += 1
         elif isinstance(item, slice):
-            extent = base._t.shape[axis]
-            start, stop, step = (<slice>item).indices(extent)   # ValueError for step 0
-            count = len(range(start, stop, step))
+            PySlice_Unpack(item, &start, &stop, &step)   # ValueError for step 0
+            count = PySlice_AdjustIndices(<Py_ssize_t>base._t.shape[axis], &start, &stop, step)
             if count == 0:     # as NumPy: an empty slice starts at 0 with step 1
                 start, step = 0, 1
             v._t.shape[out] = count
@@ -180,11 +182,12 @@ cdef View _permuted(View base, axes):
     if len(axes) != ndim:
         raise ValueError(f"View.permute: axes {tuple(axes)} do not match a {ndim}-dimensional "
                          f"View (one entry per axis)")
-    cdef View v = _derived(base, ndim)
-    cdef int seen[AP_COPY_MAX_NDIM]
+    cdef int order[AP_COPY_MAX_NDIM]
+    cdef bint seen[AP_COPY_MAX_NDIM]
     cdef int64_t source
+    memset(order, 0, sizeof(order))
     for i in range(ndim):
-        seen[i] = 0
+        seen[i] = False
     for i in range(ndim):
         item = axes[i]
         if not _is_integer_index(item):
@@ -198,64 +201,92 @@ cdef View _permuted(View base, axes):
             source += ndim
         if seen[source]:
             raise ValueError(f"View.permute: axis {source} repeated in {tuple(axes)}")
-        seen[source] = 1
-        v._t.shape[i] = base._t.shape[source]
-        v._t.strides[i] = base._t.strides[source]
+        seen[source] = True
+        order[i] = <int>source
+    return _with_axes(base, order)
+
+
+cdef View _reversed_axes(View base, bint last_two_only):
+    """``base.T`` (every axis reversed) or ``base.mT`` (the last two swapped)."""
+    cdef int ndim = base._t.ndim
+    cdef int order[AP_COPY_MAX_NDIM]
+    for i in range(ndim):
+        order[i] = i if last_two_only else ndim - 1 - i
+    if last_two_only:
+        order[ndim - 2], order[ndim - 1] = ndim - 1, ndim - 2
+    return _with_axes(base, order)
+
+
+cdef View _with_axes(View base, const int* order):
+    """``base`` with axis ``i`` of the result taken from axis ``order[i]`` (a validated
+    permutation)."""
+    cdef View v = _derived(base, base._t.ndim)
+    for i in range(base._t.ndim):
+        v._t.shape[i] = base._t.shape[order[i]]
+        v._t.strides[i] = base._t.strides[order[i]]
     _finish_derived(v, 0)
     _check_packed_layout(v)
     return v
 
 
-cdef tuple _reshape_target(View base, shape):
-    """The requested shape as a tuple of extents, one -1 inferred (NumPy's rules)."""
-    if isinstance(shape, int) or _is_integer_index(shape):
+cdef int _reshape_target(View base, shape, int64_t* extents) except -1:
+    """Fill ``extents`` with the requested shape, one -1 inferred (NumPy's rules); returns
+    its number of dimensions. Sizes are checked like an import's (extent.h)."""
+    if _is_integer_index(shape):
         shape = (shape,)
-    try:
-        extents = [item.__index__() for item in shape]
-    except (AttributeError, TypeError):
-        raise TypeError(f"View.reshape: shape must be an int or a sequence of ints, got "
-                        f"{shape!r}") from None
-    if len(extents) > MAX_NDIM:
-        raise ValueError(f"View.reshape: {len(extents)} dimensions, more than {MAX_NDIM}")
-    unknown = [i for i, n in enumerate(extents) if n == -1]
-    if len(unknown) > 1:
-        raise ValueError("View.reshape: can only specify one unknown dimension (-1)")
-    known = 1
-    for n in extents:
-        if n < -1:
-            raise ValueError(f"View.reshape: negative extent {n} in {tuple(extents)}")
-        if n != -1:
-            known *= n
-    if unknown:
+    elif type(shape) is not tuple:
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise TypeError(f"View.reshape: shape must be an int or a sequence of ints, got "
+                            f"{shape!r}") from None
+    cdef Py_ssize_t ndim = len(<tuple>shape)
+    if ndim > MAX_NDIM:
+        raise ValueError(f"View.reshape: {ndim} dimensions, more than {MAX_NDIM}")
+    cdef int unknown = -1
+    for i in range(ndim):
+        item = (<tuple>shape)[i]
+        if not _is_integer_index(item):
+            raise TypeError(f"View.reshape: shape must be an int or a sequence of ints, got "
+                            f"{shape!r}")
+        value = item.__index__()
+        if value == -1:
+            if unknown >= 0:
+                raise ValueError("View.reshape: can only specify one unknown dimension (-1)")
+            unknown, extents[i] = i, 1
+        elif value < 0:
+            raise ValueError(f"View.reshape: negative extent {value} in {shape}")
+        elif value > 0x7FFFFFFFFFFFFFFF:
+            raise ValueError(f"View.reshape: shape {shape} is too big")
+        else:
+            extents[i] = value
+    cdef int64_t known
+    if ap_element_count(<int>ndim, extents, base._itembits(), &known) != AP_EXTENT_OK:
+        raise ValueError(f"View.reshape: shape {shape} is too big (its non-zero extents times "
+                         f"the item size exceed 2**63 - 1 bytes)")
+    if unknown >= 0:
         if known == 0 or base._size % known:
             raise ValueError(f"View.reshape: cannot reshape a View of size {base._size} into "
-                             f"shape {tuple(extents)}")
-        extents[unknown[0]] = base._size // known
+                             f"shape {shape}")
+        extents[unknown] = base._size // known
     elif known != base._size:
         raise ValueError(f"View.reshape: cannot reshape a View of size {base._size} into "
-                         f"shape {tuple(extents)}")
-    span = (base._itembits() + 7) // 8
-    for n in extents:          # NumPy's limit, as on import (extent.h): a size-0 View's
-        span *= n or 1         # other extents must still describe addressable strides
-    if span > 2**63 - 1:
-        raise ValueError(f"View.reshape: shape {tuple(extents)} is too big (its non-zero "
-                         f"extents times the item size exceed 2**63 - 1 bytes)")
-    return tuple(extents)
+                         f"shape {shape}")
+    return <int>ndim
 
 
 cdef View _reshaped(View base, shape):
     """``base`` seen with shape ``shape`` (C order) when its strides allow it without a
     copy; ValueError naming ``copy()`` when they do not."""
-    cdef tuple extents = _reshape_target(base, shape)
-    cdef int new_ndim = len(extents)
+    cdef int64_t extents[AP_COPY_MAX_NDIM]
+    cdef int new_ndim = _reshape_target(base, shape, extents)
     cdef View v = _derived(base, new_ndim)
-    for i in range(new_ndim):
-        v._t.shape[i] = extents[i]
+    memcpy(v._t.shape, extents, new_ndim * sizeof(int64_t))
     if base._size == 0 or ap_is_c_contiguous(base._t.ndim, base._t.shape, base._t.strides):
         _fill_c_strides(new_ndim, v._t.shape, v._t.strides)
     elif not _strides_without_copy(base, v):
         raise ValueError(f"View.reshape: a View with shape {base.shape} and strides "
-                         f"{base.strides} cannot be seen as shape {extents} without copying "
+                         f"{base.strides} cannot be seen as shape {v.shape} without copying "
                          f"its elements; reshape view.copy() instead")
     _finish_derived(v, 0)
     return v
