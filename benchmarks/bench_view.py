@@ -32,6 +32,10 @@ ROWS = [
     ("memoryview(View vs ndarray)", "memoryview(view)", "memoryview(np_array)", None),
     ("View.__array_interface__ vs ndarray's", "view.__array_interface__",
      "np_array.__array_interface__", None),
+    # Zero-copy layout operations (issue 19): metadata only, beside NumPy's own.
+    ("view[1:, ::-2] vs ndarray[1:, ::-2]", "view[1:, ::-2]", "np_array[1:, ::-2]", None),
+    ("view.T vs ndarray.T", "view.T", "np_array.T", None),
+    ("view.reshape(4, 3) vs ndarray's", "view.reshape(4, 3)", "np_array.reshape(4, 3)", None),
 ]
 
 

@@ -26,7 +26,7 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
     ("bench_ufunc.py", ["np.add(view, view) n=1e1", "np.add(view, view) n=1e6",
                         "np.mean(view) n=1e3", "dispatch floor vs np.add(a, b)"]),
     ("bench_view.py", ["view(numpy array)", "view(bytes)", "view(__array_interface__ object)",
-                       "memoryview(View vs ndarray)"]),
+                       "memoryview(View vs ndarray)", "view.T vs ndarray.T"]),
 ])
 def test_benchmark_prints_every_row_it_can(script, rows):
     result = subprocess.run(

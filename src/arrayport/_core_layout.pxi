@@ -97,6 +97,10 @@ cdef int64_t _index_value(obj, int axis, int64_t extent) except? -1:
 cdef bint _is_integer_index(obj):
     """An integer index as NumPy reads one: an int, NumPy integer or 0-d integer array —
     never a boolean, which NumPy reads as a mask."""
+    if type(obj) is int:
+        return True
+    if type(obj) is tuple or type(obj) is slice or obj is None:
+        return False
     if isinstance(obj, int):
         return not isinstance(obj, bool)
     if type(obj).__name__ in ("bool_", "bool") or not hasattr(type(obj), "__index__"):
@@ -232,9 +236,11 @@ cdef View _with_axes(View base, const int* order):
 cdef int _reshape_target(View base, shape, int64_t* extents) except -1:
     """Fill ``extents`` with the requested shape, one -1 inferred (NumPy's rules); returns
     its number of dimensions. Sizes are checked like an import's (extent.h)."""
-    if _is_integer_index(shape):
+    if type(shape) is tuple:
+        pass
+    elif _is_integer_index(shape):
         shape = (shape,)
-    elif type(shape) is not tuple:
+    else:
         try:
             shape = tuple(shape)
         except TypeError:
@@ -246,10 +252,13 @@ cdef int _reshape_target(View base, shape, int64_t* extents) except -1:
     cdef int unknown = -1
     for i in range(ndim):
         item = (<tuple>shape)[i]
-        if not _is_integer_index(item):
+        if type(item) is int:
+            value = item
+        elif _is_integer_index(item):
+            value = item.__index__()
+        else:
             raise TypeError(f"View.reshape: shape must be an int or a sequence of ints, got "
                             f"{shape!r}")
-        value = item.__index__()
         if value == -1:
             if unknown >= 0:
                 raise ValueError("View.reshape: can only specify one unknown dimension (-1)")
