@@ -178,10 +178,12 @@ cdef class View:
 
     @property
     def ndim(self):
+        """Number of dimensions."""
         return self._t.ndim
 
     @property
     def shape(self):
+        """Extents, one per dimension (a tuple of ints)."""
         return tuple([self._t.shape[i] for i in range(self._t.ndim)])
 
     @property
@@ -201,6 +203,7 @@ cdef class View:
 
     @property
     def size(self):
+        """Number of elements (the product of the shape)."""
         return self._size
 
     @property
@@ -216,6 +219,7 @@ cdef class View:
 
     @property
     def dtype(self):
+        """The element type, a DType (every DLPack 1.3 type)."""
         cdef APDLDataType d = self._t.dtype
         cdef bint padded = (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0 and d.bits < 8
         key = (d.code, d.bits, d.lanes, padded)
@@ -227,6 +231,7 @@ cdef class View:
 
     @property
     def device(self):
+        """Where the memory is: a Device, e.g. Device("cuda:1")."""
         key = (self._t.device.device_type, self._t.device.device_id)
         device = _device_cache.get(key)
         if device is None:
@@ -240,6 +245,7 @@ cdef class View:
 
     @property
     def readonly(self):
+        """Whether the memory may not be written through this View (exports say so too)."""
         return (self._flags & APDL_FLAG_READ_ONLY) != 0
 
     @property
@@ -249,10 +255,12 @@ cdef class View:
 
     @property
     def is_c_contiguous(self):
+        """Whether the elements lie in C (row-major) order without gaps."""
         return ap_is_c_contiguous(self._t.ndim, self._t.shape, self._t.strides) != 0
 
     @property
     def is_f_contiguous(self):
+        """Whether the elements lie in Fortran (column-major) order without gaps."""
         return ap_is_f_contiguous(self._t.ndim, self._t.shape, self._t.strides) != 0
 
     @property

@@ -65,15 +65,15 @@ cdef class Spec:
 
     Immutable and hashable; made once (at decoration), checked in C on every call."""
 
-    cdef readonly tuple dtypes       # DType choices, or () for any
-    cdef readonly tuple ndims        # int choices, or () for any
-    cdef readonly object shape       # tuple of int/None, or None for any
-    cdef readonly object order       # one of ORDERS, or None
-    cdef readonly tuple devices      # Device choices (id -1: any id of that type), or ()
-    cdef readonly object writable    # True, False or None
-    cdef readonly object align       # int bytes, or None
-    cdef readonly bint cast
-    cdef readonly object copy        # True, False or None
+    cdef tuple _given_dtypes       # DType choices, or () for any
+    cdef tuple _given_ndims        # int choices, or () for any
+    cdef object _given_shape       # tuple of int/None, or None for any
+    cdef object _given_order       # one of ORDERS, or None
+    cdef tuple _given_devices      # Device choices (id -1: any id of that type), or ()
+    cdef object _given_writable    # True, False or None
+    cdef object _given_align       # int bytes, or None
+    cdef bint _given_cast
+    cdef object _given_copy        # True, False or None
     cdef frozenset _dtype_keys
     cdef uint64_t _one_dtype_key
     cdef int _dtype_count
@@ -101,31 +101,31 @@ cdef class Spec:
         self._set_devices(device)
         if writable is not None and type(writable) is not bool:
             raise TypeError(f"Spec: writable must be True, False or None, got {writable!r}")
-        self.writable = writable
+        self._given_writable = writable
         self._writable = -1 if writable is None else (1 if writable else 0)
         if align is not None:
             if not _is_integer_index(align) or align <= 0 or (align & (align - 1)):
                 raise ValueError(f"Spec: align must be a power of two (bytes), got {align!r}")
             align = align.__index__()
-        self.align = align
+        self._given_align = align
         self._align = 0 if align is None else align
         if type(cast) is not bool:
             raise TypeError(f"Spec: cast must be True or False, got {cast!r}")
-        self.cast = cast
+        self._given_cast = cast
         if copy is not None and type(copy) is not bool:
             raise TypeError(f"Spec: copy must be True, False or None, got {copy!r}")
-        self.copy = copy
+        self._given_copy = copy
 
     cdef _set_dtypes(self, dtype):
-        self.dtypes = ()
+        self._given_dtypes = ()
         self._dtype_count = 0
         if dtype is None:
             return
         chosen = []
         for item in _as_choices(dtype, "dtype"):
             chosen.append(item if isinstance(item, DType) else DType(item))
-        self.dtypes = tuple(chosen)
-        keys = [_dtype_key(d.code, d.bits, d.lanes, d.padded) for d in self.dtypes]
+        self._given_dtypes = tuple(chosen)
+        keys = [_dtype_key(d.code, d.bits, d.lanes, d.padded) for d in self._given_dtypes]
         self._dtype_keys = frozenset(keys)
         self._one_dtype_key = keys[0]
         self._dtype_count = len(self._dtype_keys)
@@ -135,8 +135,8 @@ cdef class Spec:
         for i in range(AP_COPY_MAX_NDIM + 1):
             self._ndim_ok[i] = self._any_ndim
         self._shape_len = -1
-        self.shape = None
-        self.ndims = ()
+        self._given_shape = None
+        self._given_ndims = ()
         chosen = set()
         if ndim is not None:
             for item in _as_choices(ndim, "ndim"):
@@ -159,12 +159,12 @@ cdef class Spec:
             if chosen and len(extents) not in chosen:
                 raise ValueError(f"Spec: shape {tuple(extents)} has {len(extents)} dimensions, "
                                  f"but ndim says {sorted(chosen)}")
-            self.shape = tuple(extents)
+            self._given_shape = tuple(extents)
             self._shape_len = len(extents)
             for i, extent in enumerate(extents):
                 self._shape[i] = -1 if extent is None else extent
             chosen = {len(extents)}
-        self.ndims = tuple(sorted(chosen))
+        self._given_ndims = tuple(sorted(chosen))
         for n in chosen:
             self._ndim_ok[n] = True
 
@@ -172,11 +172,11 @@ cdef class Spec:
         if order not in _ORDERS:
             raise ValueError(f"Spec: order must be one of {', '.join(ORDERS)} or None, got "
                              f"{order!r}")
-        self.order = order
+        self._given_order = order
         self._order = _ORDERS[order]
 
     cdef _set_devices(self, device):
-        self.devices = ()
+        self._given_devices = ()
         self._device_pairs = ()
         self._device_count = 0
         if device is None:
@@ -188,7 +188,7 @@ cdef class Spec:
             any_id = text is not None and ":" not in text
             devices.append(parsed)
             pairs.append((int(parsed.type), -1 if any_id else parsed.id))
-        self.devices = tuple(devices)
+        self._given_devices = tuple(devices)
         self._device_pairs = tuple(pairs)
         self._one_device_type, self._one_device_id = pairs[0]
         self._device_count = len(pairs)
@@ -254,28 +254,29 @@ cdef class Spec:
 
     def __repr__(self):
         parts = []
-        if self.dtypes:
-            names = [d.name for d in self.dtypes]
+        if self._given_dtypes:
+            names = [d.name for d in self._given_dtypes]
             parts.append(f"dtype={names[0]!r}" if len(names) == 1 else f"dtype={names!r}")
-        if self.ndims and self.shape is None:
-            parts.append(f"ndim={self.ndims[0]!r}" if len(self.ndims) == 1
-                         else f"ndim={list(self.ndims)!r}")
-        if self.shape is not None:
-            parts.append(f"shape={self.shape!r}")
+        if self._given_ndims and self._given_shape is None:
+            parts.append(f"ndim={self._given_ndims[0]!r}" if len(self._given_ndims) == 1
+                         else f"ndim={list(self._given_ndims)!r}")
+        if self._given_shape is not None:
+            parts.append(f"shape={self._given_shape!r}")
         for name in ("order", "writable", "align", "copy"):
             if getattr(self, name) is not None:
                 parts.append(f"{name}={getattr(self, name)!r}")
-        if self.devices:
+        if self._given_devices:
             labels = self.device_labels
             parts.append(f"device={labels[0]!r}" if len(labels) == 1
                          else f"device={list(labels)!r}")
-        if self.cast:
+        if self._given_cast:
             parts.append("cast=True")
         return f"Spec({', '.join(parts)})"
 
     def _key(self):
-        return (self._dtype_keys if self._dtype_count else None, self.ndims, self.shape,
-                self.order, self._device_pairs, self.writable, self.align, self.cast, self.copy)
+        return (self._dtype_keys if self._dtype_count else None, self._given_ndims,
+                self._given_shape, self._given_order, self._device_pairs, self._given_writable,
+                self._given_align, self._given_cast, self._given_copy)
 
     def __eq__(self, other):
         if not isinstance(other, Spec):
@@ -286,15 +287,61 @@ cdef class Spec:
         return hash(self._key())
 
     @property
+    def dtypes(self):
+        """The allowed element types (DType), or () for any."""
+        return self._given_dtypes
+
+    @property
+    def ndims(self):
+        """The allowed numbers of dimensions, or () for any."""
+        return self._given_ndims
+
+    @property
+    def shape(self):
+        """The required extents (None: any extent), or None for any shape."""
+        return self._given_shape
+
+    @property
+    def order(self):
+        """The required layout: "C", "F", "A", "contiguous-last-axis", or None for any."""
+        return self._given_order
+
+    @property
+    def devices(self):
+        """The allowed devices (Device), or () for any (``device_labels``: as written)."""
+        return self._given_devices
+
+    @property
+    def writable(self):
+        """True: writable memory needed; False: a read-only View handed over; None: either."""
+        return self._given_writable
+
+    @property
+    def align(self):
+        """The required alignment of the data address in bytes, or None."""
+        return self._given_align
+
+    @property
+    def cast(self):
+        """Whether require may convert another dtype (on the host, through NumPy)."""
+        return self._given_cast
+
+    @property
+    def copy(self):
+        """The default copy policy of require with this Spec (True, False or None)."""
+        return self._given_copy
+
+    @property
     def device_labels(self):
         """The device choices as written: "cuda" (any id), "cuda:1", "cpu"."""
         return tuple([str(d) if pair[1] != -1 else d.type.label
-                      for d, pair in zip(self.devices, self._device_pairs)])
+                      for d, pair in zip(self._given_devices, self._device_pairs)])
 
     def __reduce__(self):
-        return (_spec_from_fields, (self.dtypes or None, self.ndims or None, self.shape,
-                                    self.order, list(self.device_labels) or None,
-                                    self.writable, self.align, self.cast, self.copy))
+        return (_spec_from_fields, (
+            self._given_dtypes or None, self._given_ndims or None, self._given_shape,
+            self._given_order, list(self.device_labels) or None, self._given_writable,
+            self._given_align, self._given_cast, self._given_copy))
 
 
 def _spec_from_fields(dtype, ndim, shape, order, device, writable, align, cast, copy):

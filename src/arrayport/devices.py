@@ -85,10 +85,12 @@ class Device(tuple):
 
     @property
     def type(self) -> DeviceType:
+        """The DLPack device type (``DeviceType.CUDA`` for ``Device("cuda:1")``)."""
         return self[0]
 
     @property
     def id(self) -> int:
+        """The device ordinal (1 for ``Device("cuda:1")``; 0 for single-instance kinds)."""
         return self[1]
 
     def __str__(self) -> str:

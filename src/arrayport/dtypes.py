@@ -106,7 +106,15 @@ class DType:
     """A DLPack element type: ``DType("float32")``, ``DType(numpy.float32)``,
     ``DType(DTypeCode.FLOAT, 32)``, ``DType("float32x4")`` (4 lanes)."""
 
-    __slots__ = ("code", "bits", "lanes", "padded", "name", "_hash")
+    __slots__ = {
+        "code": "The DLPack type code (a DTypeCode: INT, UINT, FLOAT, BFLOAT, COMPLEX, …).",
+        "bits": "Bits of one lane (4 for float4_e2m1fn, 16 for bfloat16).",
+        "lanes": "Lanes per element (1 for scalars, 4 for float32x4).",
+        "padded": "Whether a sub-byte type is stored one element per byte (DLPack's "
+                  "IS_SUBBYTE_TYPE_PADDED); False for types of 8 bits or more.",
+        "name": "The type's name: \"float32\", \"bfloat16\", \"float32x4\".",
+        "_hash": "The name's hash, computed once.",
+    }
 
     code: DTypeCode
     bits: int
@@ -141,6 +149,7 @@ class DType:
 
     @property
     def is_subbyte(self) -> bool:
+        """Whether one lane has fewer than 8 bits (float4, float6)."""
         return self.bits < 8
 
     @property

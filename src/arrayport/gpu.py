@@ -48,6 +48,8 @@ def set_implicit_sync(enabled: bool) -> bool:
 
 
 def implicit_sync_enabled() -> bool:
+    """Whether arrayport's implicit stream synchronization is on (see the module
+    docstring; ``set_implicit_sync`` and ``no_implicit_sync`` switch it)."""
     return _core.implicit_sync_enabled()
 
 

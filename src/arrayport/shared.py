@@ -54,7 +54,15 @@ class SharedHandle:
     ``View.from_shared(handle)`` maps it; ``handle.unlink()`` (creator only) removes the
     name early."""
 
-    __slots__ = ("kind", "name", "nbytes", "item", "shape", "strides", "readonly")
+    __slots__ = {
+        "kind": "The sharing mechanism: \"posix-shm\" (CUDA IPC will be another kind).",
+        "name": "The segment's name (``/arrayport-`` and 128 random bits).",
+        "nbytes": "Bytes of data in the segment.",
+        "item": "The element type as DLPack's (code, bits, lanes, padded).",
+        "shape": "The View's shape.",
+        "strides": "Byte strides, or None for C order.",
+        "readonly": "Whether every mapping of the segment is read-only.",
+    }
 
     def __init__(self, kind, name, nbytes, item, shape, strides, readonly):
         self.kind, self.name, self.nbytes = kind, name, nbytes
