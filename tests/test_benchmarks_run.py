@@ -1,5 +1,5 @@
 """The benchmark scripts run (tiny counts; no timing is asserted — speed is shown by
-running them, see README)."""
+running them, see docs/benchmarks.md)."""
 
 import importlib.util
 import subprocess

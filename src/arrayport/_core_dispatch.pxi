@@ -1,6 +1,6 @@
 # Included by _core.pyx. arrayport.view(obj): one entry point for every protocol.
 #
-# The order (documented in the README), best first:
+# The order (documented in docs/decisions.md), best first:
 #   1. a View is returned as it is; a DLPack capsule is consumed;
 #   2. DLPack: the type's C exchange API when it has one, else __dlpack__ (it carries the
 #      device, read-only flag and stream semantics);

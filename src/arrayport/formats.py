@@ -10,7 +10,7 @@ DLPack has no byte order but the native one and no structured types, so both are
 with ``BufferError``; so is every kind DLPack cannot hold (strings, objects, datetimes…).
 
 Types these protocols cannot spell (bfloat16, float8/6/4, complex32, float128, opaque
-handles, multi-lane types) follow one convention, documented in the README: the type
+handles, multi-lane types) follow one convention, documented in docs/decisions.md: the type
 string is raw bytes, ``"|V<itemsize>"``, and ``descr`` is ``[(<DLPack name>, "|V<itemsize>")]``.
 NumPy then sees an opaque one-field record named after the type (never an integer), and
 arrayport reads the name back. The buffer protocol has no such escape: it refuses them, and
