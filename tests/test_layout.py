@@ -304,3 +304,19 @@ def test_packed_sub_byte_views_stay_contiguous(producer):
         nibbles[:, ::2]
     with pytest.raises(BufferError, match="whole byte"):
         nibbles[0, 1:]
+
+
+def test_refused_layout_operations_leak_nothing(producer, live):
+    """Every refusal on a View that owns a producer's tensor: the error, then the deleter
+    exactly once when the View goes — no derived View left half-built holding the base."""
+    view = ap.from_dlpack(producer.capsule(spec((3, 4), dtype=(2, 64, 1))))
+    for refusal, error in ((lambda: view[5], IndexError), (lambda: view[[0]], IndexError),
+                           (lambda: view.T.reshape(12), ValueError),
+                           (lambda: view.permute(0, 0), ValueError),
+                           (lambda: view.T.view_as("uint8"), ValueError),
+                           (lambda: view[::0], ValueError)):
+        with pytest.raises(error):
+            refusal()
+    del view
+    gc.collect()
+    assert live.delta() == {"producer_deleter_calls": 1}

@@ -44,6 +44,14 @@ cdef View _derived(View base, int ndim):
     return v
 
 
+cdef View _same_layout(View base):
+    """``_derived`` with ``base``'s own shape and strides."""
+    cdef View v = _derived(base, base._t.ndim)
+    memcpy(v._t.shape, base._t.shape, base._t.ndim * sizeof(int64_t))
+    memcpy(v._t.strides, base._t.strides, base._t.ndim * sizeof(int64_t))
+    return v
+
+
 cdef int _finish_derived(View v, int64_t element_shift) except -1:
     """Move ``v``'s start by ``element_shift`` elements and set its size and byte count."""
     cdef int64_t itembits = v._itembits()
@@ -351,17 +359,15 @@ cdef View _reinterpreted(View base, dtype):
     cdef int64_t old_bits = base._itembits()
     cdef int64_t new_bits = target.bits * target.lanes
     if target.padded or old_bits % 8 or new_bits % 8:
-        if new_bits != old_bits or target.padded != ((base._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0):
+        if new_bits != old_bits or target.padded != (
+                (base._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0):
             raise ValueError(f"View.view_as: packed sub-byte types reinterpret only as types "
                              f"of the same width ({base.dtype.name} -> {target.name})")
     cdef int ndim = base._t.ndim
-    cdef View v = _derived(base, ndim)
+    cdef View v = _same_layout(base)
     v._t.dtype.code = target.code
     v._t.dtype.bits = target.bits
     v._t.dtype.lanes = target.lanes
-    for i in range(ndim):
-        v._t.shape[i] = base._t.shape[i]
-        v._t.strides[i] = base._t.strides[i]
     if new_bits == old_bits:
         _finish_derived(v, 0)
         return v
@@ -407,10 +413,7 @@ cdef View _as_readonly(View base):
     """The same memory, flagged read-only (every export of it says so)."""
     if base._flags & APDL_FLAG_READ_ONLY:
         return base
-    cdef View v = _derived(base, base._t.ndim)
-    for i in range(base._t.ndim):
-        v._t.shape[i] = base._t.shape[i]
-        v._t.strides[i] = base._t.strides[i]
+    cdef View v = _same_layout(base)
     v._flags |= APDL_FLAG_READ_ONLY
     _finish_derived(v, 0)
     return v
