@@ -12,7 +12,8 @@ import pytest
 import arrayport
 from arrayport import _core
 
-PACKAGE = Path(arrayport.__file__).parent
+# The repository's sources, not the installed package: a wheel carries no .pyx/.pxi.
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "arrayport"
 CORE_SOURCES = [PACKAGE / "_core.pyx", *sorted(PACKAGE.glob("_core_*.pxi"))]
 # The facts the core is built on: data models with no policy (they import nothing of
 # arrayport's but each other).

@@ -16,7 +16,9 @@ from optional import needs
 
 ROOT = Path(__file__).parent.parent
 TYPING = Path(__file__).parent / "typecheck"
-STUBS = ROOT / "src" / "arrayport"
+# The stubs as installed: src/ in a source checkout, site-packages when testing the wheel
+# (where, as for users, mypy reports on the stubs and the caller, not the package's insides).
+STUBS = Path(ap.__file__).parent
 
 
 def mypy(*arguments):
