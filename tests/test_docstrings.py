@@ -3,6 +3,7 @@ package's exports, their public methods and properties, and the arrayport.typing
 ``help(ap.view)`` must be useful on its own."""
 
 import inspect
+import re
 import typing
 
 import pytest
@@ -48,3 +49,51 @@ def test_every_public_name_has_a_docstring():
 def test_help_says_something_useful(function):
     doc = inspect.getdoc(function)
     assert len(doc) > 120, doc
+
+
+# ---- numpydoc sections (the API reference renders them: docs/api.md) ------------------------
+
+def public_callables():
+    """(name, callable) of every public function and method, classes' constructors aside."""
+    for name in ap.__all__:
+        obj = getattr(ap, name)
+        if inspect.ismodule(obj) or isinstance(obj, (int, tuple, str)):
+            continue
+        if inspect.isclass(obj):
+            if issubclass(obj, BaseException):
+                continue
+            for member_name, member in vars(obj).items():
+                if member_name.startswith("_") or isinstance(member, property):
+                    continue
+                member = getattr(obj, member_name)
+                if callable(member) and not isinstance(member, obj):   # not an enum member
+                    yield f"{name}.{member_name}", member
+        elif callable(obj):
+            yield name, obj
+
+
+def documented_parameters(doc):
+    section = re.search(r"^Parameters\n-+\n(.*?)(?:^\w[\w ]*\n-+\n|\Z)", doc, re.S | re.M)
+    if not section:
+        return set()
+    names = set()
+    for line in section.group(1).splitlines():
+        if line and not line.startswith(" "):
+            for part in line.split(":")[0].split(","):
+                names.add(part.strip().lstrip("*"))
+    return names
+
+
+@pytest.mark.parametrize("name,function", list(public_callables()),
+                         ids=[name for name, _ in public_callables()])
+def test_public_callables_have_numpydoc_sections(name, function):
+    doc = inspect.getdoc(function) or ""
+    assert re.search(r"^Returns\n-+\n", doc, re.M), f"{name}: no Returns section"
+    try:
+        parameters = [p for p in inspect.signature(function).parameters.values()
+                      if p.name not in ("self", "cls")]
+    except (TypeError, ValueError):
+        parameters = []
+    documented = documented_parameters(doc)
+    missing = [p.name for p in parameters if p.name not in documented]
+    assert not missing, f"{name}: parameters not in its Parameters section: {missing}"

@@ -59,7 +59,16 @@ __all__ = [
 
 
 def get_include() -> str:
-    """The include folder for C/C++/Cython extensions: ``#include "arrayport/dlpack_abi.h"``."""
+    """The include folder for C/C++/Cython extensions built against arrayport.
+
+    It holds ``arrayport/dlpack_abi.h`` (the DLPack 1.3 ABI, names prefixed ``APDL``) and
+    ``arrayport/capi.h`` (arrayport's C API); the ``.pxd`` files sit beside the package.
+
+    Returns
+    -------
+    str
+        An absolute path, for ``-I`` or ``include_dirs``.
+    """
     return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
 
 

@@ -91,9 +91,22 @@ cdef class HostBuffer:
 cdef class View:
     """An immutable view of strided memory on any DLPack device.
 
-    Make one with ``arrayport.from_dlpack(obj)`` or ``View.from_dlpack(obj)``; it keeps the
-    memory alive (``owner``) and exports it again through ``__dlpack__``.
-    Strides are in bytes (NumPy's convention); ``element_strides`` gives DLPack's.
+    Make one with ``arrayport.view(obj)``, ``arrayport.from_dlpack(obj)`` or a
+    ``View.from_*`` constructor; it keeps the memory alive (``owner``) and exports it again
+    through every protocol its memory allows: ``__dlpack__``, ``__cuda_array_interface__``,
+    ``__array_interface__``, the buffer protocol and ``__array__``. Strides are in bytes
+    (NumPy's convention); ``element_strides`` gives DLPack's.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> v = ap.view(np.zeros((2, 3), np.int16))
+    >>> v.shape, v.strides, v.itemsize, str(v.device)
+    ((2, 3), (6, 2), 2, 'cpu')
+    >>> v.T.shape, v[1:, ::2].shape
+    ((3, 2), (1, 2))
+    >>> bytes(memoryview(v)) == bytes(12)
+    True
     """
 
     cdef APDLTensor _t          # shape/strides point into _dims
@@ -149,29 +162,107 @@ cdef class View:
 
     @staticmethod
     def from_dlpack(obj, /, *, device=None, copy=None, stream=None):
-        """A View from any object with ``__dlpack__`` or from a DLPack capsule."""
+        """A View from any object with ``__dlpack__`` or from a DLPack capsule.
+
+        The same as ``arrayport.from_dlpack``, which says more.
+
+        Parameters
+        ----------
+        obj : object
+            An object with ``__dlpack__``, or a DLPack capsule.
+        device : Device, str or tuple, optional
+            Where the data should be; a copy when it lives elsewhere.
+        copy : bool, optional
+            ``True`` always copies, ``False`` never does.
+        stream : int, optional
+            The CUDA/ROCm stream the caller will use the data on.
+
+        Returns
+        -------
+        View
+        """
         return from_dlpack(obj, device=device, copy=copy, stream=stream)
 
     @staticmethod
     def from_cuda_array_interface(obj, /):
-        """A View of ``obj.__cuda_array_interface__`` (version 0–3); the View keeps ``obj``
-        alive. Its device comes from the driver (which GPU, or pinned/managed memory)."""
+        """A View of ``obj.__cuda_array_interface__`` (versions 0–3), which keeps ``obj`` alive.
+
+        Its device comes from the driver: which GPU, or pinned or managed memory.
+
+        Parameters
+        ----------
+        obj : object
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            ``obj`` does not offer the protocol, or what it offers is malformed.
+        """
         return _view_from_cai_object(obj)
 
     @staticmethod
     def from_array_interface(obj, /):
-        """A View of ``obj.__array_interface__`` (version 3); keeps ``obj`` alive."""
+        """A View of ``obj.__array_interface__`` (version 3), which keeps ``obj`` alive.
+
+        Parameters
+        ----------
+        obj : object
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            ``obj`` does not offer the protocol, or what it offers is malformed.
+        """
         return _view_from_ai_object(obj)
 
     @staticmethod
     def from_buffer(obj, /):
-        """A View of ``obj``'s buffer (PEP 3118), held until the View dies."""
+        """A View of ``obj``'s buffer (PEP 3118), which keeps ``obj`` alive.
+
+        The ``Py_buffer`` is held until the last View on it dies.
+
+        Parameters
+        ----------
+        obj : object
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            ``obj`` does not offer the protocol, or what it offers is malformed.
+        """
         return _view_from_buffer(obj, obj, "buffer")
 
     @staticmethod
     def from_array(obj, /):
-        """A View of the NumPy array ``obj.__array__()`` returns; the View keeps that array
-        alive. Whether it shares ``obj``'s memory is up to ``obj``."""
+        """A View of the NumPy array ``obj.__array__()`` returns, kept alive by the View.
+
+        Whether it shares ``obj``'s memory is up to ``obj``.
+
+        Parameters
+        ----------
+        obj : object
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            ``obj`` does not offer the protocol, or what it offers is malformed.
+        """
         return _view_from_array_method(obj)
 
     # ---- metadata ---------------------------------------------------------------------------
@@ -497,8 +588,29 @@ cdef class View:
         return _reversed_axes(self, True)
 
     def permute(self, *axes):
-        """The axes in the order given (``v.permute(2, 0, 1)`` or ``v.permute((2, 0, 1))``;
-        negatives count from the end); no argument reverses them, as ``T``."""
+        """The same memory with its axes in the order given (metadata only).
+
+        Parameters
+        ----------
+        *axes : int or tuple of int
+            ``v.permute(2, 0, 1)`` or ``v.permute((2, 0, 1))``; negatives count from the end.
+            None given reverses the axes, as ``T``.
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        ValueError
+            The axes are not a permutation of the View's.
+
+        Examples
+        --------
+        >>> import numpy as np, arrayport as ap
+        >>> ap.view(np.zeros((2, 3, 4))).permute(2, 0, 1).shape
+        (4, 2, 3)
+        """
         if len(axes) == 1 and not _is_integer_index(axes[0]):
             axes = tuple(axes[0])
         if not axes:
@@ -506,21 +618,76 @@ cdef class View:
         return _permuted(self, axes)
 
     def reshape(self, *shape):
-        """The same elements, in C order, seen with ``shape`` (one extent may be -1) —
-        only when the strides allow it without a copy; otherwise ValueError naming
-        ``copy()``. ``v.reshape(2, 3)`` or ``v.reshape((2, 3))``."""
+        """The same elements, in C order, seen with another shape — never a copy.
+
+        Parameters
+        ----------
+        *shape : int or tuple of int
+            ``v.reshape(2, 3)`` or ``v.reshape((2, 3))``; one extent may be -1.
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        ValueError
+            The sizes differ, or the strides need a copy for this shape (the message names
+            ``copy()``).
+
+        Examples
+        --------
+        >>> import numpy as np, arrayport as ap
+        >>> ap.view(np.arange(6)).reshape(2, -1).shape
+        (2, 3)
+        """
         if len(shape) == 1 and not _is_integer_index(shape[0]):
             shape = shape[0]
         return _reshaped(self, shape)
 
     def view_as(self, dtype):
-        """The same bytes read as ``dtype`` (``ndarray.view(dtype)``'s rules): the same
-        layout for a type of the same size, else the contiguous last axis rescaled."""
+        """The same bytes read as another type (``ndarray.view(dtype)``'s rules).
+
+        Parameters
+        ----------
+        dtype : DType, str or numpy.dtype
+            A type of the same size keeps the layout; another size rescales the contiguous last
+            axis.
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        ValueError
+            The last axis is not contiguous, or its bytes do not divide into the new type.
+
+        Examples
+        --------
+        >>> import numpy as np, arrayport as ap
+        >>> ap.view(np.zeros(2, np.float32)).view_as("uint8").shape
+        (8,)
+        """
         return _reinterpreted(self, dtype)
 
     def as_readonly(self):
-        """The same memory, flagged read-only: writes through it and through every export
-        of it are refused (this View itself when it is read-only already)."""
+        """The same memory, flagged read-only.
+
+        Writes through it and through every export of it are refused.
+
+        Returns
+        -------
+        View
+            This View itself when it is read-only already.
+
+        Examples
+        --------
+        >>> import numpy as np, arrayport as ap
+        >>> r = ap.view(np.zeros(2)).as_readonly()
+        >>> r.readonly, np.asarray(r).flags.writeable
+        (True, False)
+        """
         return _as_readonly(self)
 
     # ---- pickling and copy.copy (arrayport/pickling.py) ------------------------------------
@@ -532,14 +699,46 @@ cdef class View:
         return _hook(_reduce_view_hook, "reduce_view")(self, protocol)
 
     def share(self, readonly=None):
-        """Copy this View's host data once into POSIX shared memory; returns a picklable
-        ``SharedHandle`` that ``View.from_shared`` maps in any process on the machine
-        (lifetime rules: arrayport/shared.py)."""
+        """Copy this View's host data once into POSIX shared memory.
+
+        Parameters
+        ----------
+        readonly : bool, optional
+            Whether Views of the segment are read-only; ``None``: as this View is.
+
+        Returns
+        -------
+        SharedHandle
+            Picklable (a few hundred bytes); ``View.from_shared(handle)`` maps the segment in any
+            process on the machine. This process owns the name (``handle.unlink()``).
+
+        Raises
+        ------
+        BufferError
+            Memory the host cannot read.
+        """
         return _hook(_share_hook, "share")(self, readonly)
 
     @staticmethod
     def from_shared(handle):
-        """A zero-copy View of the shared-memory segment ``handle`` (from ``share()``)."""
+        """A zero-copy View of the shared-memory segment ``handle`` names.
+
+        Parameters
+        ----------
+        handle : SharedHandle
+            From ``View.share()``, in this process or another on the same machine.
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        TypeError
+            ``handle`` is not a SharedHandle.
+        FileNotFoundError
+            The segment's name has been removed.
+        """
         return _hook(_from_shared_hook, "from_shared")(handle)
 
     def __copy__(self):
@@ -551,15 +750,47 @@ cdef class View:
     # ---- copies ---------------------------------------------------------------------------
 
     def copy(self, device=None, stream=None):
-        """A C-contiguous, writable copy (IS_COPIED) on ``device`` (default: where the data
-        is) — host, CUDA or ROCm memory, in any direction (arrayport.copies). ``stream``:
-        the CUDA/ROCm stream the transfer is enqueued on (DLPack values; None: the default
-        stream). BufferError for devices arrayport has no driver for."""
+        """A C-contiguous, writable copy (``is_copy``), on any device arrayport drives.
+
+        Parameters
+        ----------
+        device : Device, str or tuple, optional
+            Where the copy goes (host, CUDA, ROCm, pinned host memory); ``None``: where the data
+            is.
+        stream : int, optional
+            The CUDA/ROCm stream the transfer is enqueued on (DLPack values); ``None``: the
+            default stream.
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            A device arrayport has no driver for.
+
+        Examples
+        --------
+        >>> import numpy as np, arrayport as ap
+        >>> c = ap.view(np.arange(6).reshape(2, 3)).T.copy()
+        >>> c.is_c_contiguous, c.is_copy
+        (True, True)
+        """
         return _hook(_copy_view_hook, "copy_view")(self, device, stream)
 
     def host_copy(self):
-        """A C-contiguous, writable copy in new host memory (IS_COPIED). Only for memory
-        the CPU can read; other devices raise BufferError naming the device."""
+        """A C-contiguous, writable copy in new host memory (``is_copy``).
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            Memory the CPU cannot read (the message names the device).
+        """
         if not _host_accessible(self._t.device.device_type):
             raise BufferError(f"dlpack: cannot read {self.device} memory from the host: "
                               f"arrayport has no driver for {self.device.type.label} devices")
@@ -1031,13 +1262,44 @@ def import_capsule(capsule, owner=None):
 
 
 def from_dlpack(x, /, *, device=None, copy=None, stream=None):
-    """A View of ``x`` (any object with ``__dlpack__``, or a DLPack capsule), zero-copy.
+    """A View of ``x`` through DLPack, with the array API standard's semantics.
 
-    ``copy=True`` always returns an owned copy; ``copy=False`` never copies (BufferError
-    when a copy would be needed); ``device`` asks for the data on that device, copying when
-    it lives elsewhere. ``stream``: the CUDA/ROCm stream the caller will use the data on
-    (DLPack values), passed to the producer, which orders its pending work before it; a
-    copy is made on it.
+    Parameters
+    ----------
+    x : object
+        Any object with ``__dlpack__`` and ``__dlpack_device__``, or a DLPack capsule
+        (``"dltensor"`` or ``"dltensor_versioned"``; consumed).
+    device : Device, str or tuple, optional
+        Where the data should be (``"cpu"``, ``"cuda:1"``, ``(2, 1)``); a copy when it
+        lives elsewhere. ``None``: where it is.
+    copy : bool, optional
+        ``True`` always returns a new copy (``View.is_copy``); ``False`` never copies;
+        ``None`` copies only when ``device`` asks for it.
+    stream : int, optional
+        The CUDA/ROCm stream the caller will use the data on (DLPack values), passed to the
+        producer, which orders its pending work before it; a copy is made on it.
+
+    Returns
+    -------
+    View
+
+    Raises
+    ------
+    BufferError
+        A copy would be needed with ``copy=False``, or the capsule is malformed, used, or of
+        another DLPack major version.
+    TypeError
+        ``x`` has no ``__dlpack__``, or an argument has the wrong type.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> a = np.arange(4.0)
+    >>> ap.from_dlpack(a).readonly
+    False
+    >>> c = ap.from_dlpack(a, copy=True)
+    >>> c.is_copy, np.shares_memory(np.asarray(c), a)
+    (True, False)
     """
     if device is None and copy is None:
         return dlpack_view(x, stream=stream)

@@ -53,17 +53,36 @@ cdef tuple _as_choices(value, str what):
 
 @cython.final
 cdef class Spec:
-    """What a function accepts: ``Spec(dtype="float32", shape=(None, 3), order="C",
-    device="cpu", writable=True, align=64)``. Every constraint is optional; ``dtype``,
-    ``ndim`` and ``device`` take one value or a set/list of choices (a device type without
-    an id — ``"cuda"`` — matches every device of that type). ``shape`` holds an extent or
-    None (any) per axis. ``order``: "C", "F", "A" (C or F) or "contiguous-last-axis".
-    ``writable=True`` needs writable memory, ``writable=False`` hands over a read-only View
-    (the function promises not to write); ``align``: the data address a multiple of these
-    bytes. ``cast=True`` lets ``require`` convert another dtype (on the host, through
-    NumPy); ``copy`` is the default copy policy (see ``require``).
+    """What a function accepts, made once and checked in C on every call.
 
-    Immutable and hashable; made once (at decoration), checked in C on every call."""
+    Every constraint is optional. Immutable and hashable.
+
+    Parameters
+    ----------
+    dtype, ndim, device : optional
+        One value or a set/list of choices; a device type without an id (``"cuda"``) matches
+        every device of that type.
+    shape : tuple, optional
+        An extent, or ``None`` for any, per axis.
+    order : {"C", "F", "A", "contiguous-last-axis"}, optional
+        ``"A"``: C or F.
+    writable : bool, optional
+        ``True`` needs writable memory; ``False`` hands over a read-only View (the function
+        promises not to write).
+    align : int, optional
+        The data address must be a multiple of these bytes.
+    copy : bool, optional
+        The default copy policy of ``require`` with this spec.
+    cast : bool
+        Let ``require`` convert another dtype (on the host, through NumPy).
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> ROWS = ap.Spec(dtype=["float32", "float64"], shape=(None, 3), order="C")
+    >>> ap.require(np.zeros((5, 3)), spec=ROWS).shape
+    (5, 3)
+    """
 
     cdef tuple _given_dtypes       # DType choices, or () for any
     cdef tuple _given_ndims        # int choices, or () for any
@@ -248,8 +267,24 @@ cdef class Spec:
         return ndim == 0 or v._t.shape[ndim - 1] <= 1 or v._t.strides[ndim - 1] == 1
 
     def first_failure(self, View v):
-        """The name of the first constraint ``v`` fails ("device", "dtype", "ndim",
-        "shape", "order", "writable", "align"), or None when it meets them all."""
+        """The first constraint a View fails.
+
+        Parameters
+        ----------
+        v : View
+
+        Returns
+        -------
+        str or None
+            ``"device"``, ``"dtype"``, ``"ndim"``, ``"shape"``, ``"order"``, ``"writable"``
+            or ``"align"``; ``None`` when ``v`` meets them all.
+
+        Examples
+        --------
+        >>> import numpy as np, arrayport as ap
+        >>> ap.Spec(ndim=2).first_failure(ap.view(np.zeros(3)))
+        'ndim'
+        """
         return CONSTRAINTS[self._first_failure(v)]
 
     def __repr__(self):
@@ -356,16 +391,58 @@ cdef dict _spec_cache = {}
 
 def require(x, /, *, dtype=None, ndim=None, shape=None, order=None, device=None,
             writable=None, align=None, copy=None, stream=None, cast=False, spec=None):
-    """A View of ``x`` (any array arrayport can view) that meets every constraint — the
-    constraints of ``Spec`` (or ``spec=`` one made in advance).
+    """A View of ``x`` that meets every constraint, zero-copy when ``x`` already does.
 
-    ``copy=None`` (default): zero-copy when ``x`` meets them, otherwise one copy on the
-    data's device (or to the named device, in the named order, writable, aligned) where a
-    copy can meet them. ``copy=False``: never a copy — a ``RequirementError`` (a
-    ValueError) naming the constraint and what ``x`` has. ``copy=True``: always a new copy.
-    A dtype, ndim or shape that differs is never met by a copy: a RequirementError, unless
-    ``cast=True`` (dtype, on the host). ``stream``: the CUDA/ROCm stream the caller uses
-    the data on (DLPack values); imports and copies are ordered for it."""
+    Parameters
+    ----------
+    x : object
+        Any array ``arrayport.view`` accepts.
+    dtype, ndim, device : optional
+        One value or a list/set of choices (``"cuda"`` matches every CUDA device).
+    shape : tuple, optional
+        An extent, or ``None`` for any, per axis.
+    order : {"C", "F", "A", "contiguous-last-axis"}, optional
+    writable : bool, optional
+        ``True`` needs writable memory; ``False`` hands over a read-only View (the caller
+        promises not to write).
+    align : int, optional
+        The data address must be a multiple of these bytes.
+    copy : bool, optional
+        ``None`` (default): one copy where a copy can meet the constraints (device, order,
+        writable, align); ``False``: never a copy; ``True``: always a new copy.
+    stream : int, optional
+        The CUDA/ROCm stream the caller uses the data on; imports and copies are ordered
+        for it.
+    cast : bool
+        Let a different dtype be converted (on the host, through NumPy).
+    spec : Spec, optional
+        The constraints made in advance, instead of the keywords.
+
+    Returns
+    -------
+    View
+
+    Raises
+    ------
+    RequirementError
+        A constraint is not met and a copy cannot (or may not) meet it: a ``ValueError``
+        whose message and ``constraint`` name it.
+    TypeError
+        An argument has the wrong type, or both ``spec`` and keywords were given.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> a = np.ones((3, 4), np.float32)
+    >>> ap.require(a, dtype="float32", ndim=2, order="C").is_copy
+    False
+    >>> ap.require(a.T, order="C").is_copy               # a copy can fix the order
+    True
+    >>> ap.require(a, dtype="float64")
+    Traceback (most recent call last):
+        ...
+    arrayport.errors.RequirementError: require: expected dtype float64, got float32; a copy ...
+    """
     cdef Spec chosen
     if spec is not None:
         if not isinstance(spec, Spec):

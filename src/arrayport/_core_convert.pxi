@@ -104,16 +104,45 @@ def legacy_capsule_for_immutable_consumer(View v, stream=None):
 # C; everything else goes to arrayport.convert, which owns the rules and their messages.
 
 def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
-    """A ``torch.Tensor`` of ``x`` (anything ``arrayport.view`` accepts), zero-copy when
-    PyTorch can hold the data as it is.
+    """A ``torch.Tensor`` of ``x``, zero-copy when PyTorch can hold the data as it is.
 
-    ``device``: where the tensor should live (a copy when the data is elsewhere).
-    ``copy``: True always copies; False never does (``BufferError`` when it would have to);
-    None copies only when PyTorch cannot hold the data (negative strides, read-only).
-    ``stream``: the DLPack stream value the caller will use the tensor on.
-    ``readonly``: "copy" (default) gives read-only memory to PyTorch as a writable copy;
-    "share" shares it and warns (``ReadOnlySharedWarning``): PyTorch cannot mark a tensor
-    read-only, so nothing stops writes through it.
+    Parameters
+    ----------
+    x : object
+        Anything ``arrayport.view`` accepts.
+    device : str or torch.device, optional
+        Where the tensor should live; a copy when the data is elsewhere.
+    copy : bool, optional
+        ``True`` always copies; ``False`` never does; ``None`` copies only when PyTorch
+        cannot hold the data (negative strides, read-only memory, conjugate or negative bits).
+    stream : int, optional
+        The DLPack stream value the caller will use the tensor on.
+    readonly : {"copy", "share"}
+        What to do with read-only memory, which PyTorch cannot mark: ``"copy"`` (default)
+        gives PyTorch a writable copy; ``"share"`` shares it and warns
+        (``ReadOnlySharedWarning``), since nothing stops writes through the tensor.
+
+    Returns
+    -------
+    torch.Tensor
+
+    Raises
+    ------
+    BufferError
+        A copy would be needed with ``copy=False``.
+    ValueError
+        ``readonly`` is neither ``"copy"`` nor ``"share"``.
+
+    Examples
+    --------
+    >>> import numpy as np, torch, arrayport as ap
+    >>> a = np.arange(6.0).reshape(2, 3)
+    >>> t = ap.to_torch(a)
+    >>> t[0, 0] = 9
+    >>> float(a[0, 0])
+    9.0
+    >>> ap.to_torch(a[::-1]).tolist() == a[::-1].tolist()    # negative strides: a copy
+    True
     """
     cdef View v
     if device is None and copy is None and stream is None and (
@@ -135,10 +164,39 @@ def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
 
 
 def to_numpy(x, *, copy=None):
-    """A NumPy array of ``x`` (anything ``arrayport.view`` accepts), zero-copy unless
-    ``copy=True``. Read-only stays read-only. bfloat16 and the float8/6/4 formats become
-    ``ml_dtypes`` arrays (``TypeError`` without ml_dtypes). Pinned host memory is shared;
-    device memory raises ``BufferError``."""
+    """A NumPy array of ``x``, zero-copy unless ``copy=True``.
+
+    Read-only memory stays read-only. bfloat16 and the float8/6/4 formats become
+    ``ml_dtypes`` arrays. Pinned host memory is shared; device memory is refused.
+
+    Parameters
+    ----------
+    x : object
+        Anything ``arrayport.view`` accepts.
+    copy : bool, optional
+        ``True`` always copies; ``False`` never does; ``None`` copies only when the producer
+        can only give a copy.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    BufferError
+        Device memory, or a copy needed with ``copy=False``.
+    TypeError
+        A type NumPy cannot hold (bfloat16 without ml_dtypes, packed sub-byte types).
+
+    Examples
+    --------
+    >>> import torch, arrayport as ap
+    >>> t = torch.arange(3, dtype=torch.int32)
+    >>> a = ap.to_numpy(t)
+    >>> a[0] = 5
+    >>> t.tolist()
+    [5, 1, 2]
+    """
     cdef View v
     if copy is None:
         if _is_ndarray_type(type(x)):

@@ -122,12 +122,46 @@ cdef inline int _check_host_stream(object stream, str protocol) except -1:
 
 
 def view(obj, /, *, stream=None):
-    """A View of ``obj`` through the best protocol it offers, never a copy.
+    """A View of ``obj``'s memory through the best protocol it offers, never a copy.
 
-    ``stream`` is the CUDA/ROCm stream the caller will use the data on (DLPack stream
-    values); the producer orders its pending work before it. ``View.protocol`` records
-    which protocol was used. BufferError when no protocol gives a zero-copy view; TypeError
-    when ``obj`` offers none.
+    The protocols are tried in this order: a View (returned as it is) or a DLPack capsule;
+    DLPack (the C exchange API, else ``__dlpack__``); the CUDA Array Interface; the buffer
+    protocol; ``__array_interface__``; ``__array__(copy=False)``. A protocol that refuses
+    with ``BufferError`` hands over to the next.
+
+    Parameters
+    ----------
+    obj : object
+        Any array: a NumPy, PyTorch, JAX, CuPy, pyarrow or tvm-ffi array, ``bytes``, a
+        ``memoryview``, an object with ``__array_interface__``, a DLPack capsule...
+    stream : int, optional
+        The CUDA/ROCm stream the caller will use the data on (DLPack stream values); the
+        producer orders its pending work before it. ``None`` for host memory.
+
+    Returns
+    -------
+    View
+        Sharing ``obj``'s memory and keeping it alive; ``View.protocol`` names the protocol
+        used.
+
+    Raises
+    ------
+    BufferError
+        No protocol gives a zero-copy view (``NeedsCopy``, a ``BufferError``, when only a
+        copy would do), or the producer's export is malformed.
+    TypeError
+        ``obj`` offers no array protocol, or ``stream`` is not a stream.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> v = ap.view(a)
+    >>> v.shape, v.dtype, v.protocol
+    ((2, 3), DType('float32'), 'dlpack')
+    >>> np.asarray(v)[0, 0] = 7
+    >>> float(a[0, 0])
+    7.0
     """
     return _view(obj, stream)
 

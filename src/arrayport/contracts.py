@@ -141,13 +141,42 @@ def _cast(view, spec, name):
 # ---- @accepts ---------------------------------------------------------------------------------
 
 def accepts(*, returns=None, **specs):
-    """Decorate a function so that each named argument arrives as a View meeting its Spec
-    (``Spec(...)``, a dict of Spec keywords, or a dtype name): ``require`` with the
-    argument's name in errors and the caller's ``stream`` argument passed through when the
-    function has one. ``returns="like:x"`` converts the result (or each array in a returned
-    tuple/list) into the library of the caller's ``x`` — NumPy in, NumPy out; torch in,
-    torch out — zero-copy where that library allows. Signature and docstring stay the
-    function's own (``functools.wraps``)."""
+    """Decorate a function so that each named argument arrives as a View meeting its Spec.
+
+    Each named argument goes through ``require``, with the argument's name in every error
+    (``None`` passes as it is), and the function's own ``stream`` argument, when it has
+    one, is passed through. The signature and docstring stay the function's own.
+
+    Parameters
+    ----------
+    returns : str, optional
+        ``"like:x"`` converts the result (or each array of a returned tuple or list) into the
+        library of the caller's argument ``x`` — NumPy in, NumPy out; torch in, torch out —
+        zero-copy where that library allows. ``None``: the result as it is.
+    **specs : Spec, dict or str
+        Per argument name: a ``Spec``, a dict of ``Spec`` keywords, or a dtype name.
+
+    Returns
+    -------
+    callable
+        The decorator.
+
+    Raises
+    ------
+    TypeError
+        A name is not a parameter of the function, or a spec is not a Spec, dict or str.
+    RequirementError
+        At call time, for an argument that does not meet its spec.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> @ap.accepts(x=ap.Spec(dtype="float32", ndim=1), returns="like:x")
+    ... def doubled(x):
+    ...     return np.asarray(x) * 2
+    >>> doubled(np.ones(3, np.float32))
+    array([2., 2., 2.], dtype=float32)
+    """
     if returns is not None and not isinstance(returns, str):
         raise TypeError(f"accepts: returns must be 'like:<argument>' or None, got {returns!r}")
     normalised = {name: _as_spec(name, value) for name, value in specs.items()}

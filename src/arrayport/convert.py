@@ -278,11 +278,40 @@ TARGETS = {
 
 
 def to(x, target, /, **options):
-    """``x`` (anything ``arrayport.view`` accepts) as an array of library ``target``: one
-    of ``TARGETS`` ("numpy", "torch", "jax", "cupy", "tvm_ffi", "pyarrow",
-    "pyarrow.Tensor"). ``options`` are the target converter's (``copy``, ``device``,
-    ``stream``, ``readonly`` where the target has them). The target library is imported
-    only here."""
+    """``x`` as an array of the library ``target``, zero-copy where that library allows.
+
+    The target library is imported only here.
+
+    Parameters
+    ----------
+    x : object
+        Anything ``arrayport.view`` accepts.
+    target : str
+        One of ``arrayport.convert.TARGETS``: ``"numpy"``, ``"torch"``, ``"jax"``,
+        ``"cupy"``, ``"tvm_ffi"``, ``"pyarrow"``, ``"pyarrow.Tensor"``.
+    **options
+        The target converter's own: ``copy``, ``device``, ``stream``, ``readonly`` where the
+        target has them.
+
+    Returns
+    -------
+    object
+        The target library's array.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``target``.
+    BufferError
+        A copy would be needed with ``copy=False``, or the target cannot hold the data.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> b = ap.to(np.arange(3), "numpy")
+    >>> b.tolist()
+    [0, 1, 2]
+    """
     try:
         convert = TARGETS[target]
     except (KeyError, TypeError):

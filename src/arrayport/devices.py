@@ -60,6 +60,21 @@ class Device(tuple):
     (``Device(2, 1) == "cuda:1"``; a name that is not a device compares unequal). It hashes
     as the tuple: key sets and dicts by Device objects or tuples, not by names, which have
     many spellings (as NumPy's ``dtype("f4") == "f4"``; docs/architecture.md).
+
+    Parameters
+    ----------
+    spec : str, tuple, int, DeviceType or a framework's device object
+        ``"cpu"`` (the default), ``"cuda:1"``, ``(2, 1)``, ``DeviceType.CUDA``, or anything
+        that prints as such a name (``torch.device``).
+    device_id : int, optional
+        With a device type: the ordinal.
+
+    Examples
+    --------
+    >>> import arrayport as ap
+    >>> d = ap.Device("cuda:1")
+    >>> d.type, d.id, d == (2, 1)
+    (<DeviceType.CUDA: 2>, 1, True)
     """
 
     __slots__ = ()

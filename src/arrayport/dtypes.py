@@ -103,8 +103,24 @@ def dtype_problem(code: int, bits: int, lanes: int) -> str | None:
 
 
 class DType:
-    """A DLPack element type: ``DType("float32")``, ``DType(numpy.float32)``,
-    ``DType(DTypeCode.FLOAT, 32)``, ``DType("float32x4")`` (4 lanes)."""
+    """A DLPack element type: every DLPack 1.3 type, equal to NumPy dtypes and names.
+
+    Parameters
+    ----------
+    spec : str, numpy.dtype, DType or DTypeCode
+        ``DType("float32")``, ``DType(numpy.float32)``, ``DType(DTypeCode.FLOAT, 32)``,
+        ``DType("float32x4")`` (4 lanes), ``DType("bfloat16")``.
+    bits, lanes : int, optional
+        With a ``DTypeCode``: the bits of one lane and the lanes.
+    padded : bool
+        Sub-byte types only: one byte an element (DLPack's ``IS_SUBBYTE_TYPE_PADDED``).
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> ap.DType("bfloat16").bits, ap.DType(np.float32) == "float32"
+    (16, True)
+    """
 
     __slots__ = {
         "code": "The DLPack type code (a DTypeCode: INT, UINT, FLOAT, BFLOAT, COMPLEX, …).",
@@ -165,8 +181,24 @@ class DType:
         return (8 if self.padded and self.bits < 8 else self.bits) * self.lanes
 
     def to_numpy(self):
-        """The NumPy dtype for this type. bfloat16 and the minifloats need ``ml_dtypes``;
-        packed sub-byte and multi-lane types have none (``TypeError``)."""
+        """The NumPy dtype for this type.
+
+        Returns
+        -------
+        numpy.dtype
+            bfloat16 and the minifloats are ``ml_dtypes`` types.
+
+        Raises
+        ------
+        TypeError
+            Packed sub-byte and multi-lane types (NumPy has none), or ml_dtypes is missing.
+
+        Examples
+        --------
+        >>> import arrayport as ap
+        >>> ap.DType("int16").to_numpy()
+        dtype('int16')
+        """
         import numpy as np
 
         if self.lanes != 1:

@@ -41,21 +41,58 @@ _DEFAULT_STREAM = {"cuda": 1, "rocm": 0}
 
 
 def set_implicit_sync(enabled: bool) -> bool:
-    """Turn arrayport's implicit stream synchronization on or off; returns the old value."""
+    """Turn arrayport's implicit stream synchronization on or off, process-wide.
+
+    With it on (the default), a View with work pending on one stream makes a consumer's
+    stream wait for it with an event. Turn it off around CUDA graph capture.
+
+    Parameters
+    ----------
+    enabled : bool
+
+    Returns
+    -------
+    bool
+        The previous setting.
+
+    Raises
+    ------
+    TypeError
+        ``enabled`` is not a bool.
+    """
     if not isinstance(enabled, bool):
         raise TypeError(f"set_implicit_sync: enabled must be True or False, got {enabled!r}")
     return _core.set_implicit_sync(enabled)
 
 
 def implicit_sync_enabled() -> bool:
-    """Whether arrayport's implicit stream synchronization is on (see the module
-    docstring; ``set_implicit_sync`` and ``no_implicit_sync`` switch it)."""
+    """Whether arrayport's implicit stream synchronization is on.
+
+    Returns
+    -------
+    bool
+        ``set_implicit_sync`` and ``no_implicit_sync`` switch it; ``ARRAYPORT_IMPLICIT_SYNC=0``
+        starts the process with it off.
+    """
     return _core.implicit_sync_enabled()
 
 
 @contextlib.contextmanager
 def no_implicit_sync():
-    """Implicit synchronization off for the ``with`` block (e.g. around graph capture)."""
+    """Implicit stream synchronization off for the ``with`` block (around graph capture, say).
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        Restores the previous setting on exit.
+
+    Examples
+    --------
+    >>> import arrayport as ap
+    >>> with ap.no_implicit_sync():
+    ...     ap.implicit_sync_enabled()
+    False
+    """
     previous = set_implicit_sync(False)
     try:
         yield

@@ -32,9 +32,24 @@ _device_policy = "refuse"
 
 
 def set_device_pickling(policy: str) -> str:
-    """What pickling a View of device memory does: "refuse" (the default: a BufferError
-    naming the way out) or "host" (copy it to host memory, which is sent). Process-wide;
-    returns the previous policy."""
+    """Choose what pickling a View of device memory does, process-wide.
+
+    Parameters
+    ----------
+    policy : {"refuse", "host"}
+        ``"refuse"`` (the default): a ``BufferError`` naming the way out; ``"host"``: copy
+        the data to host memory, which is sent.
+
+    Returns
+    -------
+    str
+        The previous policy.
+
+    Raises
+    ------
+    ValueError
+        An unknown policy.
+    """
     global _device_policy
     if policy not in _DEVICE_POLICIES:
         raise ValueError(f"device_pickling: policy must be 'refuse' or 'host', got {policy!r}")
@@ -44,7 +59,17 @@ def set_device_pickling(policy: str) -> str:
 
 @contextlib.contextmanager
 def device_pickling(policy: str):
-    """``set_device_pickling(policy)`` for the ``with`` block."""
+    """``set_device_pickling(policy)`` for the ``with`` block.
+
+    Parameters
+    ----------
+    policy : {"refuse", "host"}
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        Restores the previous policy on exit.
+    """
     previous = set_device_pickling(policy)
     try:
         yield

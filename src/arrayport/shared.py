@@ -78,8 +78,14 @@ class SharedHandle:
                 f"in {self.name}{' readonly' if self.readonly else ''}>")
 
     def unlink(self) -> None:
-        """Remove the segment's name now (the creating process only; idempotent). Views
-        already attached keep their pages."""
+        """Remove the segment's name now (the creating process only; idempotent).
+
+        Views already attached keep their pages; new ``View.from_shared`` calls fail.
+
+        Returns
+        -------
+        None
+        """
         with _created_lock:
             owner = _created.pop(self.name, None)
             created_here = self.name in _ever_created
