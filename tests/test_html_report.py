@@ -2,30 +2,15 @@
 screenshot shows the heat map's colours."""
 
 import importlib.util
-import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
 
-import pytest
+from browser import find_browser, screenshot
+from png import read_png
 
 # bfloat16 rows only where ml_dtypes is installed (the matrix offers the type only then).
 DTYPES = "float32,int8" + (",bfloat16" if importlib.util.find_spec("ml_dtypes") else "")
-
-from png import read_png
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
-
-
-def find_browser():
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
-    if os.environ.get("CI"):
-        pytest.fail("CI must provide headless Chromium (.ci/run installs Debian's chromium)")
-    pytest.skip("no Chromium on this machine (apt-get install chromium)")
 
 
 def test_html_report_renders_a_heat_map(tmp_path):
@@ -37,10 +22,7 @@ def test_html_report_renders_a_heat_map(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
     shot = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                    "--hide-scrollbars", f"--screenshot={shot}", "--window-size=900,900",
-                    html.as_uri()], capture_output=True, timeout=120)
-    assert shot.exists(), "Chromium wrote no screenshot"
+    screenshot(browser, html.as_uri(), shot, 900, 900)
     width, height, rows = read_png(shot.read_bytes())
     assert (width, height) == (900, 900)
     colours = Counter(pixel for row in rows for pixel in row)
