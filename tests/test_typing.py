@@ -16,9 +16,6 @@ from optional import needs
 
 ROOT = Path(__file__).parent.parent
 TYPING = Path(__file__).parent / "typecheck"
-# The stubs as installed: src/ in a source checkout, site-packages when testing the wheel
-# (where, as for users, mypy reports on the stubs and the caller, not the package's insides).
-STUBS = Path(ap.__file__).parent
 
 
 def mypy(*arguments):
@@ -28,9 +25,12 @@ def mypy(*arguments):
 
 @needs("mypy")
 def test_mypy_strict_accepts_the_stubs_and_typed_usage():
-    result = mypy("--strict", str(STUBS / "_core.pyi"), str(STUBS / "typing.py"),
-                  str(TYPING / "typed_usage.py"))
-    assert result.returncode == 0, result.stdout + result.stderr
+    # The stubs as modules, wherever they are installed (src/ in a checkout, site-packages
+    # when testing the wheel), then a library author's code against them.
+    stubs = mypy("--strict", "-m", "arrayport._core", "-m", "arrayport.typing")
+    assert stubs.returncode == 0, stubs.stdout + stubs.stderr
+    usage = mypy("--strict", str(TYPING / "typed_usage.py"))
+    assert usage.returncode == 0, usage.stdout + usage.stderr
 
 
 @needs("mypy")
