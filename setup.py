@@ -1,5 +1,7 @@
 """Build arrayport's one compiled extension, arrayport._core (Cython)."""
 
+from glob import glob
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -12,6 +14,9 @@ core = Extension(
     # extension runs on NumPy >= 1.26 as well.
     include_dirs=["src/arrayport/include", "src/arrayport", numpy.get_include()],
     extra_compile_args=["-O2", "-std=c11"],
+    # The C the core includes: a change to any of them recompiles the core (setuptools
+    # otherwise only compares _core.c's date with the object's).
+    depends=sorted(glob("src/arrayport/_csrc/*.h") + glob("src/arrayport/include/arrayport/*.h")),
 )
 
 setup(ext_modules=cythonize([core], compiler_directives={"language_level": "3"}))

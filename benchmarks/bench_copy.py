@@ -2,11 +2,14 @@
 
     python benchmarks/bench_copy.py [--repeat 15] [--size 4096] [--gpu-mib 256]
 
-Host: a transposed float32 square (--size, default 4096: 64 MiB) and two 3-d
-permutations of the same bytes, copied to new C-contiguous memory by ``View.copy()``,
-by ``np.ascontiguousarray`` and — the ceiling — by a plain memcpy of the same number of
-bytes, once into new memory (what a copying function does: allocate, then write) and
-once into memory written before (the copy alone).
+Host: a transposed float32 square (--size, default 4096: 64 MiB), two 3-d permutations
+of the same bytes, 1-, 2- and 8-byte transposes, a uint8 image (2160 x 3840 x 3) HWC -> CHW
+and back, and a small (64 KiB) transpose where per-call cost shows — copied to new
+C-contiguous memory by ``View.copy()``, by ``np.ascontiguousarray``, by PyTorch's
+``.contiguous()`` (with its threads) and — the ceiling — by a plain memcpy of the same
+number of bytes, once into new memory (what a copying function does: allocate, then
+write) and once into memory written before (the copy alone). The kernel's choice (vector
+path, cache sizes) is printed first; ``--paths`` adds a column per forced vector path.
 GPU (when PyTorch sees a CUDA device): host→device from pageable and pinned memory,
 device→host, device→device and a transposed device→device copy of --gpu-mib MiB, beside
 ``tensor.cuda()`` / ``.cpu()`` / ``.clone()`` / ``.contiguous()``, each followed by a
@@ -27,6 +30,7 @@ import numpy as np
 
 import arrayport as ap
 from _timing import cpu_model
+from arrayport import _core
 
 
 def arguments():
@@ -36,6 +40,8 @@ def arguments():
     parser.add_argument("--gpu-mib", type=int, default=256)
     parser.add_argument("--number", type=int, default=None, help="(ignored: one call per "
                         "sample; accepted so all benchmarks take the same options)")
+    parser.add_argument("--paths", action="store_true",
+                        help="also time View.copy on every vector path the CPU runs")
     return parser.parse_args()
 
 
@@ -53,12 +59,24 @@ def alternating_medians(functions, repeat):
 
 
 def host_cases(size):
-    square = np.random.default_rng(0).random((size, size), dtype=np.float32)
+    rng = np.random.default_rng(0)
+    square = rng.random((size, size), dtype=np.float32)
     cube = square.reshape(size // 16, 64, size // 4)  # same bytes, 3-d
+    raw = rng.integers(0, 256, max(size * size * 4, 2160 * 3840 * 3), dtype=np.uint8)
+    image = raw[: 2160 * 3840 * 3].reshape(2160, 3840, 3)
+    planes = np.ascontiguousarray(image.transpose(2, 0, 1))
     return [
         (f"transposed {size}x{size} float32", square.T),
         (f"3-d {cube.shape} .transpose(2, 0, 1)", cube.transpose(2, 0, 1)),
         (f"3-d {cube.shape} .transpose(1, 2, 0)", cube.transpose(1, 2, 0)),
+        (f"transposed {size}x{size} uint8", raw[: size * size].reshape(size, size).T),
+        (f"transposed {size}x{2 * size} float16",
+         raw[: size * size * 4].view(np.float16).reshape(size, 2 * size).T),
+        (f"transposed {size // 2}x{size} float64",
+         raw[: size * size * 4].view(np.float64).reshape(size // 2, size).T),
+        ("uint8 image HWC -> CHW (2160x3840x3)", image.transpose(2, 0, 1)),
+        ("uint8 image CHW -> HWC (3x2160x3840)", planes.transpose(1, 2, 0)),
+        ("small: transposed 128x128 float32", square[:128, :128].T),
     ]
 
 
@@ -70,26 +88,59 @@ def memcpy_fresh(source_address, nbytes):
     return run
 
 
+def kernel_line():
+    info = _core.copy_kernel()
+    sizes = ", ".join(f"{name} {info[name] >> 10} KiB" for name in ("l1d", "l2", "llc"))
+    return (f"# kernel: {info['path']} path (this CPU runs: {', '.join(info['paths'])}); "
+            f"{sizes}; bands of {info['band_lines']} source lines; streaming from "
+            f"{info['streaming_bytes'] >> 20} MiB")
+
+
+def on_path(path, function):
+    def run():
+        previous = _core.force_copy_path(path)
+        try:
+            return function()
+        finally:
+            _core.force_copy_path(previous)
+    return run
+
+
 def host_table(args):
+    try:
+        import torch
+    except ImportError:
+        torch = None
     print(f"# host: {cpu_model()}, Python "
-          f"{platform.python_version()}, arrayport {ap.__version__}, numpy {np.__version__}; "
-          f"median of {args.repeat}, GB/s")
-    print(f"{'case':<40} {'View.copy':>9} {'numpy':>8} {'memcpy new':>10} {'memcpy':>8} "
-          f"{'vs numpy':>8} {'vs memcpy new':>13}")
+          f"{platform.python_version()}, arrayport {ap.__version__}, numpy {np.__version__}"
+          f"{f', torch {torch.__version__} ({torch.get_num_threads()} threads)' if torch else ''}"
+          f"; median of {args.repeat}, GB/s")
+    print(kernel_line())
+    paths = _core.copy_kernel()["paths"] if args.paths else []
+    print(f"{'case':<40} {'View.copy':>9} {'numpy':>8} {'torch':>8} {'memcpy new':>10} "
+          f"{'memcpy':>8} {'vs numpy':>8} {'vs torch':>8} {'vs memcpy new':>13}"
+          + "".join(f" {path:>9}" for path in paths))
     for label, array in host_cases(args.size):
         view = ap.view(array)
         flat = np.ascontiguousarray(array).reshape(-1)
         source = flat.ctypes.data
         written = np.empty_like(flat)
-        times = alternating_medians([
+        tensor = torch.from_numpy(array) if torch is not None else None
+        functions = [
             view.copy,
             lambda: np.ascontiguousarray(array),
+            (lambda: tensor.contiguous()) if tensor is not None else (lambda: None),
             memcpy_fresh(source, flat.nbytes),
             lambda: ctypes.memmove(written.ctypes.data, source, flat.nbytes),
-        ], args.repeat)
-        ours, numpy_rate, fresh, bare = (array.nbytes / t / 1e9 for t in times)
-        print(f"{label:<40} {ours:>9.2f} {numpy_rate:>8.2f} {fresh:>10.2f} {bare:>8.2f} "
-              f"{ours / numpy_rate:>7.2f}x {ours / fresh:>12.0%}")
+        ] + [on_path(path, view.copy) for path in paths]
+        times = alternating_medians(functions, args.repeat)
+        ours, numpy_rate, torch_rate, fresh, bare, *forced = (array.nbytes / t / 1e9
+                                                             for t in times)
+        torch_cells = (f"{torch_rate:>8.2f}", f"{ours / torch_rate:>7.2f}x") if tensor is not None \
+            else (f"{'-':>8}", f"{'-':>8}")
+        print(f"{label:<40} {ours:>9.2f} {numpy_rate:>8.2f} {torch_cells[0]} {fresh:>10.2f} "
+              f"{bare:>8.2f} {ours / numpy_rate:>7.2f}x {torch_cells[1]} {ours / fresh:>12.0%}"
+              + "".join(f" {rate:>9.2f}" for rate in forced))
 
 
 def gpu_table(args):

@@ -1,4 +1,8 @@
-"""The host strided-copy kernel against NumPy, on arbitrary strided layouts."""
+"""The host strided-copy kernel against NumPy, on arbitrary strided layouts — on every
+vector path this CPU runs (each forced in turn: portable C, SSE2, SSSE3), so a path that
+gives a different bit anywhere fails here, not on a user's machine."""
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -6,6 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import arrayport as ap
+from arrayport import _core
+
+PATHS = _core.copy_kernel()["paths"]
+
+
+@contextlib.contextmanager
+def forced(path):
+    previous = _core.force_copy_path(path)
+    try:
+        yield
+    finally:
+        _core.force_copy_path(previous)
 
 
 @st.composite
@@ -23,10 +39,12 @@ def strided_arrays(draw):
     return view
 
 
+@pytest.mark.parametrize("path", PATHS)
 @settings(max_examples=300, deadline=None)
-@given(strided_arrays())
-def test_host_copy_matches_numpy(array):
-    copy = ap.from_dlpack(array).host_copy()
+@given(array=strided_arrays())
+def test_host_copy_matches_numpy(path, array):
+    with forced(path):
+        copy = ap.from_dlpack(array).host_copy()
     assert copy.is_c_contiguous and copy.is_copy and not copy.readonly
     result = ap.to_numpy(copy)
     assert result.shape == array.shape and result.dtype == array.dtype
@@ -40,9 +58,10 @@ def test_large_transposed_copies(shape):
     np.testing.assert_array_equal(ap.to_numpy(ap.from_dlpack(array, copy=True)), array)
 
 
-# The kernel's vector paths work in blocks of one cache line by one cache line (16 x 16
-# four-byte or 8 x 8 eight-byte elements), prefetch four blocks ahead and stream results
-# of 8 MiB and more; these layouts cross every block edge, leftover row and column.
+# The kernel's vector paths work in blocks of one cache line by one cache line (64 x 64
+# bytes, 32 x 32 two-byte, 16 x 16 four-byte or 8 x 8 eight-byte elements), prefetch four
+# blocks ahead and stream results larger than half the last-level cache; these layouts
+# cross every block edge, leftover row and column.
 BLOCK_LAYOUTS = [
     ((16, 16), (1, 0)), ((17, 33), (1, 0)), ((64, 80), (1, 0)), ((100, 3), (1, 0)),
     ((3, 100), (1, 0)), ((5, 37, 19), (2, 0, 1)), ((19, 37, 5), (1, 2, 0)),
@@ -50,6 +69,7 @@ BLOCK_LAYOUTS = [
     # Long destination rows are walked in bands of 8 blocks (partial last band), short
     # ones down the columns of blocks.
     ((1100, 300), (1, 0)), ((1000, 300), (1, 0)), ((3, 70, 600), (2, 0, 1)),
+    ((130, 4200), (1, 0)), ((65, 97), (1, 0)), ((200, 33, 70), (2, 0, 1)),
 ]
 
 
@@ -63,27 +83,92 @@ def random_bits(shape, dtype):
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "int32", "float64",
                                    "uint64", "complex128"])
 @pytest.mark.parametrize("shape,axes", BLOCK_LAYOUTS)
-def test_block_kernel_copies_every_bit(dtype, shape, axes):
+@pytest.mark.parametrize("path", PATHS)
+def test_block_kernel_copies_every_bit(dtype, shape, axes, path):
     array = random_bits(shape, dtype).transpose(axes)
-    for layout in (array, array[::-1], array[..., ::-1], array[1::2] if shape[0] > 2 else array):
-        copy = ap.view(layout).host_copy()
-        assert copy.is_c_contiguous and copy.is_copy
-        assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+    with forced(path):
+        for layout in (array, array[::-1], array[..., ::-1],
+                       array[1::2] if shape[0] > 2 else array):
+            copy = ap.view(layout).host_copy()
+            assert copy.is_c_contiguous and copy.is_copy
+            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
 
 
-def test_unaligned_source_is_copied_exactly():
-    raw = bytearray(random_bits((1 + 40 * 24 * 4,), np.uint8).tobytes())
-    array = np.frombuffer(raw, np.float32, offset=1, count=40 * 24).reshape(40, 24).T
-    assert array.ctypes.data % 4 == 1
+# Images and channels-last tensors: planes of 3 or 4 (or a few) rows or columns, which the
+# kernel (de)interleaves pixel by pixel (16 at a time with SSSE3 for bytes). Pixel counts
+# that are not multiples of 16, a channel subset of RGBA (not packed), batches.
+CHANNEL_LAYOUTS = [
+    ((37, 53, 3), (2, 0, 1)), ((37, 53, 4), (2, 0, 1)), ((3, 37, 53), (1, 2, 0)),
+    ((4, 37, 53), (1, 2, 0)), ((2, 17, 19, 3), (0, 3, 1, 2)), ((2, 3, 17, 19), (0, 2, 3, 1)),
+    ((64, 64, 2), (2, 0, 1)), ((5, 64, 64), (1, 2, 0)), ((100, 7), (1, 0)), ((7, 100), (1, 0)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64", "complex128"])
+@pytest.mark.parametrize("shape,axes", CHANNEL_LAYOUTS)
+@pytest.mark.parametrize("path", PATHS)
+def test_channel_permutations_copy_every_bit(dtype, shape, axes, path):
+    array = random_bits(shape, dtype).transpose(axes)
+    with forced(path):
+        for layout in (array, array[..., ::-1], array[::-1]):
+            copy = ap.view(layout).host_copy()
+            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_channel_subset_of_rgba_is_copied_exactly(path):
+    rgba = random_bits((31, 45, 4), np.uint8)
+    with forced(path):
+        for layout in (rgba[..., :3].transpose(2, 0, 1), rgba[..., 1:].transpose(2, 0, 1),
+                       np.ascontiguousarray(rgba.transpose(2, 0, 1))[:3].transpose(1, 2, 0)):
+            copy = ap.view(layout).host_copy()
+            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
+@pytest.mark.parametrize("path", PATHS)
+def test_unaligned_source_is_copied_exactly(dtype, path):
+    itemsize = np.dtype(dtype).itemsize
+    rows, cols = 150, 70
+    raw = bytearray(random_bits((1 + rows * cols * itemsize,), np.uint8).tobytes())
+    array = np.frombuffer(raw, dtype, offset=1, count=rows * cols).reshape(rows, cols).T
+    assert array.ctypes.data % 2 == 1
+    with forced(path):
+        for layout in (array, random_bits((rows * cols * 3 + 1,), np.uint8)[1:].reshape(
+                rows, cols, 3).transpose(2, 0, 1)):
+            copy = ap.view(layout).host_copy()
+            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+
+
+def test_the_kernel_reports_what_it_chose():
+    info = _core.copy_kernel()
+    assert info["path"] in info["paths"] and info["paths"][0] == "portable"
+    assert info["line"] > 0 and info["band_lines"] >= 16
+    assert info["streaming_bytes"] >= 1 << 20
+    with pytest.raises(ValueError, match="not one this CPU runs"):
+        _core.force_copy_path("avx-9000")
+
+
+@pytest.mark.parametrize("dtype,columns", [("float32", 1100), ("float64", 1030),
+                                           ("uint16", 2048), ("uint8", 4100)])
+def test_streamed_copies_larger_than_the_caches(dtype, columns):
+    """Results larger than the kernel's streaming threshold (half the last-level cache)
+    are written with non-temporal stores."""
+    threshold = _core.copy_kernel()["streaming_bytes"]
+    rows = threshold // (columns * np.dtype(dtype).itemsize) + 3
+    array = random_bits((rows, columns), dtype).T
+    assert array.nbytes >= threshold
     copy = ap.view(array).host_copy()
     assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(array).tobytes()
 
 
-@pytest.mark.parametrize("dtype,shape", [("float32", (2048, 1100)), ("float64", (1100, 1030)),
-                                         ("float32", (1000, 2100)), ("uint16", (2100, 2048))])
-def test_streamed_copies_larger_than_the_caches(dtype, shape):
-    """Results of 8 MiB and more are written with non-temporal stores."""
-    array = random_bits(shape, dtype).T
-    assert array.nbytes >= 8 << 20
-    copy = ap.view(array).host_copy()
-    assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(array).tobytes()
+def test_the_command_shows_the_kernel_and_the_variable_forces_a_path():
+    import os
+    import subprocess
+    import sys
+    environment = dict(os.environ, ARRAYPORT_COPY_PATH="portable")
+    shown = subprocess.run([sys.executable, "-m", "arrayport"], capture_output=True, text=True,
+                           env=environment, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "host copy kernel: portable path" in shown.stdout
+    assert "streaming stores from" in shown.stdout

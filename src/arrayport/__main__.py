@@ -31,6 +31,13 @@ def _info(_args) -> int:
     print("GPU drivers (View.copy, stream ordering):")
     for vendor, status in driver_status():
         print(f"  {vendor:<18} {status}")
+    from arrayport._core import copy_kernel
+    kernel = copy_kernel()
+    caches = ", ".join(f"{name} {kernel[name] >> 10} KiB" for name in ("l1d", "l2", "llc"))
+    print(f"host copy kernel: {kernel['path']} path (CPU runs {', '.join(kernel['paths'])}; "
+          f"ARRAYPORT_COPY_PATH to force one)\n  sized from {caches}: bands of "
+          f"{kernel['band_lines']} source lines, streaming stores from "
+          f"{kernel['streaming_bytes'] >> 20} MiB")
     print("\nnext: `arrayport matrix` (what works between them) or `arrayport check numpy`")
     return 0
 

@@ -817,6 +817,46 @@ cdef class View:
         return v
 
 
+def copy_kernel():
+    """What the host copy kernel (``_csrc/strided_copy.h``) chose on this machine.
+
+    Returns
+    -------
+    dict
+        ``path`` (the vector path in use: "portable", "sse2" or "ssse3"), ``paths`` (every
+        path this CPU runs, for tests to force), the cache sizes it was sized from
+        (``line``, ``l1d``, ``l2``, ``llc`` in bytes, ``l2_ways``; 0 when not reported),
+        ``band_lines`` (source lines a band of blocks keeps open at most: half the L1; fewer
+        for strides that reach few L2 sets) and ``streaming_bytes``
+        (results this large are written with non-temporal stores: half the last level).
+    """
+    ap_copy_configure()
+    return {"path": ap_copy_path_names[ap_copy_config.path].decode(),
+            "paths": [ap_copy_path_names[p].decode() for p in range(ap_copy_config.best + 1)],
+            "line": ap_copy_config.line, "l1d": ap_copy_config.l1d, "l2": ap_copy_config.l2,
+            "llc": ap_copy_config.llc, "l2_ways": ap_copy_config.l2_ways,
+            "band_lines": ap_copy_config.band_lines,
+            "streaming_bytes": ap_copy_config.streaming_bytes}
+
+
+def force_copy_path(name):
+    """Make the host copy kernel use ``name`` (one of ``copy_kernel()["paths"]``), process-
+    wide — for tests and benchmarks that hold every path to the same results. Returns the
+    previous path's name. ``ARRAYPORT_COPY_PATH`` does the same at start-up.
+
+    Raises
+    ------
+    ValueError
+        A path this CPU cannot run.
+    """
+    info = copy_kernel()
+    if name not in info["paths"]:
+        raise ValueError(f"copy kernel: path {name!r} is not one this CPU runs "
+                         f"({', '.join(info['paths'])})")
+    ap_copy_force_path(info["paths"].index(name))
+    return info["path"]
+
+
 cdef int _copy_elements(View v, char* dst) except -1:
     """``v``'s elements (host-readable memory), in C order, into ``dst`` (``v._nbytes``
     bytes): one memcpy when ``v`` is C-contiguous, else the strided copy kernel."""

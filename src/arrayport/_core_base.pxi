@@ -44,6 +44,16 @@ cdef extern from "_csrc/core_support.h":
     void ap_copy_strided_to_contiguous(char* dst, const char* src, int ndim,
                                        const int64_t* shape, const int64_t* byte_strides,
                                        int64_t itemsize) nogil
+    ctypedef struct ap_copy_config_t:
+        int best
+        int path
+        int64_t line, l1d, l2, llc, l2_ways
+        int64_t band_lines
+        int64_t streaming_bytes
+    ap_copy_config_t ap_copy_config
+    const char* const* ap_copy_path_names
+    void ap_copy_configure() nogil
+    int ap_copy_force_path(int path) nogil
 
 import os as _os
 import sys as _sys

@@ -1,7 +1,9 @@
 /*
  * strided_copy.h — arrayport's host copy kernel: any strided array (byte strides, any
- * sign) into a new C-contiguous block. Plain C, with SSE2 (the x86-64 baseline) for 4- and
- * 8-byte elements; no Python, no allocation, safe to run without the GIL.
+ * sign) into a new C-contiguous block. Plain C that compiles anywhere, with vector paths
+ * chosen at run time on x86-64 (SSE2, the baseline, for 1-, 2-, 4- and 8-byte transposes;
+ * SSSE3 byte shuffles for 3- and 4-channel images); no Python, no allocation, safe to run
+ * without the GIL. Sizes come from the caches the machine reports (ap_copy_configure).
  *
  * Why our own: the copies that matter (a transposed matrix, a permuted 3-d block) read
  * the source across its rows. An element-by-element loop in destination order touches a
@@ -12,14 +14,20 @@
  *   2. copies a destination-contiguous innermost dimension as one memcpy per row;
  *   3. otherwise pairs the destination's innermost dimension with the dimension the
  *      source moves through fastest, and copies that plane in blocks of one cache line by
- *      one cache line (16 x 16 four-byte or 8 x 8 eight-byte elements): each source line
+ *      one cache line (64 x 64 bytes, 32 x 32 two-byte, 16 x 16 four-byte or 8 x 8
+ *      eight-byte elements, transposed by unpack networks): each source line
  *      is read whole, transposed in SSE registers into a small staging block, and each
  *      destination line is written whole — with non-temporal stores when the result is
  *      larger than the caches, as memcpy itself does, so writing costs no reads;
  *   4. walks the blocks in the order the memory system likes: long destination rows in
- *      bands of 8 blocks (so the source pages a band reads stay in the TLB) with the
- *      source lines of the block 4 blocks ahead prefetched into L2; short destination
- *      rows down each column of blocks, prefetching 4 blocks down.
+ *      bands of blocks whose open source lines fit in half the L1 data cache (8 blocks of
+ *      4-byte elements with a 32 KiB L1) and in a quarter of the L2 ways their stride
+ *      can reach (ap_band_lines), with the source lines of the block 4 blocks
+ *      ahead prefetched into L2; short destination rows down each column of blocks,
+ *      prefetching 4 blocks down;
+ *   5. planes with fewer than a block of rows or columns — images' 3 or 4 channels,
+ *      HWC <-> CHW, NHWC <-> NCHW — are (de)interleaved pixel by pixel, 16 pixels at a
+ *      time with SSSE3 byte shuffles where the CPU has them.
  * Memory for results comes from ap_host_alloc (huge pages for large blocks).
  * Measured in benchmarks/bench_copy.py (figures in the issue notes and docs).
  */
@@ -29,24 +37,142 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+#if defined(__linux__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
 #if defined(__SSE2__) || defined(_M_X64)
 #include <emmintrin.h>
 #include <xmmintrin.h>
 #define AP_COPY_SSE2 1
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <tmmintrin.h>
+/* SSSE3 code is compiled for that instruction set alone and run only when the CPU has it. */
+#define AP_COPY_SSSE3 1
+#define AP_TARGET_SSSE3 __attribute__((target("ssse3")))
+#endif
 #endif
 
 /* The most dimensions a copy (and a View) may have: NumPy's limit. */
 #define AP_COPY_MAX_NDIM 64
 
-/* Results at least this large are written with non-temporal stores: they would evict
- * everything else from the caches anyway, and streaming stores skip reading the
- * destination lines first. Smaller results stay in cache for whoever reads them next. */
-#define AP_COPY_STREAMING_BYTES ((int64_t)8 << 20)
+/* The kernel's paths, each a superset of the one before; ``path`` is the best the CPU
+ * runs unless a test forces a lower one (ap_copy_force_path). */
+enum { AP_COPY_PORTABLE = 0, AP_COPY_PATH_SSE2 = 1, AP_COPY_PATH_SSSE3 = 2 };
+static const char *const ap_copy_path_names[] = {"portable", "sse2", "ssse3"};
 
-/* Blocks are walked in bands of this many block columns: all rows of a band, then the
- * next band. A band's source rows (8 blocks of 16: 128 rows, a page each when rows are
- * 4 KiB or more apart) stay within the TLB while every one of its blocks is read. */
-#define AP_COPY_BAND_BLOCKS 8
+/* What the kernel was sized from and what it chose; filled once (ap_copy_configure). */
+typedef struct {
+    int ready;
+    int best;                 /* the best path this CPU runs */
+    int path;                 /* the path in use */
+    int64_t line;             /* cache line bytes */
+    int64_t l1d, l2, llc;     /* data cache sizes, bytes (0: not reported) */
+    int64_t l2_ways;          /* L2 associativity (0: not reported) */
+    int64_t band_lines;       /* source lines a band of blocks keeps open, at most */
+    int64_t streaming_bytes;  /* results at least this large use non-temporal stores */
+} ap_copy_config_t;
+
+static ap_copy_config_t ap_copy_config;
+
+/* A cache's size (or, with ``ways``, its associativity) from Linux's sysfs — per core
+ * complex, unlike sysconf's L3 on some kernels, which sums every complex: level 1 data,
+ * 2, or the last level (3 or 4). */
+static int64_t ap_sysfs_cache(int want_level, int ways) {
+#ifdef __linux__
+    int64_t found = 0;
+    for (int index = 0; index < 8; index++) {
+        char path[96], kind[32] = "", unit = 0;
+        int level = 0;
+        long long size = 0;
+        FILE *f;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+        if (!(f = fopen(path, "r"))) break;
+        if (fscanf(f, "%d", &level) != 1) level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", index);
+        if ((f = fopen(path, "r"))) { if (fscanf(f, "%31s", kind) != 1) kind[0] = 0; fclose(f); }
+        if (strcmp(kind, "Instruction") == 0) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", index,
+                 ways ? "ways_of_associativity" : "size");
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%lld%c", &size, &unit) < 1) size = 0;
+            fclose(f);
+        }
+        if (unit == 'K') size <<= 10;
+        else if (unit == 'M') size <<= 20;
+        if (want_level == 0 ? level >= 3 : level == want_level) found = size;
+    }
+    return found;
+#else
+    (void)want_level;
+    return 0;
+#endif
+}
+
+static int64_t ap_sysconf_size(int name) {
+#if defined(__linux__) || defined(__APPLE__)
+    long value = sysconf(name);
+    return value > 0 ? (int64_t)value : 0;
+#else
+    (void)name;
+    return 0;
+#endif
+}
+
+/* Read the machine once: its vector instructions and its caches. Racing threads compute
+ * the same values, so no lock is needed; ``ready`` is set last. */
+static void ap_copy_configure(void) {
+    if (ap_copy_config.ready) return;
+    ap_copy_config_t c;
+    memset(&c, 0, sizeof c);
+    c.best = AP_COPY_PORTABLE;
+#ifdef AP_COPY_SSE2
+    c.best = AP_COPY_PATH_SSE2;
+#ifdef AP_COPY_SSSE3
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("ssse3")) c.best = AP_COPY_PATH_SSSE3;
+#endif
+#endif
+    const char *forced = getenv("ARRAYPORT_COPY_PATH");
+    c.path = c.best;
+    for (int p = 0; forced && p <= c.best; p++)
+        if (strcmp(forced, ap_copy_path_names[p]) == 0) c.path = p;
+    c.l1d = ap_sysfs_cache(1, 0);
+    c.l2 = ap_sysfs_cache(2, 0);
+    c.l2_ways = ap_sysfs_cache(2, 1);
+    c.llc = ap_sysfs_cache(0, 0);
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+    if (!c.l1d) c.l1d = ap_sysconf_size(_SC_LEVEL1_DCACHE_SIZE);
+    if (!c.l2) c.l2 = ap_sysconf_size(_SC_LEVEL2_CACHE_SIZE);
+    if (!c.l2_ways) c.l2_ways = ap_sysconf_size(_SC_LEVEL2_CACHE_ASSOC);
+    if (!c.llc) c.llc = ap_sysconf_size(_SC_LEVEL3_CACHE_SIZE);
+    c.line = ap_sysconf_size(_SC_LEVEL1_DCACHE_LINESIZE);
+#endif
+    if (c.line <= 0) c.line = 64;
+    /* A band's open source lines (one per block column element, plus the line being
+     * prefetched for each) should fit in half the L1 data cache: 128 lines with 32 KiB.
+     * ap_band_lines lowers this for strides that crowd into few L2 sets. */
+    int64_t l1d = c.l1d > 0 ? c.l1d : 32 << 10;
+    c.band_lines = l1d / 2 / 2 / c.line;
+    if (c.band_lines < 16) c.band_lines = 16;
+    /* Results larger than half the last-level cache would evict everything else anyway:
+     * they are streamed. Unknown caches: 8 MiB. */
+    c.streaming_bytes = c.llc > 0 ? c.llc / 2 : (int64_t)8 << 20;
+    if (c.streaming_bytes < ((int64_t)1 << 20)) c.streaming_bytes = (int64_t)1 << 20;
+    c.ready = 1;
+    ap_copy_config = c;
+}
+
+/* Force a path (tests run every path a CPU has); -1 when the CPU lacks it. */
+static int ap_copy_force_path(int path) {
+    ap_copy_configure();
+    if (path < 0 || path > ap_copy_config.best) return -1;
+    ap_copy_config.path = path;
+    return 0;
+}
 
 /* dst[r][k] = src[r * src_row + k * src_col] for a rows x cols block whose destination
  * rows are dst_row bytes apart with contiguous elements: the general element loop. */
@@ -129,10 +255,69 @@ static inline void ap_copy_block8(char *dst, int64_t dst_row, const char *src,
     }
     for (int r = 0; r < 8; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
 }
-#endif
 
-/* One block at ``src`` (4- or 8-byte elements), prefetching first, unless ``ahead`` is
- * NULL, the source lines of the block at ``ahead`` (a few blocks further on) into L2 —
+/* Eight rows of eight 2-byte units, transposed in registers: x[j] holds row j; afterwards
+ * x[k] holds column k (row 0's unit k first). Three unpack stages, moves only. */
+static inline void ap_transpose8x8_u16(__m128i x[8]) {
+    __m128i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm_unpacklo_epi16(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {            /* rows 4i..4i+3 */
+        u[4 * i] = _mm_unpacklo_epi32(t[4 * i], t[4 * i + 2]);      /* columns 0, 1 */
+        u[4 * i + 1] = _mm_unpackhi_epi32(t[4 * i], t[4 * i + 2]);  /* columns 2, 3 */
+        u[4 * i + 2] = _mm_unpacklo_epi32(t[4 * i + 1], t[4 * i + 3]);  /* 4, 5 */
+        u[4 * i + 3] = _mm_unpackhi_epi32(t[4 * i + 1], t[4 * i + 3]);  /* 6, 7 */
+    }
+    for (int k = 0; k < 4; k++) {
+        x[2 * k] = _mm_unpacklo_epi64(u[k], u[4 + k]);
+        x[2 * k + 1] = _mm_unpackhi_epi64(u[k], u[4 + k]);
+    }
+}
+
+/* A 32 x 32 block of 2-byte elements (src_row == 2): 8 x 8 register transposes. */
+static inline void ap_copy_block2(char *dst, int64_t dst_row, const char *src,
+                                  int64_t src_col, int streaming) {
+    uint16_t staged[32][32];
+    __m128i x[8];
+    for (int c = 0; c < 32; c += 8)
+        for (int r = 0; r < 32; r += 8) {
+            for (int j = 0; j < 8; j++)
+                x[j] = _mm_loadu_si128((const __m128i *)(src + (c + j) * src_col + r * 2));
+            ap_transpose8x8_u16(x);
+            for (int k = 0; k < 8; k++) _mm_storeu_si128((__m128i *)&staged[r + k][c], x[k]);
+        }
+    for (int r = 0; r < 32; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
+}
+
+/* A 64 x 64 block of bytes (src_row == 1): 16 x 16 transposes, each one byte-unpack
+ * stage (pairing rows 2i and 2i+1 into 2-byte units) and two 8 x 8 unit transposes —
+ * columns 0-7 of all sixteen rows, then columns 8-15. */
+static inline void ap_copy_block1(char *dst, int64_t dst_row, const char *src,
+                                  int64_t src_col, int streaming) {
+    uint8_t staged[64][64];
+    __m128i x[16], lo[8], hi[8];
+    for (int c = 0; c < 64; c += 16)
+        for (int r = 0; r < 64; r += 16) {
+            for (int j = 0; j < 16; j++)
+                x[j] = _mm_loadu_si128((const __m128i *)(src + (c + j) * src_col + r));
+            for (int i = 0; i < 8; i++) {
+                lo[i] = _mm_unpacklo_epi8(x[2 * i], x[2 * i + 1]);
+                hi[i] = _mm_unpackhi_epi8(x[2 * i], x[2 * i + 1]);
+            }
+            ap_transpose8x8_u16(lo);
+            ap_transpose8x8_u16(hi);
+            for (int k = 0; k < 8; k++) {
+                _mm_storeu_si128((__m128i *)&staged[r + k][c], lo[k]);
+                _mm_storeu_si128((__m128i *)&staged[r + 8 + k][c], hi[k]);
+            }
+        }
+    for (int r = 0; r < 64; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
+}
+
+/* One block at ``src`` (1-, 2-, 4- or 8-byte elements), prefetching first, unless ``ahead``
+ * is NULL, the source lines of the block at ``ahead`` (a few blocks further on) into L2 —
  * not L1: rows a multiple of 4 KiB apart share one L1 set, and would evict the lines
  * being read. The hardware prefetchers cannot guess these patterns. */
 static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, int64_t src_col,
@@ -140,10 +325,196 @@ static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, in
     int64_t edge = 64 / itemsize;
     if (ahead != NULL)
         for (int64_t k = 0; k < edge; k++) _mm_prefetch(ahead + k * src_col, _MM_HINT_T1);
-    if (itemsize == 4)
-        ap_copy_block4(dst, dst_row, src, src_col, streaming);
-    else
-        ap_copy_block8(dst, dst_row, src, src_col, streaming);
+    switch (itemsize) {
+    case 1: ap_copy_block1(dst, dst_row, src, src_col, streaming); break;
+    case 2: ap_copy_block2(dst, dst_row, src, src_col, streaming); break;
+    case 4: ap_copy_block4(dst, dst_row, src, src_col, streaming); break;
+    default: ap_copy_block8(dst, dst_row, src, src_col, streaming);
+    }
+}
+#endif  /* AP_COPY_SSE2 */
+
+/* ---- planes narrower than a block: channels ------------------------------------------- */
+
+#ifdef AP_COPY_SSSE3
+/* 16 pixels of 3 (or 4) interleaved bytes -> 16 bytes per channel, and back: byte shuffles
+ * (pshufb) picking each channel's bytes out of the three (four) 16-byte loads. */
+AP_TARGET_SSSE3
+static void ap_deinterleave_u8_ssse3(char *dst, int64_t dst_row, const char *src,
+                                     int64_t channels, int64_t pixels) {
+    int64_t k = 0;
+    if (channels == 3) {
+        /* Channel c's byte i is source byte 3i + c: in load 0, 1 or 2 by (3i + c) / 16. */
+        __m128i pick[3][3];
+        for (int c = 0; c < 3; c++)
+            for (int part = 0; part < 3; part++) {
+                int8_t m[16];
+                for (int i = 0; i < 16; i++) {
+                    int at = 3 * i + c;
+                    m[i] = (int8_t)(at / 16 == part ? at % 16 : -1);  /* -1: zero */
+                }
+                pick[c][part] = _mm_loadu_si128((const __m128i *)m);
+            }
+        for (; k + 16 <= pixels; k += 16) {
+            const char *s = src + 3 * k;
+            __m128i a = _mm_loadu_si128((const __m128i *)s);
+            __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+            __m128i e = _mm_loadu_si128((const __m128i *)(s + 32));
+            for (int c = 0; c < 3; c++) {
+                __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, pick[c][0]),
+                                                      _mm_shuffle_epi8(b, pick[c][1])),
+                                         _mm_shuffle_epi8(e, pick[c][2]));
+                _mm_storeu_si128((__m128i *)(dst + c * dst_row + k), v);
+            }
+        }
+    } else {  /* 4 channels: group each load's bytes by channel, then a 4 x 4 transpose */
+        const __m128i group = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14,
+                                            3, 7, 11, 15);
+        for (; k + 16 <= pixels; k += 16) {
+            const char *s = src + 4 * k;
+            __m128 q0 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)s), group));
+            __m128 q1 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + 16)), group));
+            __m128 q2 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + 32)), group));
+            __m128 q3 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + 48)), group));
+            _MM_TRANSPOSE4_PS(q0, q1, q2, q3);
+            _mm_storeu_si128((__m128i *)(dst + k), _mm_castps_si128(q0));
+            _mm_storeu_si128((__m128i *)(dst + dst_row + k), _mm_castps_si128(q1));
+            _mm_storeu_si128((__m128i *)(dst + 2 * dst_row + k), _mm_castps_si128(q2));
+            _mm_storeu_si128((__m128i *)(dst + 3 * dst_row + k), _mm_castps_si128(q3));
+        }
+    }
+    for (; k < pixels; k++)
+        for (int64_t c = 0; c < channels; c++) dst[c * dst_row + k] = src[channels * k + c];
+}
+
+AP_TARGET_SSSE3
+static void ap_interleave_u8_ssse3(char *dst, const char *src, int64_t src_col,
+                                   int64_t channels, int64_t pixels) {
+    int64_t k = 0;
+    if (channels == 3) {
+        /* Output byte j of part p is channel (16p + j) % 3's byte (16p + j) / 3. */
+        __m128i pick[3][3];
+        for (int part = 0; part < 3; part++)
+            for (int c = 0; c < 3; c++) {
+                int8_t m[16];
+                for (int j = 0; j < 16; j++) {
+                    int at = 16 * part + j;
+                    m[j] = (int8_t)(at % 3 == c ? at / 3 : -1);
+                }
+                pick[part][c] = _mm_loadu_si128((const __m128i *)m);
+            }
+        for (; k + 16 <= pixels; k += 16) {
+            __m128i r = _mm_loadu_si128((const __m128i *)(src + k));
+            __m128i g = _mm_loadu_si128((const __m128i *)(src + src_col + k));
+            __m128i b = _mm_loadu_si128((const __m128i *)(src + 2 * src_col + k));
+            for (int part = 0; part < 3; part++) {
+                __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(r, pick[part][0]),
+                                                      _mm_shuffle_epi8(g, pick[part][1])),
+                                         _mm_shuffle_epi8(b, pick[part][2]));
+                _mm_storeu_si128((__m128i *)(dst + 3 * k + 16 * part), v);
+            }
+        }
+    } else {  /* 4 channels: two unpack stages */
+        for (; k + 16 <= pixels; k += 16) {
+            __m128i r = _mm_loadu_si128((const __m128i *)(src + k));
+            __m128i g = _mm_loadu_si128((const __m128i *)(src + src_col + k));
+            __m128i b = _mm_loadu_si128((const __m128i *)(src + 2 * src_col + k));
+            __m128i a = _mm_loadu_si128((const __m128i *)(src + 3 * src_col + k));
+            __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
+            __m128i ba_lo = _mm_unpacklo_epi8(b, a), ba_hi = _mm_unpackhi_epi8(b, a);
+            char *d = dst + 4 * k;
+            _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(rg_lo, ba_lo));
+            _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
+            _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
+            _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
+        }
+    }
+    for (; k < pixels; k++)
+        for (int64_t c = 0; c < channels; c++) dst[channels * k + c] = src[c * src_col + k];
+}
+#endif  /* AP_COPY_SSSE3 */
+
+/* A plane of few rows whose source is contiguous down them (src_row == itemsize): the
+ * channels of interleaved pixels (HWC -> CHW). Pixel by pixel, every channel of a pixel
+ * from the one source run, each into its own destination row. */
+static void ap_copy_deinterleave(char *dst, int64_t dst_row, const char *src, int64_t src_col,
+                                 int64_t rows, int64_t cols, int64_t itemsize) {
+#ifdef AP_COPY_SSSE3
+    if (itemsize == 1 && (rows == 3 || rows == 4) && src_col == rows
+            && ap_copy_config.path >= AP_COPY_PATH_SSSE3) {
+        ap_deinterleave_u8_ssse3(dst, dst_row, src, rows, cols);
+        return;
+    }
+#endif
+    for (int64_t k = 0; k < cols; k++) {
+        const char *s = src + k * src_col;
+        char *d = dst + k * itemsize;
+        switch (itemsize) {  /* fixed sizes: each memcpy one move */
+#define AP_DEINTERLEAVE(N) \
+        case N: for (int64_t r = 0; r < rows; r++) memcpy(d + r * dst_row, s + r * N, N); break;
+        AP_DEINTERLEAVE(1)
+        AP_DEINTERLEAVE(2)
+        AP_DEINTERLEAVE(4)
+        AP_DEINTERLEAVE(8)
+#undef AP_DEINTERLEAVE
+        default:
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(d + r * dst_row, s + r * itemsize, (size_t)itemsize);
+        }
+    }
+}
+
+/* A plane of few columns whose source is contiguous down its rows (src_row == itemsize)
+ * and whose destination rows are packed (dst_row == cols * itemsize): channel planes into
+ * interleaved pixels (CHW -> HWC). */
+static void ap_copy_interleave(char *dst, const char *src, int64_t src_col, int64_t rows,
+                               int64_t cols, int64_t itemsize) {
+#ifdef AP_COPY_SSSE3
+    if (itemsize == 1 && (cols == 3 || cols == 4) && ap_copy_config.path >= AP_COPY_PATH_SSSE3) {
+        ap_interleave_u8_ssse3(dst, src, src_col, cols, rows);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++) {
+        const char *s = src + r * itemsize;
+        char *d = dst + r * cols * itemsize;
+        switch (itemsize) {
+#define AP_INTERLEAVE(N) \
+        case N: for (int64_t c = 0; c < cols; c++) memcpy(d + c * N, s + c * src_col, N); break;
+        AP_INTERLEAVE(1)
+        AP_INTERLEAVE(2)
+        AP_INTERLEAVE(4)
+        AP_INTERLEAVE(8)
+#undef AP_INTERLEAVE
+        default:
+            for (int64_t c = 0; c < cols; c++)
+                memcpy(d + c * itemsize, s + c * src_col, (size_t)itemsize);
+        }
+    }
+}
+
+static int64_t ap_gcd(int64_t a, int64_t b) {
+    while (b) { int64_t t = a % b; a = b; b = t; }
+    return a;
+}
+
+/* How many source lines a band of blocks may keep open when the source's rows are
+ * ``src_col`` bytes apart. Rows a multiple of the line apart map to only
+ * sets / gcd(sets, stride in lines) of the L2's sets (8 of 2048 for 16 KiB rows and a
+ * 1 MiB, 8-way L2): what the band keeps open, prefetched lines and the destination's
+ * lines must share those sets' ways, so a band takes a quarter of them. */
+static int64_t ap_band_lines(int64_t src_col) {
+    int64_t lines = ap_copy_config.band_lines;
+    int64_t line = ap_copy_config.line, ways = ap_copy_config.l2_ways;
+    int64_t step = src_col < 0 ? -src_col : src_col;
+    if (ap_copy_config.l2 > 0 && ways > 0 && step > 0 && step % line == 0) {
+        int64_t sets = ap_copy_config.l2 / line / ways;
+        if (sets > 0) {
+            int64_t reachable = sets / ap_gcd(sets, step / line) * ways;
+            if (reachable / 4 < lines) lines = reachable / 4;
+        }
+    }
+    return lines;
 }
 
 /* A rows x cols plane: destination rows dst_row bytes apart (elements contiguous), source
@@ -154,13 +525,26 @@ static void ap_copy_plane(char *dst, int64_t dst_row, const char *src, int64_t s
                           int streaming) {
     int64_t edge = itemsize >= 16 ? 4 : 64 / itemsize;
     int64_t r0 = 0;
+    if (src_row == itemsize && itemsize <= 16) {
+        if (rows < edge && rows <= 8 && cols >= 2 * edge) {
+            ap_copy_deinterleave(dst, dst_row, src, src_col, rows, cols, itemsize);
+            return;
+        }
+        if (cols < edge && cols <= 8 && rows >= 2 * edge && dst_row == cols * itemsize) {
+            ap_copy_interleave(dst, src, src_col, rows, cols, itemsize);
+            return;
+        }
+    }
 #ifdef AP_COPY_SSE2
-    if ((itemsize == 4 || itemsize == 8) && src_row == itemsize) {
+    if ((itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8)
+            && src_row == itemsize && ap_copy_config.path >= AP_COPY_PATH_SSE2) {
         streaming = streaming && ((uintptr_t)dst % 16 == 0) && dst_row % 16 == 0;
         int64_t full_rows = rows - rows % edge, full_cols = cols - cols % edge;
+        int64_t band_width = ap_band_lines(src_col) / edge;  /* in blocks */
+        band_width = (band_width < 1 ? 1 : band_width) * edge;  /* in columns */
         if (cols * itemsize <= 4096) {
             /* Short destination rows (the source's rows are the long, sequential runs):
-             * down each band of 16 source rows, which the hardware prefetcher follows. */
+             * down each column of blocks, which the hardware prefetcher follows. */
             for (int64_t c0 = 0; c0 < full_cols; c0 += edge)
                 for (r0 = 0; r0 < full_rows; r0 += edge) {
                     const char *s = src + r0 * src_row + c0 * src_col;
@@ -169,9 +553,8 @@ static void ap_copy_plane(char *dst, int64_t dst_row, const char *src, int64_t s
                                   r0 + 5 * edge <= full_rows ? s + 4 * 64 : NULL);
                 }
         } else {
-            for (int64_t band = 0; band < full_cols; band += AP_COPY_BAND_BLOCKS * edge) {
-                int64_t band_end = band + AP_COPY_BAND_BLOCKS * edge < full_cols
-                                   ? band + AP_COPY_BAND_BLOCKS * edge : full_cols;
+            for (int64_t band = 0; band < full_cols; band += band_width) {
+                int64_t band_end = band + band_width < full_cols ? band + band_width : full_cols;
                 for (r0 = 0; r0 < full_rows; r0 += edge)
                     for (int64_t c0 = band; c0 < band_end; c0 += edge) {
                         const char *s = src + r0 * src_row + c0 * src_col;
@@ -236,7 +619,9 @@ static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
         int64_t step = strides[d] < 0 ? -strides[d] : strides[d];
         if (step < fast_step) { fast = d; fast_step = step; }
     }
-    const int streaming = total_bytes >= AP_COPY_STREAMING_BYTES;
+    ap_copy_configure();
+    const int streaming = total_bytes >= ap_copy_config.streaming_bytes
+                          && ap_copy_config.path >= AP_COPY_PATH_SSE2;
 
     /* Walk every other dimension, odometer style. */
     int64_t index[AP_COPY_MAX_NDIM] = {0};
