@@ -324,3 +324,24 @@ def test_device_memory_is_not_exported_as_a_buffer(producer):
         memoryview(cuda)
     pinned = ap.from_dlpack(producer.capsule(spec(device=(3, 0))))
     assert memoryview(pinned).shape == (2, 3)  # pinned host memory is host memory
+
+
+def test_exports_share_one_layout_block_that_lives_with_the_view():
+    """Shape and byte strides are worked out at a View's first export and kept by the View
+    (no allocation per export): exports made before and after, alive together and outliving
+    every other reference to the View, all read the same right layout."""
+    import gc
+    import weakref
+    array = np.arange(24, dtype=np.int16).reshape(4, 6)[::2, ::-3]
+    v = ap.view(array)
+    first = memoryview(v)
+    exports = [memoryview(v) for _ in range(100)]
+    alive = weakref.ref(v)
+    del v
+    gc.collect()
+    assert alive() is not None  # the exports hold the View
+    for m in (first, *exports):
+        assert m.shape == (2, 2) and m.strides == (24, -6) and m.tolist() == array.tolist()
+    del first, exports, m
+    gc.collect()
+    assert alive() is None

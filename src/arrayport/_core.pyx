@@ -121,6 +121,7 @@ cdef class View:
     cdef str _protocol
     cdef object _lease          # a _BufferLease whose Py_buffer this View reads, or None
     cdef object _stream         # CUDA stream with pending work on the data (CAI), or None
+    cdef Py_ssize_t* _buffer_dims  # shape, byte strides for buffer exports (lazy; owned)
     cdef object __weakref__
 
     # The DLPack 1.3 C exchange API (_core_capi.pxi): looked up on the type by consumers.
@@ -129,6 +130,7 @@ cdef class View:
     def __cinit__(self):
         self._dims = self._inline_dims
         self._managed = NULL
+        self._buffer_dims = NULL
 
     def __init__(self, *args, **kwargs):
         raise TypeError("arrayport.View cannot be constructed directly; use "
@@ -142,6 +144,8 @@ cdef class View:
         if self._dims != self._inline_dims:
             free(self._dims)
             self._dims = self._inline_dims
+        free(self._buffer_dims)
+        self._buffer_dims = NULL
 
     cdef int _reserve_dims(self, int ndim) except -1:
         if ndim > INLINE_NDIM:
@@ -560,9 +564,6 @@ cdef class View:
         _fill_buffer(self, buffer, flags)
         buffer.obj = self
 
-    def __releasebuffer__(self, Py_buffer* buffer):
-        free(buffer.internal)
-        buffer.internal = NULL
 
     # ---- zero-copy layout operations (_core_layout.pxi) -----------------------------------
     # Metadata only, on any device; the result keeps this View's memory alive, its

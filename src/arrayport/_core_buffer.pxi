@@ -6,8 +6,11 @@
 # where it is (a bytearray cannot resize, an mmap cannot close).
 #
 # Export: View.__getbuffer__ (in _core.pyx) fills a Py_buffer for host-readable memory. The
-# shape and byte strides live in one malloc'd block in Py_buffer.internal, freed by
-# __releasebuffer__; Py_buffer.obj holds the View, so the memory outlives every export.
+# shape and byte strides (Py_ssize_t, as PEP 3118 wants them) are worked out at the View's
+# first export into one block the View owns (View._buffer_dims, freed with the View) and
+# shared by every later export: Py_buffer.obj holds the View, so the block outlives every
+# export, and the View never changes. No allocation per export and no release function, as
+# NumPy caches its arrays' buffer info.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _adopt
@@ -27,6 +30,7 @@ cdef const char* _BYTE_FORMAT = "B"
 
 
 @cython.final
+@cython.freelist(64)   # one per buffer import: reused, not allocated (as View's)
 cdef class _BufferLease:
     """One Py_buffer arrayport holds on another object's memory; released exactly once."""
 
@@ -166,16 +170,19 @@ cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
         raise BufferError("buffer: the View is strided but the consumer did not ask for strides")
 
     cdef Py_ssize_t itemsize = v._itembits() // 8
-    cdef Py_ssize_t* dims = <Py_ssize_t*>malloc(<size_t>(2 * ndim + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* dims = v._buffer_dims
     if dims == NULL:
-        raise MemoryError()
-    for i in range(ndim):
-        dims[i] = v._t.shape[i]
-        dims[ndim + i] = v._t.strides[i] * itemsize
+        dims = <Py_ssize_t*>malloc(<size_t>(2 * ndim + 1) * sizeof(Py_ssize_t))
+        if dims == NULL:
+            raise MemoryError()
+        for i in range(ndim):
+            dims[i] = v._t.shape[i]
+            dims[ndim + i] = v._t.strides[i] * itemsize
+        v._buffer_dims = dims
     buffer.buf = <char*>v._t.data + v._t.byte_offset
     buffer.len = v._nbytes  # checked when the View was made (extent.h)
     buffer.readonly = (v._flags & APDL_FLAG_READ_ONLY) != 0
-    buffer.internal = dims
+    buffer.internal = NULL
     buffer.suboffsets = NULL
     if (flags & PyBUF_ND) == PyBUF_ND:
         buffer.ndim = ndim
