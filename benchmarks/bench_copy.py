@@ -9,7 +9,8 @@ C-contiguous memory by ``View.copy()``, by ``np.ascontiguousarray``, by PyTorch'
 ``.contiguous()`` (with its threads) and — the ceiling — by a plain memcpy of the same
 number of bytes, once into new memory (what a copying function does: allocate, then
 write) and once into memory written before (the copy alone). The kernel's choice (vector
-path, cache sizes) is printed first; ``--paths`` adds a column per forced vector path.
+path, cache sizes, threads) is printed first; ``--paths`` adds a column per forced vector
+path and one with every copy split across all the CPUs.
 GPU (when PyTorch sees a CUDA device): host→device from pageable and pinned memory,
 device→host, device→device and a transposed device→device copy of --gpu-mib MiB, beside
 ``tensor.cuda()`` / ``.cpu()`` / ``.clone()`` / ``.contiguous()``, each followed by a
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import platform
 import statistics
 import time
@@ -93,7 +95,18 @@ def kernel_line():
     sizes = ", ".join(f"{name} {info[name] >> 10} KiB" for name in ("l1d", "l2", "llc"))
     return (f"# kernel: {info['path']} path (this CPU runs: {', '.join(info['paths'])}); "
             f"{sizes}; bands of {info['band_lines']} source lines; streaming from "
-            f"{info['streaming_bytes'] >> 20} MiB")
+            f"{info['streaming_bytes'] >> 20} MiB; up to {info['threads']} thread(s), "
+            f"{info['thread_bytes'] >> 20} MiB each at least")
+
+
+def on_threads(threads, function):
+    def run():
+        previous = _core.set_copy_threads(threads, 1)
+        try:
+            return function()
+        finally:
+            _core.set_copy_threads(*previous)
+    return run
 
 
 def on_path(path, function):
@@ -117,9 +130,11 @@ def host_table(args):
           f"; median of {args.repeat}, GB/s")
     print(kernel_line())
     paths = _core.copy_kernel()["paths"] if args.paths else []
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    extra = [*paths, f"{cpus} thr"] if args.paths else []
     print(f"{'case':<40} {'View.copy':>9} {'numpy':>8} {'torch':>8} {'memcpy new':>10} "
           f"{'memcpy':>8} {'vs numpy':>8} {'vs torch':>8} {'vs memcpy new':>13}"
-          + "".join(f" {path:>9}" for path in paths))
+          + "".join(f" {name:>9}" for name in extra))
     for label, array in host_cases(args.size):
         view = ap.view(array)
         flat = np.ascontiguousarray(array).reshape(-1)
@@ -132,7 +147,8 @@ def host_table(args):
             (lambda: tensor.contiguous()) if tensor is not None else (lambda: None),
             memcpy_fresh(source, flat.nbytes),
             lambda: ctypes.memmove(written.ctypes.data, source, flat.nbytes),
-        ] + [on_path(path, view.copy) for path in paths]
+        ] + [on_path(path, view.copy) for path in paths] \
+          + ([on_threads(cpus, view.copy)] if args.paths else [])
         times = alternating_medians(functions, args.repeat)
         ours, numpy_rate, torch_rate, fresh, bare, *forced = (array.nbytes / t / 1e9
                                                              for t in times)

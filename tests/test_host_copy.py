@@ -16,12 +16,19 @@ PATHS = _core.copy_kernel()["paths"]
 
 
 @contextlib.contextmanager
-def forced(path):
+def forced(path, threads=1):
+    """The kernel on ``path``; with ``threads`` > 1 every copy is split across them (the
+    ranges cut at block edges, the last one short)."""
     previous = _core.force_copy_path(path)
+    previous_threads = _core.set_copy_threads(threads, 1 if threads > 1 else 8 << 20)
     try:
         yield
     finally:
         _core.force_copy_path(previous)
+        _core.set_copy_threads(*previous_threads)
+
+
+THREADS = [1, 3]
 
 
 @st.composite
@@ -40,10 +47,11 @@ def strided_arrays(draw):
 
 
 @pytest.mark.parametrize("path", PATHS)
-@settings(max_examples=300, deadline=None)
+@pytest.mark.parametrize("threads", THREADS)
+@settings(max_examples=200, deadline=None)
 @given(array=strided_arrays())
-def test_host_copy_matches_numpy(path, array):
-    with forced(path):
+def test_host_copy_matches_numpy(path, threads, array):
+    with forced(path, threads):
         copy = ap.from_dlpack(array).host_copy()
     assert copy.is_c_contiguous and copy.is_copy and not copy.readonly
     result = ap.to_numpy(copy)
@@ -84,9 +92,10 @@ def random_bits(shape, dtype):
                                    "uint64", "complex128"])
 @pytest.mark.parametrize("shape,axes", BLOCK_LAYOUTS)
 @pytest.mark.parametrize("path", PATHS)
-def test_block_kernel_copies_every_bit(dtype, shape, axes, path):
+@pytest.mark.parametrize("threads", THREADS)
+def test_block_kernel_copies_every_bit(dtype, shape, axes, path, threads):
     array = random_bits(shape, dtype).transpose(axes)
-    with forced(path):
+    with forced(path, threads):
         for layout in (array, array[::-1], array[..., ::-1],
                        array[1::2] if shape[0] > 2 else array):
             copy = ap.view(layout).host_copy()
@@ -107,9 +116,10 @@ CHANNEL_LAYOUTS = [
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64", "complex128"])
 @pytest.mark.parametrize("shape,axes", CHANNEL_LAYOUTS)
 @pytest.mark.parametrize("path", PATHS)
-def test_channel_permutations_copy_every_bit(dtype, shape, axes, path):
+@pytest.mark.parametrize("threads", THREADS)
+def test_channel_permutations_copy_every_bit(dtype, shape, axes, path, threads):
     array = random_bits(shape, dtype).transpose(axes)
-    with forced(path):
+    with forced(path, threads):
         for layout in (array, array[..., ::-1], array[::-1]):
             copy = ap.view(layout).host_copy()
             assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
@@ -138,6 +148,29 @@ def test_unaligned_source_is_copied_exactly(dtype, path):
                 rows, cols, 3).transpose(2, 0, 1)):
             copy = ap.view(layout).host_copy()
             assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+
+
+def test_threaded_copies_run_every_share_once():
+    """A copy split across threads writes every element exactly once: a shape whose cut
+    dimension leaves a short last range, checked against NumPy, in a threaded run and with
+    the threads' count capped below the ranges."""
+    array = random_bits((1000, 333), np.float32).T
+    for threads in (2, 3, 16):
+        with forced(PATHS[-1], threads):
+            copy = ap.view(array).host_copy()
+        assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(array).tobytes()
+
+
+def test_the_thread_variables_are_read_at_start_up():
+    import os
+    import subprocess
+    import sys
+    environment = dict(os.environ, ARRAYPORT_NUM_THREADS="1",
+                       ARRAYPORT_COPY_THREAD_BYTES="12345")
+    shown = subprocess.run([sys.executable, "-c", "from arrayport import _core; "
+                            "k = _core.copy_kernel(); print(k['threads'], k['thread_bytes'])"],
+                           capture_output=True, text=True, env=environment, timeout=120)
+    assert shown.stdout.split() == ["1", "12345"], shown.stderr
 
 
 def test_the_kernel_reports_what_it_chose():

@@ -37,7 +37,8 @@ def _info(_args) -> int:
     print(f"host copy kernel: {kernel['path']} path (CPU runs {', '.join(kernel['paths'])}; "
           f"ARRAYPORT_COPY_PATH to force one)\n  sized from {caches}: bands of "
           f"{kernel['band_lines']} source lines, streaming stores from "
-          f"{kernel['streaming_bytes'] >> 20} MiB")
+          f"{kernel['streaming_bytes'] >> 20} MiB; up to {kernel['threads']} thread(s) "
+          f"(ARRAYPORT_NUM_THREADS), {kernel['thread_bytes'] >> 20} MiB each at least")
     print("\nnext: `arrayport matrix` (what works between them) or `arrayport check numpy`")
     return 0
 

@@ -828,8 +828,11 @@ def copy_kernel():
         path this CPU runs, for tests to force), the cache sizes it was sized from
         (``line``, ``l1d``, ``l2``, ``llc`` in bytes, ``l2_ways``; 0 when not reported),
         ``band_lines`` (source lines a band of blocks keeps open at most: half the L1; fewer
-        for strides that reach few L2 sets) and ``streaming_bytes``
-        (results this large are written with non-temporal stores: half the last level).
+        for strides that reach few L2 sets), ``streaming_bytes`` (results this large are
+        written with non-temporal stores: half the last level), ``threads`` (at most this
+        many threads share a copy: the CPUs this process may use, capped by
+        ``ARRAYPORT_NUM_THREADS``) and ``thread_bytes`` (each thread gets at least this
+        many bytes).
     """
     ap_copy_configure()
     return {"path": ap_copy_path_names[ap_copy_config.path].decode(),
@@ -837,7 +840,23 @@ def copy_kernel():
             "line": ap_copy_config.line, "l1d": ap_copy_config.l1d, "l2": ap_copy_config.l2,
             "llc": ap_copy_config.llc, "l2_ways": ap_copy_config.l2_ways,
             "band_lines": ap_copy_config.band_lines,
-            "streaming_bytes": ap_copy_config.streaming_bytes}
+            "streaming_bytes": ap_copy_config.streaming_bytes,
+            "threads": ap_copy_config.threads, "thread_bytes": ap_copy_config.thread_bytes}
+
+
+def set_copy_threads(threads, thread_bytes):
+    """Let host copies use up to ``threads`` threads once each gets ``thread_bytes`` bytes,
+    process-wide (tests split every copy; ``ARRAYPORT_NUM_THREADS`` and
+    ``ARRAYPORT_COPY_THREAD_BYTES`` do the same at start-up).
+
+    Returns
+    -------
+    tuple
+        The previous ``(threads, thread_bytes)``.
+    """
+    info = copy_kernel()
+    ap_copy_set_threads(threads, thread_bytes)
+    return info["threads"], info["thread_bytes"]
 
 
 def force_copy_path(name):

@@ -50,10 +50,12 @@ cdef extern from "_csrc/core_support.h":
         int64_t line, l1d, l2, llc, l2_ways
         int64_t band_lines
         int64_t streaming_bytes
+        int64_t threads, thread_bytes
     ap_copy_config_t ap_copy_config
     const char* const* ap_copy_path_names
     void ap_copy_configure() nogil
     int ap_copy_force_path(int path) nogil
+    void ap_copy_set_threads(int64_t threads, int64_t thread_bytes) nogil
 
 import os as _os
 import sys as _sys
