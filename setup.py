@@ -13,8 +13,7 @@ core = Extension(
     # loaded at run time only when arrayport meets NumPy. Built against NumPy 2, the
     # extension runs on NumPy >= 1.26 as well.
     include_dirs=["src/arrayport/include", "src/arrayport", numpy.get_include()],
-    extra_compile_args=["-O2", "-std=c11", "-pthread"],
-    extra_link_args=["-pthread"],  # large host copies are split across threads
+    extra_compile_args=["-O2", "-std=c11"],
     # The C the core includes: a change to any of them recompiles the core (setuptools
     # otherwise only compares _core.c's date with the object's).
     depends=sorted(glob("src/arrayport/_csrc/*.h") + glob("src/arrayport/include/arrayport/*.h")),

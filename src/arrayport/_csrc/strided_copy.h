@@ -41,10 +41,15 @@
 #include <stdlib.h>
 #if defined(__linux__) || defined(__APPLE__)
 #include <unistd.h>
-#include <pthread.h>
-/* Large copies are split across threads (ap_copy_strided_to_contiguous). */
-#define AP_COPY_THREADS 1
+#endif
+/* Large copies are split across threads (ap_copy_strided_to_contiguous), started through
+ * CPython's own thread API when the kernel is built into the extension: calling
+ * pthread_create directly would bind the core to glibc 2.34's symbol version and cost the
+ * wheel its manylinux2014 tag. Built without Python.h, copies run on one thread. */
 #define AP_COPY_MAX_THREADS 16
+#ifdef Py_PYTHON_H
+#include "pythread.h"
+#define AP_COPY_THREADS 1
 #endif
 #ifdef __linux__
 #include <sched.h>
@@ -180,20 +185,21 @@ static void ap_copy_configure(void) {
     /* Threads: the CPUs this process may run on; ARRAYPORT_NUM_THREADS asks for fewer
      * (1: never). */
     c.threads = 1;
-    int64_t cpus = 1;
 #ifdef AP_COPY_THREADS
+    int64_t cpus = 0;
 #if defined(__linux__) && defined(CPU_COUNT)
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cpus = CPU_COUNT(&allowed);
-    else
 #endif
-    cpus = ap_sysconf_size(_SC_NPROCESSORS_ONLN);
+#if defined(_SC_NPROCESSORS_ONLN)
+    if (cpus < 1) cpus = ap_sysconf_size(_SC_NPROCESSORS_ONLN);
+#endif
     if (cpus < 1) cpus = 1;
     if (cpus > AP_COPY_MAX_THREADS) cpus = AP_COPY_MAX_THREADS;
     c.threads = cpus;
-#endif
     const char *asked = getenv("ARRAYPORT_NUM_THREADS");
-    if (asked && atoi(asked) >= 1) c.threads = atoi(asked) < cpus ? atoi(asked) : cpus;
+    if (asked && atoi(asked) >= 1 && atoi(asked) < cpus) c.threads = atoi(asked);
+#endif
     c.thread_bytes = AP_COPY_THREAD_BYTES;
     const char *per_thread = getenv("ARRAYPORT_COPY_THREAD_BYTES");
     if (per_thread && atoll(per_thread) > 0) c.thread_bytes = atoll(per_thread);
@@ -204,6 +210,9 @@ static void ap_copy_configure(void) {
 /* Set the threads a copy may use and the bytes each needs (tests split every copy). */
 static void ap_copy_set_threads(int64_t threads, int64_t thread_bytes) {
     ap_copy_configure();
+#ifndef AP_COPY_THREADS
+    threads = 1;
+#endif
     if (threads >= 1) ap_copy_config.threads = threads < AP_COPY_MAX_THREADS ? threads : AP_COPY_MAX_THREADS;
     if (thread_bytes >= 1) ap_copy_config.thread_bytes = thread_bytes;
 }
@@ -669,7 +678,8 @@ static void ap_copy_merged(char *dst, const int64_t *dst_strides, const char *sr
 #endif
 }
 
-/* One thread's share of a copy: the same dimensions with one of them cut to a range. */
+/* One thread's share of a copy: the same dimensions with one of them cut to a range. The
+ * thread releases ``done`` when its share is written; the caller waits on it. */
 typedef struct {
     char *dst;
     const int64_t *dst_strides;
@@ -679,20 +689,26 @@ typedef struct {
     const int64_t *strides;
     int64_t itemsize;
     int streaming;
+#ifdef AP_COPY_THREADS
+    PyThread_type_lock done;
+#endif
 } ap_copy_share_t;
 
-static void *ap_copy_share_run(void *argument) {
+static void ap_copy_share_run(void *argument) {
     ap_copy_share_t *share = (ap_copy_share_t *)argument;
     ap_copy_merged(share->dst, share->dst_strides, share->src, share->n, share->dims,
                    share->strides, share->itemsize, share->streaming);
-    return NULL;
+#ifdef AP_COPY_THREADS
+    if (share->done) PyThread_release_lock(share->done);
+#endif
 }
 
 /* Copy ``shape``/``byte_strides`` at ``src`` into C-contiguous ``dst``. Copies of at least
  * ap_copy_config.thread_bytes per thread are split across up to ap_copy_config.threads
  * threads (ARRAYPORT_NUM_THREADS; 1: never): the largest dimension is cut into ranges of
- * whole blocks, each thread copies one range, the caller the first; all are joined before
- * this returns. Threads are started per copy, not pooled: nothing outlives the call, so
+ * whole blocks, each thread copies one range, the caller the first; the caller waits for
+ * every range before this returns. Threads are started per copy, not pooled: nothing
+ * outlives the call (a thread's last act is to say its range is done), so
  * fork and interpreter exit have nothing to clean up, and starting one costs tens of
  * microseconds against the milliseconds such a copy takes. */
 static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
@@ -734,7 +750,6 @@ static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
     range = (range + 63) / 64 * 64;
     if (threads > 1 && range < dims[cut]) {
         ap_copy_share_t shares[AP_COPY_MAX_THREADS];
-        pthread_t started[AP_COPY_MAX_THREADS];
         int running[AP_COPY_MAX_THREADS] = {0};
         int count = 0;
         for (int64_t begin = 0; begin < dims[cut] && count < AP_COPY_MAX_THREADS;
@@ -749,14 +764,29 @@ static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
             share->n = n;
             share->itemsize = itemsize;
             share->streaming = streaming;
-            if (count > 0)  /* a thread that cannot start: its share runs here instead */
-                running[count] = pthread_create(&started[count], NULL, ap_copy_share_run,
-                                                share) == 0;
+            share->done = NULL;
+            if (count == 0) continue;
+            /* A share whose thread cannot start runs here instead, after the first. */
+            share->done = PyThread_allocate_lock();
+            if (share->done == NULL) continue;
+            PyThread_acquire_lock(share->done, WAIT_LOCK);  /* held until the share is done */
+            if (PyThread_start_new_thread(ap_copy_share_run, share) == PYTHREAD_INVALID_THREAD_ID) {
+                PyThread_release_lock(share->done);
+                PyThread_free_lock(share->done);
+                share->done = NULL;
+                continue;
+            }
+            running[count] = 1;
         }
         ap_copy_share_run(&shares[0]);
         for (int k = 1; k < count; k++) {
-            if (running[k]) pthread_join(started[k], NULL);
-            else ap_copy_share_run(&shares[k]);
+            if (running[k]) {
+                PyThread_acquire_lock(shares[k].done, WAIT_LOCK);  /* the share is written */
+                PyThread_release_lock(shares[k].done);
+                PyThread_free_lock(shares[k].done);
+            } else {
+                ap_copy_share_run(&shares[k]);
+            }
         }
         return;
     }
