@@ -345,3 +345,23 @@ def test_exports_share_one_layout_block_that_lives_with_the_view():
     del first, exports, m
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize("source", [
+    b"abcdefgh", bytearray(b"abcdefgh"), b"",
+    memoryview(b"abcdefgh"), memoryview(bytearray(8)).cast("i"),
+    memoryview(np.arange(12, dtype=np.float32).reshape(3, 4)[::2, ::-1]),
+    memoryview(np.zeros(3, dtype=np.longdouble)),        # a format DLPack has no type for
+    memoryview(np.zeros(2, dtype=[("a", "i4"), ("b", "f8")])),   # a struct
+], ids=["bytes", "bytearray", "empty", "memoryview", "cast", "strided", "longdouble", "struct"])
+def test_the_bytes_fast_path_gives_what_the_protocol_path_gives(source):
+    """ap.view takes bytes, bytearray and memoryview straight to their buffer: the same View
+    as View.from_buffer (the protocol path), or the same refusal."""
+    def outcome(make):
+        try:
+            v = make(source)
+        except Exception as error:  # noqa: BLE001 — the refusal itself is compared
+            return type(error), str(error)
+        return (v.shape, v.strides, v.dtype, v.readonly, v.protocol, v.ptr, v.owner is source,
+                bytes(v.host_copy()) if v.size else b"")
+    assert outcome(ap.view) == outcome(ap.View.from_buffer)

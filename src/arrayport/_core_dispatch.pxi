@@ -185,6 +185,11 @@ cdef View _view(obj, stream):
         result = _view_of_ndarray(obj)
         if result is not None:
             return result
+    if stream is None and (type(obj) is bytes or type(obj) is bytearray
+                           or type(obj) is memoryview):
+        # Their one protocol is the buffer (what their plan says, without the two cache
+        # lookups and the walk); tests/test_buffer_protocol.py holds them to View.from_buffer.
+        return _view_from_buffer(obj, obj, "buffer")
     if stream is None:
         # The fastest protocol first, before the plan: a type's C exchange API. Asked once:
         # the plan's DLPack step then goes straight to __dlpack__.
