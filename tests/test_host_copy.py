@@ -81,6 +81,13 @@ BLOCK_LAYOUTS = [
 ]
 
 
+def assert_copied_exactly(layout):
+    """``layout``'s host copy holds NumPy's C-order bytes of it, bit for bit; returned."""
+    copy = ap.view(layout).host_copy()
+    assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+    return copy
+
+
 def random_bits(shape, dtype):
     """Random bit patterns (NaN payloads and signalling NaNs included) of ``dtype``."""
     raw = np.random.default_rng(1).integers(0, 256, int(np.prod(shape)) * np.dtype(dtype).itemsize,
@@ -98,9 +105,8 @@ def test_block_kernel_copies_every_bit(dtype, shape, axes, path, threads):
     with forced(path, threads):
         for layout in (array, array[::-1], array[..., ::-1],
                        array[1::2] if shape[0] > 2 else array):
-            copy = ap.view(layout).host_copy()
+            copy = assert_copied_exactly(layout)
             assert copy.is_c_contiguous and copy.is_copy
-            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
 
 
 # Images and channels-last tensors: planes of 3 or 4 (or a few) rows or columns, which the
@@ -121,8 +127,7 @@ def test_channel_permutations_copy_every_bit(dtype, shape, axes, path, threads):
     array = random_bits(shape, dtype).transpose(axes)
     with forced(path, threads):
         for layout in (array, array[..., ::-1], array[::-1]):
-            copy = ap.view(layout).host_copy()
-            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+            assert_copied_exactly(layout)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -131,8 +136,7 @@ def test_a_channel_subset_of_rgba_is_copied_exactly(path):
     with forced(path):
         for layout in (rgba[..., :3].transpose(2, 0, 1), rgba[..., 1:].transpose(2, 0, 1),
                        np.ascontiguousarray(rgba.transpose(2, 0, 1))[:3].transpose(1, 2, 0)):
-            copy = ap.view(layout).host_copy()
-            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+            assert_copied_exactly(layout)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
@@ -146,8 +150,7 @@ def test_unaligned_source_is_copied_exactly(dtype, path):
     with forced(path):
         for layout in (array, random_bits((rows * cols * 3 + 1,), np.uint8)[1:].reshape(
                 rows, cols, 3).transpose(2, 0, 1)):
-            copy = ap.view(layout).host_copy()
-            assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(layout).tobytes()
+            assert_copied_exactly(layout)
 
 
 def test_threaded_copies_run_every_share_once():
@@ -157,8 +160,7 @@ def test_threaded_copies_run_every_share_once():
     array = random_bits((1000, 333), np.float32).T
     for threads in (2, 3, 16):
         with forced(PATHS[-1], threads):
-            copy = ap.view(array).host_copy()
-        assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(array).tobytes()
+            assert_copied_exactly(array)
 
 
 def test_the_thread_variables_are_read_at_start_up():
@@ -191,8 +193,7 @@ def test_streamed_copies_larger_than_the_caches(dtype, columns):
     rows = threshold // (columns * np.dtype(dtype).itemsize) + 3
     array = random_bits((rows, columns), dtype).T
     assert array.nbytes >= threshold
-    copy = ap.view(array).host_copy()
-    assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(array).tobytes()
+    assert_copied_exactly(array)
 
 
 def test_the_command_shows_the_kernel_and_the_variable_forces_a_path():

@@ -388,6 +388,24 @@ static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, in
 /* ---- planes narrower than a block: channels ------------------------------------------- */
 
 #ifdef AP_COPY_SSSE3
+/* The byte shuffles (pshufb masks; -1 zeroes a byte) that move 16 three-byte pixels
+ * between three interleaved loads and three channel registers. Apart (``interleave`` 0),
+ * pick[c][load]: channel c's byte i is interleaved byte 3i + c, in load (3i + c) / 16.
+ * Together (1), pick[part][c]: output byte j of part p is channel (16p + j) % 3's byte
+ * (16p + j) / 3. */
+static void ap_rgb_shuffles(__m128i pick[3][3], int interleave) {
+    for (int x = 0; x < 3; x++)
+        for (int y = 0; y < 3; y++) {
+            int8_t m[16];
+            for (int i = 0; i < 16; i++) {
+                int at = interleave ? 16 * x + i : 3 * i + x;
+                if (interleave) m[i] = (int8_t)(at % 3 == y ? at / 3 : -1);
+                else m[i] = (int8_t)(at / 16 == y ? at % 16 : -1);
+            }
+            pick[x][y] = _mm_loadu_si128((const __m128i *)m);
+        }
+}
+
 /* 16 pixels of 3 (or 4) interleaved bytes -> 16 bytes per channel, and back: byte shuffles
  * (pshufb) picking each channel's bytes out of the three (four) 16-byte loads. */
 AP_TARGET_SSSE3
@@ -395,17 +413,8 @@ static void ap_deinterleave_u8_ssse3(char *dst, int64_t dst_row, const char *src
                                      int64_t channels, int64_t pixels) {
     int64_t k = 0;
     if (channels == 3) {
-        /* Channel c's byte i is source byte 3i + c: in load 0, 1 or 2 by (3i + c) / 16. */
-        __m128i pick[3][3];
-        for (int c = 0; c < 3; c++)
-            for (int part = 0; part < 3; part++) {
-                int8_t m[16];
-                for (int i = 0; i < 16; i++) {
-                    int at = 3 * i + c;
-                    m[i] = (int8_t)(at / 16 == part ? at % 16 : -1);  /* -1: zero */
-                }
-                pick[c][part] = _mm_loadu_si128((const __m128i *)m);
-            }
+        __m128i pick[3][3];  /* [channel][load] */
+        ap_rgb_shuffles(pick, 0);
         for (; k + 16 <= pixels; k += 16) {
             const char *s = src + 3 * k;
             __m128i a = _mm_loadu_si128((const __m128i *)s);
@@ -443,17 +452,8 @@ static void ap_interleave_u8_ssse3(char *dst, const char *src, int64_t src_col,
                                    int64_t channels, int64_t pixels) {
     int64_t k = 0;
     if (channels == 3) {
-        /* Output byte j of part p is channel (16p + j) % 3's byte (16p + j) / 3. */
-        __m128i pick[3][3];
-        for (int part = 0; part < 3; part++)
-            for (int c = 0; c < 3; c++) {
-                int8_t m[16];
-                for (int j = 0; j < 16; j++) {
-                    int at = 16 * part + j;
-                    m[j] = (int8_t)(at % 3 == c ? at / 3 : -1);
-                }
-                pick[part][c] = _mm_loadu_si128((const __m128i *)m);
-            }
+        __m128i pick[3][3];  /* [output part][channel] */
+        ap_rgb_shuffles(pick, 1);
         for (; k + 16 <= pixels; k += 16) {
             __m128i r = _mm_loadu_si128((const __m128i *)(src + k));
             __m128i g = _mm_loadu_si128((const __m128i *)(src + src_col + k));
