@@ -6,6 +6,7 @@ import gc
 import pytest
 
 import arrayport as ap
+from arrayport.cli import capsules
 from producer import spec
 
 MALFORMED = {
@@ -153,6 +154,19 @@ def test_other_devices_are_carried_faithfully(producer, device):
 def test_byte_offset_counts_toward_ptr(producer):
     view = ap.from_dlpack(producer.capsule(spec(shape=(2,), byte_offset=8)))
     assert list(ap.to_numpy(view).view("uint8")) == [8, 9, 10, 11, 12, 13, 14, 15]
+
+
+@pytest.mark.parametrize("reslice", [False, True])
+def test_host_exports_carry_byte_offset_zero(producer, reslice):
+    # PaddlePaddle 3.3 and Warp 1.19 ignore byte_offset on import (MLX 0.32's slices set
+    # it): on address devices arrayport folds it into data, on import and on slicing.
+    view = ap.from_dlpack(producer.capsule(spec(shape=(4,), byte_offset=8)))
+    if reslice:
+        view = view[1:]
+    exported = capsules.describe(view.__dlpack__(max_version=(1, 3)))
+    assert exported["byte_offset"] == 0 and exported["data"] == view.ptr
+    again = capsules.describe(view.__dlpack__())
+    assert again["byte_offset"] == 0 and again["data"] == view.ptr
 
 
 def test_hand_built_values_are_read_correctly(producer):

@@ -29,15 +29,16 @@ Who owns what:
 #   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook, _driver_for,
 #       _from_dlpack_options_hook, _from_shared_hook, _hook, _ndarray_fallback_hook,
 #       _reduce_view_hook, _share_hook
-#   _core_layout.pxi: _as_readonly, _getitem, _is_integer_index, _permuted, _reinterpreted,
-#       _reshaped, _reversed_axes
+#   _core_layout.pxi: _as_readonly, _data_is_address, _getitem, _is_integer_index, _permuted,
+#       _reinterpreted, _reshaped, _reversed_axes
 #   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
 #       _view_from_ai_object, _view_from_array_method, _view_from_cai_object,
 #       _view_from_layout
 #   _core_numpy.pxi: _NOT_FAST, _array_function_fast, _check_ufunc_call, _is_ndarray_type,
 #       _load_numpy, _numpy_ndarray, _ufunc_fast, _view_of_ndarray, _wrap_result
-#   _core_producers.pxi: NeedsCopy, _finish_import, _producer_failure, _producer_kind,
-#       _producer_refusal, _refuse_masked, _resolved_view, _torch_before_export
+#   _core_producers.pxi: NeedsCopy, _finish_import, _producer_failure,
+#       _producer_kind, _producer_refusal, _refuse_masked, _refuse_unexportable,
+#       _resolved_view, _torch_before_export
 include "_core_base.pxi"
 
 
@@ -1084,11 +1085,17 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
     if bits % 8 and size > 1 and not ap_is_c_contiguous(ndim, shape, strides):
         raise BufferError(f"{protocol}: packed sub-byte tensors must be C-contiguous")
 
-    v._t.data = t.data
     v._t.device = t.device
     v._t.ndim = ndim
     v._t.dtype = t.dtype
-    v._t.byte_offset = t.byte_offset
+    if t.data != NULL and _data_is_address(t.device.device_type):
+        # Folded into the address: PaddlePaddle 3.3 and Warp 1.19 ignore byte_offset on
+        # import, so every export of an address carries it as 0 (MLX's slices use it).
+        v._t.data = <void*>(<char*>t.data + t.byte_offset)
+        v._t.byte_offset = 0
+    else:
+        v._t.data = t.data
+        v._t.byte_offset = t.byte_offset
     v._size = size
     v._nbytes = extent.nbytes
     v._flags = flags
@@ -1238,6 +1245,8 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
         requires_grad = _torch_before_export(x, True)
         if requires_grad:
             source = x.detach()
+    elif kind == _TENSORFLOW or kind == _PADDLE:
+        _refuse_unexportable(x, kind)
     try:
         capsule = _request_capsule(source, stream)
     except BufferError:

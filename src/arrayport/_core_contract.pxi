@@ -504,7 +504,7 @@ cdef object _require(Spec spec, x, copy, stream, name):
     elif copy is False:
         v = _view(x, import_stream)
     else:
-        v = _view_or_copy(x, import_stream)
+        v = _view_or_copy(x, import_stream, copy is True)
     cdef int failure = spec._first_failure(v)
     if failure == _MEETS and copy is not True:
         return _as_readonly(v) if spec._writable == 0 else v

@@ -15,7 +15,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _adopt, _refuse_foreign_major
 #   _core_producers.pxi: _finish_import, _producer_failure, _producer_kind,
-#       _torch_after_import, _torch_before_export
+#       _refuse_unexportable, _torch_after_import, _torch_before_export
 
 from cpython.exc cimport PyErr_Occurred
 
@@ -91,6 +91,8 @@ cdef View _view_via_exchange_api(object x, uintptr_t address):
     cdef bint requires_grad = False
     if kind == _TORCH:
         requires_grad = _torch_before_export(x, False)
+    elif kind == _PADDLE:
+        _refuse_unexportable(x, kind)
     if api.managed_tensor_from_py_object_no_sync(<void*>x, &m) != 0:
         try:
             _exchange_failed("managed_tensor_from_py_object_no_sync")

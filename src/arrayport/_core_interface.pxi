@@ -17,7 +17,8 @@
 #   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
 #   _core_hooks.pxi: _driver_for
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
-#   _core_producers.pxi: NeedsCopy, _finish_import
+#   _core_producers.pxi: NeedsCopy, _finish_import, _labelled_data, _producer_kind,
+#       _refuse_lazy, _refuse_unexportable
 
 
 cdef str _AI = "array_interface"
@@ -385,6 +386,13 @@ cdef View _view_from_array_method(obj):
     if getattr(type(obj), "__array__", None) is None:
         raise TypeError(f"array: {type(obj).__module__}.{type(obj).__qualname__} has no "
                         f"__array__ method")
+    cdef int kind = _producer_kind(type(obj))
+    if kind == _LAZY:
+        _refuse_lazy(obj, obj)  # before __array__, which would compute it
+    elif kind == _LABELLED:
+        _labelled_data(obj)
+    elif kind == _PADDLE:
+        _refuse_unexportable(obj, kind)  # its __array__ segfaults on sparse tensors too
     name = f"{type(obj).__name__}.__array__"
     try:
         try:

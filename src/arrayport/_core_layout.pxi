@@ -70,11 +70,13 @@ cdef int _finish_derived(View v, int64_t element_shift) except -1:
             raise BufferError("layout: a packed sub-byte View can only start on a whole byte")
     cdef int64_t shift = element_shift * itembits // 8
     cdef int64_t offset = <int64_t>v._t.byte_offset + shift
-    if offset >= 0:
-        v._t.byte_offset = <uint64_t>offset
-    elif _data_is_address(v._t.device.device_type):
+    if _data_is_address(v._t.device.device_type):
+        # Moved into the address, so that exports carry byte_offset 0 (consumers that
+        # ignore it — PaddlePaddle, Warp — then still read the right elements).
         v._t.data = <void*>(<char*>v._t.data + offset)
         v._t.byte_offset = 0
+    elif offset >= 0:
+        v._t.byte_offset = <uint64_t>offset
     else:
         raise BufferError(f"layout: a {_device_type_label(v._t.device.device_type)} View's "
                           f"data is a handle, and the result would start before it")

@@ -3,8 +3,13 @@
 # path gives exactly what the protocol path gives, or the same refusal.
 #
 # Per producer type, decided once and cached (_producer_kind):
-#   - JAX and Arrow arrays are immutable, yet both export legacy capsules (no READ_ONLY
-#     flag): their Views are read-only.
+#   - JAX, Arrow and TensorFlow arrays are immutable, yet all export legacy capsules (no
+#     READ_ONLY flag): their Views are read-only.
+#   - PaddlePaddle tensors with stop_gradient=False take part in autograd: read-only, as
+#     PyTorch's requires_grad.
+#   - Dask arrays are lazy (no memory until computed) and their __array__ computes the
+#     whole graph silently: refused with NeedsCopy, resolved by .compute() where the
+#     caller allows copies; an xarray object is judged by the array in its .data.
 #   - PyTorch tensors carry three facts no DLPack export holds:
 #       requires_grad — writing through a View would bypass autograd: the View is read-only
 #         (PyTorch's __dlpack__ refuses such tensors; arrayport exports x.detach() instead,
@@ -52,19 +57,26 @@ class NeedsCopy(BufferError):
     """The producer's memory does not hold the array's values as they are (PyTorch's lazy
     conjugation or negation; an ``__array__`` that can only copy): a zero-copy View would
     be wrong, so none is made. ``resolve()`` gives an object whose memory does hold them
-    (a copy); arrayport's converters use it where the caller allows copies."""
+    (a copy); arrayport's converters use it where the caller allows copies — or, when
+    ``explicit`` (a lazy Dask array: resolving it computes a graph), only where the caller
+    asked for a copy with ``copy=True``."""
 
-    def __init__(self, message, resolve, copied=True):
+    def __init__(self, message, resolve, copied=True, explicit=False):
         super().__init__(message)
         self.resolve = resolve
         self.copied = copied
+        self.explicit = explicit
 
 
 cdef enum _ProducerKind:
     _PLAIN = 0
-    _IMMUTABLE = 1   # JAX, pyarrow
+    _IMMUTABLE = 1   # JAX, pyarrow, TensorFlow
     _TORCH = 2
     _MASKED = 3      # numpy.ma.MaskedArray: its __dlpack__ (ndarray's) drops the mask
+    _LAZY = 4        # Dask arrays: no memory until computed; __array__ computes silently
+    _LABELLED = 5    # xarray DataArray / Variable: labels around an array in .data
+    _PADDLE = 6      # PaddlePaddle tensors: stop_gradient=False is PyTorch's requires_grad
+    _TENSORFLOW = 7  # TensorFlow tensors: immutable; string/variant/resource ones abort
 
 cdef dict _producer_kinds = {}
 # One-entry cache in front of the dict: (type, kind) in one object, so a thread never pairs
@@ -87,6 +99,14 @@ cdef int _producer_kind(object t) except -1:
     masked = getattr(_sys.modules.get("numpy.ma"), "MaskedArray", None)
     if root in ("jax", "jaxlib", "pyarrow"):
         kind = _IMMUTABLE
+    elif root == "tensorflow":
+        kind = _TENSORFLOW
+    elif root == "dask" and hasattr(t, "compute") and hasattr(t, "chunks"):
+        kind = _LAZY
+    elif root == "xarray" and isinstance(getattr(t, "data", None), property):
+        kind = _LABELLED
+    elif root == "paddle" and hasattr(t, "stop_gradient"):
+        kind = _PADDLE
     elif masked is not None and issubclass(t, masked):
         kind = _MASKED
     elif torch is not None and issubclass(t, torch.Tensor):
@@ -206,6 +226,55 @@ cdef int _refuse_masked(x) except -1:
     return 0
 
 
+cdef int _refuse_lazy(x, data) except -1:
+    """A Dask array (``data``, alone or inside the xarray object ``x``) holds no values
+    until computed, and its ``__array__`` computes the whole graph silently: refused with
+    NeedsCopy; callers that allow copies (to_numpy, to, from_dlpack with copy=True)
+    compute it."""
+    tp = type(x)
+    raise NeedsCopy(
+        f"view: {tp.__module__}.{tp.__qualname__} is backed by a lazy Dask array, whose "
+        f"values exist only once computed; call .compute() first, or ask for a copy "
+        f"(arrayport.to_numpy(x, copy=True), arrayport.to(x, target, copy=True)), which "
+        f"computes it", lambda: data.compute(), True, True)
+
+
+cdef object _labelled_data(x):
+    """The array inside an xarray object, refused when it is lazy."""
+    data = x.data
+    if _producer_kind(type(data)) == _LAZY:
+        _refuse_lazy(x, data)
+    return data
+
+
+cdef inline bint _paddle_tracks_grad(x) except -1:
+    """Whether a PaddlePaddle tensor takes part in autograd: writing through a View would
+    bypass it, so its View is read-only (as a PyTorch tensor that requires grad)."""
+    return getattr(x, "stop_gradient", True) is False
+
+
+cdef int _refuse_unexportable(x, int kind) except -1:
+    """Refuse, before the producer is asked, what its export would kill the process on:
+    TensorFlow's __dlpack__ aborts (``Check failed: DataTypeCanUseMemcpy``) on string,
+    variant and resource tensors (2.21); PaddlePaddle's exports segfault on sparse tensors
+    (3.3)."""
+    tp = type(x)
+    if kind == _TENSORFLOW:
+        dtype = getattr(x, "dtype", None)
+        if dtype is not None and getattr(dtype, "name", None) in ("string", "variant",
+                                                                   "resource"):
+            raise BufferError(f"dlpack: a TensorFlow {dtype.name} tensor has no memory "
+                              f"layout DLPack can describe (TensorFlow's own export aborts "
+                              f"the process on it)")
+    elif kind == _PADDLE:
+        is_sparse = getattr(x, "is_sparse", None)
+        if is_sparse is not None and is_sparse():
+            raise BufferError(f"dlpack: {tp.__module__}.{tp.__qualname__} is sparse, which "
+                              f"no strided export can carry (PaddlePaddle's own export "
+                              f"crashes the process on it); call .to_dense() first")
+    return 0
+
+
 # ---- errors from producers -------------------------------------------------------------------
 
 cdef object _producer_failure(object x, str what, BaseException error):
@@ -253,7 +322,8 @@ cdef int _finish_import(View v, object owner) except -1:
         _refuse_masked(owner)  # every constructor, not only view(): the mask is not exported
     if v._flags & APDL_FLAG_READ_ONLY:
         return 0
-    if kind == _IMMUTABLE:
+    if (kind == _IMMUTABLE or kind == _TENSORFLOW
+            or (kind == _PADDLE and _paddle_tracks_grad(owner))):
         v._flags |= APDL_FLAG_READ_ONLY
         return 0
     if not _has_overlap(v):
@@ -276,19 +346,22 @@ cdef View _resolved_view(refusal, stream, bint dlpack_only):
     return v
 
 
-cdef View _view_or_copy(obj, stream):
+cdef View _view_or_copy(obj, stream, bint copy_asked=False):
     """``view(obj)``, or — where the producer's memory does not hold the values as they
-    are (NeedsCopy) — a View of a resolved copy. For callers that allow copies."""
+    are (NeedsCopy) — a View of a resolved copy. For callers that allow copies; a refusal
+    that wants an explicit copy (a lazy Dask array) stands unless ``copy_asked``."""
     try:
         return _view(obj, stream)
     except NeedsCopy as refusal:
+        if refusal.explicit and not copy_asked:
+            raise
         return _resolved_view(refusal, stream, False)
 
 
 def view_or_copy(obj, /, *, stream=None, copy=None):
     """``view(obj, stream=stream)`` for converters: with ``copy`` not False, a producer
     whose memory does not hold its values as they are (NeedsCopy) is resolved into a copy
-    (``is_copy``) instead of refused."""
+    (``is_copy``) instead of refused (a lazy one only with ``copy=True``)."""
     if copy is False:
         return _view(obj, stream)
-    return _view_or_copy(obj, stream)
+    return _view_or_copy(obj, stream, copy is True)
