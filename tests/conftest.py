@@ -11,6 +11,14 @@ import arrayport
 from producer import build_extension, build_producer, compiler
 
 
+def pytest_ignore_collect(collection_path, config):
+    """tests/frameworks runs one framework per process, through tests/test_frameworks.py
+    (which sets ARRAYPORT_FRAMEWORK_PROCESS): never in the suite's own process."""
+    if collection_path.name == "frameworks" and not os.environ.get("ARRAYPORT_FRAMEWORK_PROCESS"):
+        return True
+    return None
+
+
 @pytest.fixture(scope="session")
 def producer(tmp_path_factory):
     """The hand-built C DLPack producer (tests/helpers/dlpack_producer.c)."""

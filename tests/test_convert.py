@@ -224,10 +224,16 @@ def test_to_torch_devices_and_streams():
 @needs('torch')
 def test_to_names_its_targets_and_refuses_unknown_ones():
     assert set(ap.convert.TARGETS) == {"numpy", "torch", "jax", "cupy", "tvm_ffi", "pyarrow",
-                                       "pyarrow.Tensor"}
+                                       "pyarrow.Tensor", "tensorflow", "mlx", "paddle", "warp"}
     assert ap.to(np.arange(2), "torch").tolist() == [0, 1]
-    with pytest.raises(ValueError, match="unknown target 'tensorflow'; choose one of numpy"):
-        ap.to(np.arange(2), "tensorflow")
+    with pytest.raises(ValueError, match="unknown target 'keras'; choose one of numpy"):
+        ap.to(np.arange(2), "keras")
+
+
+def test_to_mlx_imports_mlx_core(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlx.core", None)  # as if not installed
+    with pytest.raises(ImportError, match="to: target 'mlx' needs mlx.core"):
+        ap.to(np.arange(2), "mlx")
 
 
 def test_to_a_missing_library_is_a_clear_import_error(monkeypatch):

@@ -275,6 +275,8 @@ TARGETS = {
     "pyarrow": _to_pyarrow,
     "pyarrow.Tensor": _to_pyarrow_tensor,
 }
+# The module each target imports, where it is not the target's first word.
+_TARGET_MODULES = {"pyarrow.Tensor": "pyarrow", "mlx": "mlx.core"}
 
 
 def to(x, target, /, **options):
@@ -288,7 +290,8 @@ def to(x, target, /, **options):
         Anything ``arrayport.view`` accepts.
     target : str
         One of ``arrayport.convert.TARGETS``: ``"numpy"``, ``"torch"``, ``"jax"``,
-        ``"cupy"``, ``"tvm_ffi"``, ``"pyarrow"``, ``"pyarrow.Tensor"``.
+        ``"cupy"``, ``"tvm_ffi"``, ``"pyarrow"``, ``"pyarrow.Tensor"``, ``"tensorflow"``,
+        ``"mlx"``, ``"paddle"``, ``"warp"``.
     **options
         The target converter's own: ``copy``, ``device``, ``stream``, ``readonly`` where the
         target has them.
@@ -317,7 +320,7 @@ def to(x, target, /, **options):
     except (KeyError, TypeError):
         raise ValueError(f"to: unknown target {target!r}; choose one of "
                          f"{', '.join(TARGETS)}") from None
-    module = target.split(".")[0]
+    module = _TARGET_MODULES.get(target, target)
     if module != "numpy" and sys.modules.get(module) is None:
         try:
             __import__(module)
@@ -325,3 +328,10 @@ def to(x, target, /, **options):
             raise ImportError(f"to: target {target!r} needs {module}, which cannot be "
                               f"imported: {error}") from error
     return convert(x, **options)
+
+
+# The frameworks' converters live in their own module (which uses the steps above).
+from arrayport import convert_frameworks as _frameworks  # noqa: E402
+
+TARGETS.update({"tensorflow": _frameworks.to_tensorflow, "mlx": _frameworks.to_mlx,
+                "paddle": _frameworks.to_paddle, "warp": _frameworks.to_warp})
