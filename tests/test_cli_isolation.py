@@ -16,12 +16,13 @@ def helpers_on_path(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", HELPERS + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def run(actions, libraries=(), timeout=30.0):
+def run(actions, libraries=(), timeout=30.0, reordered=None):
     results, libs = {}, {}
     broken = isolation.run_isolated(
         "crashy_runner", list(libraries), [{"action": a} for a in actions],
         on_result=lambda i, r: results.__setitem__(i, r),
-        on_library=lambda name, error: libs.__setitem__(name, error), case_timeout=timeout)
+        on_library=lambda name, error: libs.__setitem__(name, error), case_timeout=timeout,
+        reordered=reordered)
     return [results[i] for i in range(len(actions))], libs, broken
 
 
@@ -52,3 +53,22 @@ def test_a_library_that_fails_to_import_is_reported_not_raised():
     _, libs, broken = run(["ok"], libraries=["no_such_library_anywhere"])
     assert "ModuleNotFoundError" in broken["no_such_library_anywhere"]
     assert libs["no_such_library_anywhere"] == broken["no_such_library_anywhere"]
+
+
+def test_a_library_that_dies_after_another_is_imported_first_instead():
+    reordered = {}
+    results, libs, broken = run(["ok", "ok"], libraries=["rival_framework", "jealous_framework"],
+                                reordered=reordered)
+    assert broken == {}
+    assert libs == {"rival_framework": None, "jealous_framework": None}
+    assert "after rival_framework" in reordered["jealous_framework"]
+    assert "SIGABRT" in reordered["jealous_framework"]
+    assert [r["status"] for r in results] == ["ok", "ok"]
+    assert results[0]["modules"] == ["jealous_framework", "rival_framework"]
+
+
+def test_a_library_that_dies_on_its_own_is_broken_even_when_moved_first():
+    reordered = {}
+    _, libs, broken = run(["ok"], libraries=["json", "crash_on_import"], reordered=reordered)
+    assert "SIGABRT" in broken["crash_on_import"] and "crash_on_import" in reordered
+    assert libs["json"] is None

@@ -121,8 +121,9 @@ def test_unknown_library_dtype_or_layout_is_a_usage_error():
 
 HIDE_EVERYTHING_BUT_NUMPY = """
 import importlib.abc, sys
-HIDDEN = {"torch", "jax", "jaxlib", "pyarrow", "tvm_ffi", "array_api_strict", "ml_dtypes",
-          "cupy", "numba", "tensorflow", "mlx", "dask"}
+from arrayport.cli.libraries import LIBRARIES
+HIDDEN = {library.module.partition(".")[0] for library in LIBRARIES} - {"numpy", "arrayport"}
+HIDDEN.add("jaxlib")
 class Hide(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.partition(".")[0] in HIDDEN:

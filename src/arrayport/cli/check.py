@@ -1,7 +1,8 @@
 """``arrayport check TARGET``: a DLPack conformance run for any array library.
 
 TARGET is a module (``numpy``, ``torch``, ``jax``, ``pyarrow``, ``tvm_ffi``,
-``array_api_strict``, ``arrayport``, or any module with ``asarray``) or ``module:factory``,
+``array_api_strict``, ``tensorflow``, ``mlx.core``, ``paddle``, ``warp``, ``xarray``,
+``arrayport``, or any module with ``asarray``) or ``module:factory``,
 a callable that takes a NumPy array and returns the library's array holding it. The library
 is tested as a producer (its arrays' ``__dlpack__``, ``__dlpack_device__``, array interface
 and buffer exports) and, when the module has ``from_dlpack``, as a consumer of capsules
@@ -77,8 +78,29 @@ def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | No
                     lambda a: module("pyarrow").Tensor.from_numpy(a)),
         "tvm_ffi": (lambda a: module("tvm_ffi").from_dlpack(arrayport.view(a.copy())),
                     lambda x: module("tvm_ffi").from_dlpack(x), None),
+        # TensorFlow tensors are immutable; its DLPack import takes capsules, not objects.
+        "tensorflow": (lambda a: module("tensorflow").constant(a),
+                       lambda x: module("tensorflow").experimental.dlpack.from_dlpack(
+                           x.__dlpack__()),
+                       lambda a: module("tensorflow").constant(a)),
+        "mlx.core": (lambda a: module("mlx.core").array(a),
+                     lambda x: module("mlx.core").from_dlpack(x), None),
+        "paddle": (lambda a: module("paddle").to_tensor(a),
+                   lambda x: module("paddle").from_dlpack(x), None),
+        "warp": (lambda a: _warp().array(a, device="cpu"),
+                 lambda x: _warp().from_dlpack(x), None),
+        # A labelled array around NumPy's; xarray has no DLPack of its own.
+        "xarray": (lambda a: module("xarray").DataArray(a), None, None),
     })
     return table
+
+
+def _warp():
+    """Warp, its runtime started (wp.from_dlpack does not start it)."""
+    warp = importlib.import_module("warp")
+    warp.config.quiet = True
+    warp.init()
+    return warp
 
 
 @dataclass

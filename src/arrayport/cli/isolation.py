@@ -37,15 +37,23 @@ CASE_TIMEOUT_S = 60.0
 def run_isolated(runner: str, libraries: list[str], cases: list[dict], *,
                  on_result: Callable[[int, dict], None],
                  on_library: Callable[[str, str | None], None] = lambda name, error: None,
-                 case_timeout: float = CASE_TIMEOUT_S) -> dict[str, str]:
+                 case_timeout: float = CASE_TIMEOUT_S,
+                 reordered: dict[str, str] | None = None) -> dict[str, str]:
     """Run ``cases`` through ``runner`` in a worker; call ``on_result(index, result)`` for each
     case as it finishes and ``on_library(name, error)`` as each library is imported (error is
-    None when it imported). Returns {library: why} for libraries that could not be used."""
+    None when it imported). Returns {library: why} for libraries that could not be used.
+
+    Frameworks can kill each other: PaddlePaddle 3.3 dies importing after TensorFlow 2.21,
+    yet imports fine before it. A library whose import kills a worker that had imported
+    others is moved to the front of the order and tried again, once; ``reordered`` (when
+    given) receives {library: what happened}. Only a library that kills the worker from the
+    front — on its own — is broken."""
     broken: dict[str, str] = {}
+    order = list(libraries)
     start = 0
     reported_libraries: set[str] = set()
     while start < len(cases) or not reported_libraries >= set(libraries) - set(broken):
-        usable = [name for name in libraries if name not in broken]
+        usable = [name for name in order if name not in broken]
         job = {"runner": runner, "libraries": usable, "cases": cases[start:],
                "case_timeout": case_timeout}
         with tempfile.TemporaryFile() as worker_stderr:
@@ -79,6 +87,15 @@ def run_isolated(runner: str, libraries: list[str], cases: list[dict], *,
         if next_index >= len(cases) and returncode == 0 and importing is None:
             break
         if importing is not None:
+            before = usable[:usable.index(importing)] if importing in usable else []
+            if before and order[0] != importing:
+                order.remove(importing)
+                order.insert(0, importing)
+                if reordered is not None:
+                    reordered[importing] = (
+                        f"killed the process when imported after {', '.join(before)} "
+                        f"({_describe_exit(returncode)}); imported first instead")
+                continue
             why = f"crashed the process while importing ({_describe_exit(returncode)}){tail}"
             broken[importing] = why
             if importing not in reported_libraries:
@@ -115,8 +132,8 @@ def _describe_exit(returncode: int) -> str:
 
 
 # Lines that say why a process died, as runtimes print them; preferred over stack frames.
-_DEATH_MARKERS = ("what():", "terminate called", "Fatal Python error", "Segmentation fault",
-                  "Assertion", "Aborted", "Error:", "error:")
+_DEATH_MARKERS = ("what():", "terminate called", "Check failed", "Fatal Python error",
+                  "Segmentation fault", "Assertion", "Aborted", "Error:", "error:")
 
 
 def _tail(raw: bytes, limit: int = 300) -> str:

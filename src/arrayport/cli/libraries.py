@@ -25,7 +25,7 @@ class NotOffered(Exception):
 class Library:
     name: str                      # what reports call it
     module: str                    # what to import
-    distribution: str              # where its version comes from
+    distribution: str | tuple[str, ...]  # where its version comes from (first installed)
     make: Callable[[np.ndarray, str], Any] | None = None   # (base, layout) -> its array
     # Direct routes as a consumer: protocol -> function taking what the protocol hands over.
     routes: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
@@ -104,6 +104,71 @@ def _make_array_api_strict(base, layout):
     return ops[layout](array)
 
 
+def _make_tensorflow(base, layout):
+    import tensorflow as tf
+    # TensorFlow tensors are immutable and row-major: read-only by nature, no strided form.
+    if layout not in ("contiguous", "0-d", "size-0", "read-only"):
+        raise NotOffered(f"TensorFlow tensors have no {layout} memory layout")
+    try:
+        tensor = tf.constant(base)
+    except (TypeError, ValueError) as exc:
+        raise NotOffered(f"TensorFlow: {exc}") from None
+    return {"0-d": lambda t: t[1, 2], "size-0": lambda t: t[:0]}.get(layout, lambda t: t)(tensor)
+
+
+_MLX_INDEXING = {
+    "contiguous": lambda a: a, "transposed": lambda a: a.T, "sliced": lambda a: a[1:, 1:],
+    "negative": lambda a: a[::-1], "0-d": lambda a: a[1, 2], "size-0": lambda a: a[:0],
+}
+
+
+def _make_mlx(base, layout):
+    import mlx.core as mx
+    if layout not in _MLX_INDEXING:
+        raise NotOffered(f"MLX arrays cannot be {layout}")
+    try:
+        array = mx.array(base)
+    except (TypeError, ValueError) as exc:
+        raise NotOffered(f"MLX: {exc}") from None
+    if array.dtype.size != base.dtype.itemsize or (base.dtype.kind == "f" and array.dtype
+                                                   not in (mx.float16, mx.float32,
+                                                           mx.float64, mx.bfloat16)):
+        raise NotOffered(f"MLX has no {base.dtype}")
+    return _MLX_INDEXING[layout](array)
+
+
+def _make_paddle(base, layout):
+    import arrayport
+    if layout not in _TORCH_INDEXING:
+        raise NotOffered(f"PaddlePaddle tensors cannot be {layout}")
+    try:
+        tensor = arrayport.to(base, "paddle", copy=True)
+    except TypeError as exc:
+        raise NotOffered(str(exc)) from None
+    return _TORCH_INDEXING[layout](tensor)
+
+
+def _make_warp(base, layout):
+    import arrayport
+    if layout in ("0-d", "read-only"):
+        raise NotOffered(f"Warp arrays cannot be {layout}")
+    try:
+        return arrayport.to(numpy_layout(base, layout), "warp")
+    except TypeError as exc:
+        raise NotOffered(str(exc)) from None
+
+
+def _make_xarray(base, layout):
+    import xarray as xr
+    return xr.DataArray(numpy_layout(base, layout))
+
+
+def _make_dask(base, layout):
+    import dask.array as da
+    # A lazy array over the NumPy layout: no memory of its own until computed.
+    return da.from_array(numpy_layout(base, layout), chunks=-1)
+
+
 # --- consumers --------------------------------------------------------------------------------
 
 def _numpy_routes():
@@ -147,6 +212,50 @@ def _array_api_strict_routes():
     return {"dlpack": from_dlpack, "__array__": asarray}
 
 
+def _tensorflow_routes():
+    def from_dlpack(x):  # TensorFlow takes capsules, not objects
+        import tensorflow as tf
+        return tf.experimental.dlpack.from_dlpack(x.__dlpack__())
+
+    def convert(x):
+        import tensorflow as tf
+        return tf.convert_to_tensor(x)
+    return {"dlpack": from_dlpack, "__array__": convert}
+
+
+def _mlx_routes():
+    def from_dlpack(x):
+        import mlx.core as mx
+        return mx.from_dlpack(x)
+
+    def array(x):
+        import mlx.core as mx
+        return mx.array(x)
+    return {"dlpack": from_dlpack, "__array__": array}
+
+
+def _paddle_routes():
+    def from_dlpack(x):
+        import paddle
+        return paddle.from_dlpack(x)
+    return {"dlpack": from_dlpack}
+
+
+def _warp_routes():
+    def from_dlpack(x):
+        import warp as wp
+        wp.init()
+        return wp.from_dlpack(x)
+    return {"dlpack": from_dlpack}
+
+
+def _xarray_routes():
+    def data_array(x):
+        import xarray as xr
+        return xr.DataArray(x)
+    return {"__array__": data_array}
+
+
 def _arrayport_routes():
     from arrayport import View
     return {"dlpack": View.from_dlpack, "array_interface": View.from_array_interface,
@@ -174,8 +283,14 @@ def _view(x):
     return arrayport.view(x)
 
 
+def _xarray_via_view(x):
+    import xarray as xr
+
+    import arrayport
+    return xr.DataArray(arrayport.to_numpy(x))
+
+
 CUDA_ONLY = "CUDA-only: exercised by the GPU matrix, which comes with the device layer"
-NO_ADAPTER = "detected, not exercised yet (no adapter)"
 
 LIBRARIES = [
     Library("numpy", "numpy", "numpy", _make_numpy, _numpy_routes(), _to("numpy")),
@@ -190,24 +305,36 @@ LIBRARIES = [
     Library("ml_dtypes", "ml_dtypes", "ml_dtypes", note="dtypes for NumPy, not an array type"),
     Library("cupy", "cupy", "cupy", note=CUDA_ONLY),
     Library("numba", "numba", "numba", note=CUDA_ONLY),
-    Library("tensorflow", "tensorflow", "tensorflow", note=NO_ADAPTER),
-    Library("mlx", "mlx", "mlx", note=NO_ADAPTER),
-    Library("dask", "dask", "dask", note=NO_ADAPTER),
+    # PaddlePaddle before TensorFlow: imported after it, it kills the process (3.3 / 2.21);
+    # the isolation worker would reorder them anyway, at the cost of a restart.
+    Library("paddle", "paddle", "paddlepaddle", _make_paddle, _paddle_routes(), _to("paddle")),
+    Library("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu"), _make_tensorflow,
+            _tensorflow_routes(),
+            _to("tensorflow")),
+    Library("mlx", "mlx.core", "mlx", _make_mlx, _mlx_routes(), _to("mlx")),
+    Library("warp", "warp", "warp-lang", _make_warp, _warp_routes(), _to("warp")),
+    Library("xarray", "xarray", "xarray", _make_xarray, _xarray_routes(), _xarray_via_view),
+    Library("dask", "dask.array", "dask", _make_dask,
+            note="lazy arrays: a producer only (arrayport refuses them until computed)"),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 
 
 def installed_version(library: Library) -> str | None:
     """The installed version, found without importing the library (None when absent)."""
-    try:
-        if importlib.util.find_spec(library.module) is None:
+    try:  # the top-level package: finding a submodule would import its parent
+        if importlib.util.find_spec(library.module.partition(".")[0]) is None:
             return None
     except (ImportError, ValueError):  # a broken parent package or a bad __spec__
         return None
-    try:
-        return importlib.metadata.version(library.distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "installed"
+    names = (library.distribution if isinstance(library.distribution, tuple)
+             else (library.distribution,))
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "installed"
 
 
 def installed() -> list[tuple[Library, str]]:
@@ -239,8 +366,10 @@ def is_writable(x) -> bool:
     if isinstance(x, np.ndarray):
         return bool(x.flags.writeable)
     module = type(x).__module__.split(".")[0]
-    if module in ("jax", "jaxlib", "pyarrow"):
+    if module in ("jax", "jaxlib", "pyarrow", "tensorflow"):
         return False
+    if module == "xarray":
+        return is_writable(x.data)
     if module == "arrayport":
         return not x.readonly
     if module == "array_api_strict":
@@ -260,4 +389,20 @@ def to_host_numpy(x) -> np.ndarray:
         return np.array(x._array)
     if module == "pyarrow" and hasattr(x, "to_numpy"):
         return np.array(x.to_numpy())
+    if module == "xarray":
+        return to_host_numpy(x.data)
+    if module == "tensorflow":
+        return _tensorflow_values(x)
     return np.array(arrayport.to_numpy(x, copy=True))
+
+
+def _tensorflow_values(x) -> np.ndarray:
+    """A TensorFlow tensor's values, read through an operation (a gather), not only copied:
+    TensorFlow imports memory of any alignment and aborts at the first operation on memory
+    that is not 64-byte aligned — a result that kills its user is not a working exchange."""
+    import tensorflow as tf
+    try:
+        flat = tf.gather(tf.reshape(x, [-1]), tf.range(tf.size(x)))
+    except (tf.errors.OpError, TypeError):  # no gather kernel for the type (float8)
+        return np.array(x.numpy())
+    return np.array(flat.numpy()).reshape(tuple(x.shape))

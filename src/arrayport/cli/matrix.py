@@ -82,10 +82,14 @@ def run(libraries: list[str], dtypes: list[str], layouts: list[str], *,
         progress(done, len(cases), cases[index])
 
     started = time.perf_counter()
+    reordered_modules: dict[str, str] = {}
     broken_modules = isolation.run_isolated(RUNNER, modules, cases, on_result=on_result,
-                                            case_timeout=case_timeout)
+                                            case_timeout=case_timeout,
+                                            reordered=reordered_modules)
     broken = {name: broken_modules[BY_NAME[name].module] for name in libraries
               if BY_NAME[name].module in broken_modules}
+    reordered = {name: reordered_modules[BY_NAME[name].module] for name in libraries
+                 if BY_NAME[name].module in reordered_modules}
     cells, unusual_cells = [], []
     for case, result in zip(cases, results):
         result = result or {"status": "tool-error", "detail": "no result"}
@@ -93,7 +97,7 @@ def run(libraries: list[str], dtypes: list[str], layouts: list[str], *,
             continue
         if result["status"] != "not-offered":
             (unusual_cells if "kind" in case else cells).append({**case, **result})
-    return {"libraries_broken": broken, "cells": cells,
+    return {"libraries_broken": broken, "libraries_reordered": reordered, "cells": cells,
             "seconds": round(time.perf_counter() - started, 1),
             "pairs": summarize_pairs(cells), "routes": summarize_routes(cells),
             "findings": findings(cells), "unusual": summarize_unusual(unusual_cells),

@@ -126,10 +126,16 @@ def render_text(report: dict) -> str:
     unusual = unusual_lines(report)
     if unusual:
         out += ["", *textwrap.wrap(UNUSUAL_LEGEND, 100), ""] + [f"  {line}" for line in unusual]
-    broken = report.get("libraries_broken") or {}
-    for name, why in broken.items():
-        out.append(f"  library {name} left out: {why}")
+    out += [f"  {line}" for line in library_lines(report)]
     return "\n".join(out) + "\n"
+
+
+def library_lines(report: dict) -> list[str]:
+    """Libraries left out of the run, and those that had to be imported first."""
+    return ([f"library {name} left out: {why}"
+             for name, why in (report.get("libraries_broken") or {}).items()]
+            + [f"library {name} {why}"
+               for name, why in (report.get("libraries_reordered") or {}).items()])
 
 
 def render_markdown(report: dict) -> str:
@@ -146,4 +152,7 @@ def render_markdown(report: dict) -> str:
     unusual = unusual_lines(report)
     if unusual:
         out += ["", "**Unusual arrays**", "", UNUSUAL_LEGEND, "", "```"] + unusual + ["```"]
+    libraries = library_lines(report)
+    if libraries:
+        out += ["", "**Libraries**", ""] + [f"- {line}" for line in libraries]
     return "\n".join(out) + "\n"

@@ -1,0 +1,1 @@
+"""A 'framework' that is harmless itself (tests of arrayport.cli.isolation's reordering)."""
