@@ -16,13 +16,14 @@ never wrong values. On top:
 """
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
 
 import arrayport as ap
 from arrayport import _core
-from arrayport.cli.unusual import KINDS_BY_LIBRARY, kinds_of
+from arrayport.cli.unusual import FRAMEWORK_MODULES, KINDS_BY_LIBRARY, kinds_of
 
 CLEAN = (BufferError, TypeError, ValueError)
 MESSAGE_PREFIXES = ("dlpack:", "array:", "view:", "buffer:", "array_interface:",
@@ -33,7 +34,17 @@ def _installed(module):
     return importlib.util.find_spec(module) is not None
 
 
-CASES = [kind for library in KINDS_BY_LIBRARY if _installed(library)
+# The frameworks that can kill each other (TensorFlow, MLX, PaddlePaddle, Warp) are left out
+# of the suite's own process; tests/test_frameworks.py runs this file once per framework with
+# ARRAYPORT_UNUSUAL_LIBRARY naming it, in a process of its own.
+ONLY = os.environ.get("ARRAYPORT_UNUSUAL_LIBRARY")
+
+
+def _selected(library):
+    return library == ONLY if ONLY else library not in FRAMEWORK_MODULES
+
+
+CASES = [kind for library in KINDS_BY_LIBRARY if _selected(library) and _installed(library)
          for kind in kinds_of(library) if all(_installed(m) for m in kind.needs)]
 
 
@@ -111,6 +122,8 @@ def test_every_route_gives_the_reference_or_a_clean_refusal(kind, route):
     source, result, error = _outcome(kind, route)
     if error is not None:
         _assert_clean_refusal(error, kind, route)
+        if isinstance(error, ap.NeedsCopy) and error.explicit and route != "to_numpy(copy=True)":
+            return  # a lazy array (Dask): computed only where copy=True asks for it
         if kind.reference is not None and not ROUTES[route][1] and route.startswith("to_numpy"):
             # arrayport's own NumPy converter may copy: it must manage whatever NumPy can
             # hold, lazy bits resolved.
@@ -162,6 +175,9 @@ def test_fast_path_and_protocol_route_agree(kind):
 
 def test_the_cases_cover_every_library_installed():
     """The count the issue asks for, and a guard against a silently empty matrix."""
+    if ONLY:
+        assert CASES and {kind.library for kind in CASES} == {ONLY}
+        return
     libraries = {kind.library for kind in CASES}
     assert "numpy" in libraries and len(CASES) >= 16
     for library in ("torch", "jax", "pyarrow", "tvm_ffi"):

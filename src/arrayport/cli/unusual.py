@@ -260,6 +260,17 @@ KINDS_BY_LIBRARY: dict[str, Callable[[], list[Kind]]] = {
     "pyarrow": _pyarrow_kinds,
     "tvm_ffi": _tvm_ffi_kinds,
 }
+# Frameworks that can kill each other in one process: their kinds are tested one framework
+# per process (tests/test_frameworks.py), never beside the others.
+FRAMEWORK_MODULES = ("tensorflow", "mlx.core", "paddle", "warp")
+
+
+def _register_frameworks() -> None:
+    from . import unusual_frameworks as frameworks
+    KINDS_BY_LIBRARY.update({
+        "tensorflow": frameworks.tensorflow_kinds, "mlx.core": frameworks.mlx_kinds,
+        "paddle": frameworks.paddle_kinds, "warp": frameworks.warp_kinds,
+        "dask.array": frameworks.dask_kinds, "xarray": frameworks.xarray_kinds})
 
 
 def kinds_of(library: str) -> list[Kind]:
@@ -275,3 +286,6 @@ def kind(label: str) -> Kind:
         if candidate.name == name:
             return candidate
     raise KeyError(f"no unusual kind {label!r}")
+
+
+_register_frameworks()
