@@ -350,6 +350,15 @@ def test_conversion_works_in_a_fresh_interpreter_without_other_imports():
 
 
 @needs('torch')
+def test_to_jax_copies_strides_with_gaps(jnp):
+    # JAX's DLPack import takes only transpositions of a contiguous layout: a sliced array
+    # raised JaxRuntimeError (UNIMPLEMENTED) out of ap.to(x, "jax").
+    data = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+    np.testing.assert_array_equal(np.asarray(ap.to(data, "jax")), data)
+    with pytest.raises(BufferError, match="permute a contiguous layout"):
+        ap.to(data, "jax", copy=False)
+
+
 def test_jax_arrays_are_viewed_read_only_and_never_handed_out_writable():
     # JAX arrays are immutable but arrive as legacy capsules (no READ_ONLY flag): found by
     # `arrayport matrix`, where ap.to_numpy(jax_array) was a writable alias of JAX's buffer.

@@ -37,8 +37,8 @@ Who owns what:
 #   _core_numpy.pxi: _NOT_FAST, _array_function_fast, _check_ufunc_call, _is_ndarray_type,
 #       _load_numpy, _numpy_ndarray, _ufunc_fast, _view_of_ndarray, _wrap_result
 #   _core_producers.pxi: NeedsCopy, _finish_import, _producer_failure,
-#       _producer_kind, _producer_refusal, _refuse_masked, _refuse_unexportable,
-#       _resolved_view, _torch_before_export
+#       _paddle_tracks_grad, _producer_kind, _producer_refusal, _refuse_masked,
+#       _refuse_unexportable, _resolved_view, _torch_before_export
 include "_core_base.pxi"
 
 
@@ -1247,6 +1247,11 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
             source = x.detach()
     elif kind == _TENSORFLOW or kind == _PADDLE:
         _refuse_unexportable(x, kind)
+        if kind == _PADDLE and _paddle_tracks_grad(x):
+            # Paddle's __dlpack__ refuses such tensors (its exchange API does not): export
+            # the detached tensor, the same memory, read-only as on the fast path.
+            requires_grad = True
+            source = x.detach()
     try:
         capsule = _request_capsule(source, stream)
     except BufferError:

@@ -178,6 +178,18 @@ class _ImmutableConsumerExport:
         return _core.legacy_capsule_for_immutable_consumer(self._view, stream)
 
 
+def _is_dense_permutation(view):
+    """Whether the View's elements fill their memory without gaps in some axis order (a
+    transposition of a C-contiguous array: all JAX's DLPack import takes)."""
+    axes = sorted((abs(s), n) for s, n in zip(view.element_strides, view.shape) if n > 1)
+    expected = 1
+    for stride, extent in axes:
+        if stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
 def _to_jax(x, *, device=None, copy=None, stream=None):
     import jax
     import jax.numpy as jnp
@@ -191,6 +203,9 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
                         f"jax_enable_x64, or convert explicitly)")
     if any(s <= 0 for s, n in zip(view.element_strides, view.shape) if n > 1):
         view = _copied(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
+    elif not _is_dense_permutation(view):
+        view = _copied(view, copy, "to(jax)", "JAX holds only strides that permute a "
+                       "contiguous layout (its import raises on gaps between elements)")
     if copy is False and view.device.type is DeviceType.CPU and view.ptr % 64:
         raise BufferError("to(jax): JAX shares only 64-byte aligned host memory and would "
                           "copy this, but copy=False")
