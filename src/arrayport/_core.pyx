@@ -1041,7 +1041,7 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
     """Validate the DLTensor ``t`` and copy its description into ``v``. Raises BufferError
     ("<protocol>: …") and leaves ``v`` owning nothing if anything is wrong."""
     cdef int32_t ndim = t.ndim
-    if ndim < 0 or ndim > MAX_NDIM:
+    if ndim < 0 or ndim > AP_COPY_MAX_NDIM:
         raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
     if ndim > 0 and t.shape == NULL:
         raise BufferError(f"{protocol}: shape is NULL for a tensor with ndim {ndim}")

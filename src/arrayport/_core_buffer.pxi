@@ -18,9 +18,10 @@
 
 from cpython.buffer cimport (
     PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_FORMAT, PyBUF_ND,
-    PyBUF_RECORDS_RO, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
-    PyObject_GetBuffer,
+    PyBUF_RECORDS_RO, PyBUF_SIMPLE, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release,
+    PyObject_CheckBuffer, PyObject_GetBuffer,
 )
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 
 # (format bytes, itemsize) -> (code, bits, lanes) for the uncommon import formats (the
@@ -92,7 +93,7 @@ cdef View _view_from_buffer(obj, owner, str protocol):
     cdef _BufferLease lease = _lease_buffer(obj, protocol)
     cdef Py_buffer* b = &lease.buffer
     cdef int ndim = b.ndim
-    if ndim < 0 or ndim > MAX_NDIM:
+    if ndim < 0 or ndim > AP_COPY_MAX_NDIM:
         raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
     if b.suboffsets != NULL:
         for i in range(ndim):
@@ -140,6 +141,42 @@ cdef View _view_from_buffer(obj, owner, str protocol):
     v._lease = lease
     v._protocol = protocol
     _finish_import(v, owner)
+    return v
+
+
+cdef View _view_of_byte_string(obj, bint immutable):
+    """``bytes`` (``immutable``) or ``bytearray``: what _view_from_buffer gives — a 1-D
+    uint8 View of the whole storage, owned by ``obj`` — built directly: their format, shape
+    and strides are known, so there is nothing to parse or validate. bytes cannot change
+    while referenced, so it needs no Py_buffer; a bytearray's is held (it cannot be resized
+    while viewed). tests/test_buffer_protocol.py holds this to View.from_buffer."""
+    cdef View v = View.__new__(View)
+    cdef _BufferLease lease
+    cdef Py_ssize_t n
+    if immutable:
+        v._t.data = <void*>PyBytes_AS_STRING(obj)
+        n = PyBytes_GET_SIZE(obj)
+        v._flags = APDL_FLAG_READ_ONLY
+    else:
+        lease = _lease_buffer(obj, "buffer", PyBUF_SIMPLE)
+        v._t.data = lease.buffer.buf
+        n = lease.buffer.len
+        v._flags = 0
+        v._lease = lease
+    v._reserve_dims(1)
+    v._t.shape[0] = n
+    v._t.strides[0] = 1
+    v._t.ndim = 1
+    v._t.device.device_type = APDL_CPU
+    v._t.device.device_id = 0
+    v._t.dtype.code = APDL_UINT
+    v._t.dtype.bits = 8
+    v._t.dtype.lanes = 1
+    v._t.byte_offset = 0
+    v._size = n
+    v._nbytes = n
+    v._owner = obj
+    v._protocol = "buffer"
     return v
 
 

@@ -19,7 +19,7 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _dlpack_view, _order_after_pending, _view_from_capsule
-#   _core_buffer.pxi: _view_from_buffer
+#   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_interface.pxi: _AI, _CAI, _view_from_ai_dict, _view_from_array_method,
 #       _view_from_cai_dict
@@ -185,10 +185,13 @@ cdef View _view(obj, stream):
         result = _view_of_ndarray(obj)
         if result is not None:
             return result
-    if stream is None and (type(obj) is bytes or type(obj) is bytearray
-                           or type(obj) is memoryview):
-        # Their one protocol is the buffer (what their plan says, without the two cache
-        # lookups and the walk); tests/test_buffer_protocol.py holds them to View.from_buffer.
+    if stream is None and (type(obj) is bytes or type(obj) is bytearray):
+        # Their one protocol is the buffer, with a layout known in advance: built directly
+        # (tests/test_buffer_protocol.py holds them to View.from_buffer).
+        return _view_of_byte_string(obj, type(obj) is bytes)
+    if stream is None and type(obj) is memoryview:
+        # Its one protocol is the buffer (what its plan says, without the two cache lookups
+        # and the walk).
         return _view_from_buffer(obj, obj, "buffer")
     if stream is None:
         # The fastest protocol first, before the plan: a type's C exchange API. Asked once:

@@ -109,7 +109,7 @@ cdef View _view_from_layout(uintptr_t pointer, object shape, object strides, tup
     if not isinstance(shape, tuple):
         raise TypeError(f"{protocol}: shape must be a tuple of ints, got {type(shape).__name__}")
     cdef Py_ssize_t ndim = len(<tuple>shape)
-    if ndim > MAX_NDIM:
+    if ndim > AP_COPY_MAX_NDIM:
         raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
     cdef int64_t shape_c[AP_COPY_MAX_NDIM]
     cdef int64_t strides_c[AP_COPY_MAX_NDIM]

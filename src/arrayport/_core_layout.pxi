@@ -148,7 +148,7 @@ cdef View _getitem(View base, key):
         raise IndexError(f"View: too many indices: the View is {ndim}-dimensional, but "
                          f"{consumed} were indexed")
     cdef int out_ndim = ndim - integers + added
-    if out_ndim > MAX_NDIM:
+    if out_ndim > AP_COPY_MAX_NDIM:
         raise IndexError(f"View: the result would have {out_ndim} dimensions, more than "
                          f"{MAX_NDIM}")
     cdef View v = _derived(base, out_ndim)
@@ -257,7 +257,7 @@ cdef int _reshape_target(View base, shape, int64_t* extents) except -1:
             raise TypeError(f"View.reshape: shape must be an int or a sequence of ints, got "
                             f"{shape!r}") from None
     cdef Py_ssize_t ndim = len(<tuple>shape)
-    if ndim > MAX_NDIM:
+    if ndim > AP_COPY_MAX_NDIM:
         raise ValueError(f"View.reshape: {ndim} dimensions, more than {MAX_NDIM}")
     cdef int unknown = -1
     for i in range(ndim):

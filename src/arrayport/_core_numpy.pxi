@@ -51,7 +51,7 @@ cdef View _view_of_ndarray(array):
     """A View of the numpy.ndarray ``array``, read from NumPy's C API; None when NumPy's
     DLPack export would not carry it as it is (the caller then takes the general path)."""
     cdef int ndim = ap_ndarray_ndim(array)
-    if ndim > MAX_NDIM:
+    if ndim > AP_COPY_MAX_NDIM:
         return None
     cdef View v = View.__new__(View)
     cdef int readonly = 0
