@@ -166,3 +166,22 @@ def test_unusual_arrays_are_producer_cases(torch_matrix):
     summary = {entry["kind"]: entry for entry in report["unusual"]}
     assert summary["torch:neg"]["direct"]["wrong"] >= 1
     assert summary["torch:neg"]["arrayport"]["wrong"] == 0
+
+
+def test_reports_name_libraries_left_out_or_imported_first():
+    made = subprocess.run([sys.executable, "-m", "arrayport", "matrix", "--libraries",
+                           "numpy,arrayport", "--dtypes", "float32", "--layouts", "contiguous",
+                           "--format", "json", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    report = json.loads(made.stdout)
+    assert report["libraries_broken"] == {} and report["libraries_reordered"] == {}
+    from arrayport.cli import html_report
+    from arrayport.cli import report as render
+    report["libraries_broken"] = {"broken_lib": "crashed the process while importing"}
+    report["libraries_reordered"] = {"paddle": "killed the process when imported after "
+                                               "tensorflow (killed by SIGSEGV); imported first"}
+    for text in (render.render_text(report), render.render_markdown(report),
+                 html_report.render_html(report)):
+        assert "library broken_lib left out: crashed the process while importing" in text
+        assert "library paddle killed the process when imported after tensorflow" in text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .report import LEGEND, finding_lines, header_lines, pair_rows, COLUMNS
+from .report import LEGEND, finding_lines, header_lines, library_lines, pair_rows, COLUMNS
 
 STATUS_COLOURS = {"zero-copy": "#1a9641", "copy": "#a6d96a", "refused": "#c8c8c8",
                   "wrong": "#f46d43", "crashed": "#67000d", "tool-error": "#7b3294"}
@@ -147,7 +147,7 @@ def render_html(report: dict) -> str:
     table.append("</table>")
     findings = "".join(f"<li>{escape(line)}</li>" for line in finding_lines(report)) \
         or "<li>none</li>"
-    header = header_lines(report)
+    header = header_lines(report) + library_lines(report)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>arrayport interop matrix</title>
 <style>
