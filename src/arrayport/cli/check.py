@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import capsules, isolation
-from .libraries import to_host_numpy
+from .libraries import to_host_numpy, warp_runtime
 from .samples import available_dtypes, base_array, numpy_dtype
 
 RUNNER = "arrayport.cli.check"
@@ -87,20 +87,12 @@ def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | No
                      lambda x: module("mlx.core").from_dlpack(x), None),
         "paddle": (lambda a: module("paddle").to_tensor(a),
                    lambda x: module("paddle").from_dlpack(x), None),
-        "warp": (lambda a: _warp().array(a, device="cpu"),
-                 lambda x: _warp().from_dlpack(x), None),
+        "warp": (lambda a: warp_runtime().array(a, device="cpu"),
+                 lambda x: warp_runtime().from_dlpack(x), None),
         # A labelled array around NumPy's; xarray has no DLPack of its own.
         "xarray": (lambda a: module("xarray").DataArray(a), None, None),
     })
     return table
-
-
-def _warp():
-    """Warp, its runtime started (wp.from_dlpack does not start it)."""
-    warp = importlib.import_module("warp")
-    warp.config.quiet = True
-    warp.init()
-    return warp
 
 
 @dataclass

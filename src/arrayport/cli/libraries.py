@@ -176,84 +176,45 @@ def _numpy_routes():
             "buffer": np.asarray, "__array__": np.asarray}
 
 
-def _torch_routes():
-    def from_dlpack(x):
-        import torch
-        return torch.from_dlpack(x)
-    return {"dlpack": from_dlpack}
+def _call(module: str, function: str, prepare: Callable[[Any], Any] = lambda x: x):
+    """A consumer entry point, ``module.function(prepare(x))``, its module imported at the
+    call (only the isolation worker calls it). ``function`` may be a dotted path."""
+    def call(x):
+        target: Any = importlib.import_module(module)
+        for name in function.split("."):
+            target = getattr(target, name)
+        return target(prepare(x))
+    return call
 
 
-def _jax_routes():
-    def from_dlpack(x):
-        import jax.numpy as jnp
-        return jnp.from_dlpack(x)
-
-    def asarray(x):
-        import jax.numpy as jnp
-        return jnp.asarray(x)
-    return {"dlpack": from_dlpack, "__array__": asarray}
+def warp_runtime():
+    """Warp, its runtime started and quiet: wp.from_dlpack does not start it."""
+    warp = importlib.import_module("warp")
+    warp.config.quiet = True
+    warp.init()
+    return warp
 
 
-def _tvm_ffi_routes():
-    def from_dlpack(x):
-        import tvm_ffi
-        return tvm_ffi.from_dlpack(x)
-    return {"dlpack": from_dlpack}
+def _warp_from_dlpack(x):
+    return warp_runtime().from_dlpack(x)
 
 
-def _array_api_strict_routes():
-    def from_dlpack(x):
-        import array_api_strict as xp
-        return xp.from_dlpack(x)
-
-    def asarray(x):
-        import array_api_strict as xp
-        return xp.asarray(x)
-    return {"dlpack": from_dlpack, "__array__": asarray}
-
-
-def _tensorflow_routes():
-    def from_dlpack(x):  # TensorFlow takes capsules, not objects
-        import tensorflow as tf
-        return tf.experimental.dlpack.from_dlpack(x.__dlpack__())
-
-    def convert(x):
-        import tensorflow as tf
-        return tf.convert_to_tensor(x)
-    return {"dlpack": from_dlpack, "__array__": convert}
-
-
-def _mlx_routes():
-    def from_dlpack(x):
-        import mlx.core as mx
-        return mx.from_dlpack(x)
-
-    def array(x):
-        import mlx.core as mx
-        return mx.array(x)
-    return {"dlpack": from_dlpack, "__array__": array}
-
-
-def _paddle_routes():
-    def from_dlpack(x):
-        import paddle
-        return paddle.from_dlpack(x)
-    return {"dlpack": from_dlpack}
-
-
-def _warp_routes():
-    def from_dlpack(x):
-        import warp as wp
-        wp.init()
-        return wp.from_dlpack(x)
-    return {"dlpack": from_dlpack}
-
-
-def _xarray_routes():
-    def data_array(x):
-        import xarray as xr
-        return xr.DataArray(x)
-    return {"__array__": data_array}
+_ROUTES = {
+    "torch": {"dlpack": _call("torch", "from_dlpack")},
+    "jax": {"dlpack": _call("jax.numpy", "from_dlpack"),
+            "__array__": _call("jax.numpy", "asarray")},
+    "tvm_ffi": {"dlpack": _call("tvm_ffi", "from_dlpack")},
+    "array_api_strict": {"dlpack": _call("array_api_strict", "from_dlpack"),
+                         "__array__": _call("array_api_strict", "asarray")},
+    # TensorFlow's DLPack import takes capsules, not objects.
+    "tensorflow": {"dlpack": _call("tensorflow", "experimental.dlpack.from_dlpack",
+                                   lambda x: x.__dlpack__()),
+                   "__array__": _call("tensorflow", "convert_to_tensor")},
+    "mlx": {"dlpack": _call("mlx.core", "from_dlpack"), "__array__": _call("mlx.core", "array")},
+    "paddle": {"dlpack": _call("paddle", "from_dlpack")},
+    "warp": {"dlpack": _warp_from_dlpack},
+    "xarray": {"__array__": _call("xarray", "DataArray")},
+}
 
 
 def _arrayport_routes():
@@ -266,15 +227,6 @@ def _to(target):
     def convert(x):
         import arrayport
         return arrayport.to(x, target)
-    return convert
-
-
-def _via_view(module, function):
-    def convert(x):
-        import importlib
-
-        import arrayport
-        return getattr(importlib.import_module(module), function)(arrayport.view(x))
     return convert
 
 
@@ -295,25 +247,27 @@ CUDA_ONLY = "CUDA-only: exercised by the GPU matrix, which comes with the device
 LIBRARIES = [
     Library("numpy", "numpy", "numpy", _make_numpy, _numpy_routes(), _to("numpy")),
     Library("arrayport", "arrayport", "arrayport", _make_arrayport, _arrayport_routes(), _view),
-    Library("torch", "torch", "torch", _make_torch, _torch_routes(), _to("torch")),
-    Library("jax", "jax", "jax", _make_jax, _jax_routes(), _to("jax")),
+    Library("torch", "torch", "torch", _make_torch, _ROUTES["torch"], _to("torch")),
+    Library("jax", "jax", "jax", _make_jax, _ROUTES["jax"], _to("jax")),
     Library("pyarrow", "pyarrow", "pyarrow", _make_pyarrow, {}, _to("pyarrow.Tensor")),
-    Library("tvm_ffi", "tvm_ffi", "apache-tvm-ffi", _make_tvm_ffi, _tvm_ffi_routes(),
+    Library("tvm_ffi", "tvm_ffi", "apache-tvm-ffi", _make_tvm_ffi, _ROUTES["tvm_ffi"],
             _to("tvm_ffi")),
     Library("array_api_strict", "array_api_strict", "array-api-strict", _make_array_api_strict,
-            _array_api_strict_routes(), _via_view("array_api_strict", "from_dlpack")),
+            _ROUTES["array_api_strict"], _call("array_api_strict", "from_dlpack", _view)),
     Library("ml_dtypes", "ml_dtypes", "ml_dtypes", note="dtypes for NumPy, not an array type"),
     Library("cupy", "cupy", "cupy", note=CUDA_ONLY),
     Library("numba", "numba", "numba", note=CUDA_ONLY),
     # PaddlePaddle before TensorFlow: imported after it, it kills the process (3.3 / 2.21);
     # the isolation worker would reorder them anyway, at the cost of a restart.
-    Library("paddle", "paddle", "paddlepaddle", _make_paddle, _paddle_routes(), _to("paddle")),
+    Library("paddle", "paddle", "paddlepaddle", _make_paddle, _ROUTES["paddle"],
+            _to("paddle")),
     Library("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu"), _make_tensorflow,
-            _tensorflow_routes(),
+            _ROUTES["tensorflow"],
             _to("tensorflow")),
-    Library("mlx", "mlx.core", "mlx", _make_mlx, _mlx_routes(), _to("mlx")),
-    Library("warp", "warp", "warp-lang", _make_warp, _warp_routes(), _to("warp")),
-    Library("xarray", "xarray", "xarray", _make_xarray, _xarray_routes(), _xarray_via_view),
+    Library("mlx", "mlx.core", "mlx", _make_mlx, _ROUTES["mlx"], _to("mlx")),
+    Library("warp", "warp", "warp-lang", _make_warp, _ROUTES["warp"], _to("warp")),
+    Library("xarray", "xarray", "xarray", _make_xarray, _ROUTES["xarray"],
+            _xarray_via_view),
     Library("dask", "dask.array", "dask", _make_dask,
             note="lazy arrays: a producer only (arrayport refuses them until computed)"),
 ]

@@ -13,6 +13,7 @@ import importlib
 
 import numpy as np
 
+from .libraries import warp_runtime
 from .unusual import Kind
 
 
@@ -104,11 +105,7 @@ def paddle_kinds() -> list[Kind]:
 
 
 def warp_kinds() -> list[Kind]:
-    def wp():
-        module = _module("warp")
-        module.config.quiet = True
-        module.init()
-        return module
+    wp = warp_runtime
 
     def values(a):
         return a.numpy()
