@@ -32,7 +32,7 @@ class CountingSource:
 
 @needs_dask
 @pytest.mark.parametrize("call", ["view", "to_numpy", "to_torch", "require", "to(jax)"])
-def test_lazy_dask_arrays_are_refused_without_computing(call):
+def test_lazy_dask_arrays_are_refused_without_computing(call, live):
     source = CountingSource(np.arange(12.0).reshape(3, 4))
     lazy = da.from_array(source, chunks=2)
     reads = source.reads  # from_array reads an empty slice for its metadata
@@ -43,6 +43,7 @@ def test_lazy_dask_arrays_are_refused_without_computing(call):
     with pytest.raises(ap.NeedsCopy, match="lazy Dask array"):
         convert(lazy)
     assert source.reads == reads  # nothing was computed
+    assert live.delta() == {}     # and nothing held
 
 
 @needs_dask

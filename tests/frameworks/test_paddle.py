@@ -43,13 +43,14 @@ def test_tensors_in_autograd_give_read_only_views():
     assert not ap.view(paddle.to_tensor([1.0, 2.0])).readonly
 
 
-def test_sparse_tensors_are_refused_not_exported():
+def test_sparse_tensors_are_refused_not_exported(live):
     # Paddle's __dlpack__, exchange API and __array__ all segfault on a sparse tensor.
     sparse = paddle.sparse.sparse_coo_tensor([[0], [1]], [1.0], [2, 2])
     with pytest.raises(BufferError, match="sparse"):
         ap.view(sparse)
     with pytest.raises(BufferError, match="sparse"):
         ap.to_numpy(sparse)
+    assert live.delta() == {}
 
 
 def test_uint16_is_refused_not_read_as_bfloat16():

@@ -94,10 +94,11 @@ def test_zero_d_and_size_zero(shape):
     assert ap.view(tensor).shape == data.shape
 
 
-def test_string_tensors_are_refused_not_exported():
+def test_string_tensors_are_refused_not_exported(live):
     # TensorFlow's own __dlpack__ aborts the process on a string tensor.
     with pytest.raises(BufferError, match="string tensor"):
         ap.view(tf.constant(["a", "b"]))
+    assert live.delta() == {}
 
 
 def test_variables_are_refused_by_view_and_copied_by_converters():

@@ -41,10 +41,11 @@ def test_vector_arrays_view_as_their_scalars():
 
 
 @pytest.mark.parametrize("ndim", [0, 5])
-def test_dimensions_warp_cannot_hold_are_refused(ndim):
+def test_dimensions_warp_cannot_hold_are_refused(ndim, live):
     # Warp arrays have 1 to 4 dimensions; a 0-d import fails inside Warp with IndexError.
     with pytest.raises(ValueError, match="1 to 4 dimensions"):
         ap.to(np.zeros((1,) * ndim, np.float32), "warp")
+    assert live.delta() == {}
 
 
 @pytest.mark.parametrize("name", ["complex64", "float8_e4m3fn"])
