@@ -17,8 +17,8 @@
 #   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
 #   _core_hooks.pxi: _driver_for
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
-#   _core_producers.pxi: NeedsCopy, _finish_import, _labelled_data, _producer_kind,
-#       _refuse_lazy, _refuse_unexportable
+#   _core_producers.pxi: NeedsCopy, _finish_import, _producer_kind, _refuse_lazy,
+#       _refuse_lazy_labelled, _refuse_unexportable
 
 
 cdef str _AI = "array_interface"
@@ -390,7 +390,7 @@ cdef View _view_from_array_method(obj):
     if kind == _LAZY:
         _refuse_lazy(obj, obj)  # before __array__, which would compute it
     elif kind == _LABELLED:
-        _labelled_data(obj)
+        _refuse_lazy_labelled(obj)
     elif kind == _PADDLE:
         _refuse_unexportable(obj, kind)  # its __array__ segfaults on sparse tensors too
     name = f"{type(obj).__name__}.__array__"

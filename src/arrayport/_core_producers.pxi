@@ -229,8 +229,8 @@ cdef int _refuse_masked(x) except -1:
 cdef int _refuse_lazy(x, data) except -1:
     """A Dask array (``data``, alone or inside the xarray object ``x``) holds no values
     until computed, and its ``__array__`` computes the whole graph silently: refused with
-    NeedsCopy; callers that allow copies (to_numpy, to, from_dlpack with copy=True)
-    compute it."""
+    NeedsCopy; the converters (to_numpy, to_torch, to, require) compute it when asked
+    for a copy with copy=True."""
     tp = type(x)
     raise NeedsCopy(
         f"view: {tp.__module__}.{tp.__qualname__} is backed by a lazy Dask array, whose "
@@ -239,12 +239,13 @@ cdef int _refuse_lazy(x, data) except -1:
         f"computes it", lambda: data.compute(), True, True)
 
 
-cdef object _labelled_data(x):
-    """The array inside an xarray object, refused when it is lazy."""
+cdef int _refuse_lazy_labelled(x) except -1:
+    """Refuse an xarray object whose .data is a lazy Dask array (its __array__ would
+    compute it); one over memory goes on to __array__, which shares it."""
     data = x.data
     if _producer_kind(type(data)) == _LAZY:
         _refuse_lazy(x, data)
-    return data
+    return 0
 
 
 cdef inline bint _paddle_tracks_grad(x) except -1:
