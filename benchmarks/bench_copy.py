@@ -9,8 +9,9 @@ C-contiguous memory by ``View.copy()``, by ``np.ascontiguousarray``, by PyTorch'
 ``.contiguous()`` (with its threads) and — the ceiling — by a plain memcpy of the same
 number of bytes, once into new memory (what a copying function does: allocate, then
 write) and once into memory written before (the copy alone). The kernel's choice (vector
-path, cache sizes, threads) is printed first; ``--paths`` adds a column per forced vector
-path and one with every copy split across all the CPUs.
+path, cache sizes, threads) is printed first; ``--paths`` adds a column per vector path
+the CPU runs, each forced and on one thread (the best path's share of memcpy into new
+memory beside them), and one with every copy split across all the CPUs.
 GPU (when PyTorch sees a CUDA device): host→device from pageable and pinned memory,
 device→host, device→device and a transposed device→device copy of --gpu-mib MiB, beside
 ``tensor.cuda()`` / ``.cpu()`` / ``.clone()`` / ``.contiguous()``, each followed by a
@@ -131,7 +132,7 @@ def host_table(args):
     print(kernel_line())
     paths = _core.copy_kernel()["paths"] if args.paths else []
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    extra = [*paths, f"{cpus} thr"] if args.paths else []
+    extra = [*(f"{path} 1t" for path in paths), "1t/memcpy", f"{cpus} thr"] if args.paths else []
     print(f"{'case':<40} {'View.copy':>9} {'numpy':>8} {'torch':>8} {'memcpy new':>10} "
           f"{'memcpy':>8} {'vs numpy':>8} {'vs torch':>8} {'vs memcpy new':>13}"
           + "".join(f" {name:>9}" for name in extra))
@@ -147,7 +148,7 @@ def host_table(args):
             (lambda: tensor.contiguous()) if tensor is not None else (lambda: None),
             memcpy_fresh(source, flat.nbytes),
             lambda: ctypes.memmove(written.ctypes.data, source, flat.nbytes),
-        ] + [on_path(path, view.copy) for path in paths] \
+        ] + [on_threads(1, on_path(path, view.copy)) for path in paths] \
           + ([on_threads(cpus, view.copy)] if args.paths else [])
         times = alternating_medians(functions, args.repeat)
         ours, numpy_rate, torch_rate, fresh, bare, *forced = (array.nbytes / t / 1e9
@@ -156,7 +157,8 @@ def host_table(args):
             else (f"{'-':>8}", f"{'-':>8}")
         print(f"{label:<40} {ours:>9.2f} {numpy_rate:>8.2f} {torch_cells[0]} {fresh:>10.2f} "
               f"{bare:>8.2f} {ours / numpy_rate:>7.2f}x {torch_cells[1]} {ours / fresh:>12.0%}"
-              + "".join(f" {rate:>9.2f}" for rate in forced))
+              + "".join(f" {rate:>9.2f}" for rate in forced[:len(paths)])
+              + (f" {forced[len(paths) - 1] / fresh:>9.0%} {forced[-1]:>9.2f}" if paths else ""))
 
 
 def gpu_table(args):

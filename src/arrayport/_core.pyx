@@ -825,7 +825,8 @@ def copy_kernel():
     Returns
     -------
     dict
-        ``path`` (the vector path in use: "portable", "sse2" or "ssse3"), ``paths`` (every
+        ``path`` (the vector path in use: "portable", "sse2", "ssse3", "avx2" or "avx512"
+        on x86-64, "portable" or "neon" on ARM64), ``paths`` (every
         path this CPU runs, for tests to force), the cache sizes it was sized from
         (``line``, ``l1d``, ``l2``, ``llc`` in bytes, ``l2_ways``; 0 when not reported),
         ``band_lines`` (source lines a band of blocks keeps open at most: half the L1; fewer

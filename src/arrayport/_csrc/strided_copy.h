@@ -55,16 +55,28 @@
 #include <sched.h>
 #endif
 
+/* Vector paths. x86-64: SSE2 is the baseline; SSSE3, AVX2 and AVX-512 (F, BW, VL) code is
+ * compiled for that instruction set alone (target attributes, GCC and Clang) and run only
+ * when the CPU — and the OS, for the wide registers — has it. ARM64: NEON is the baseline.
+ * Anything else runs the portable C. AP_COPY_BLOCKS: some path has block transposes. */
 #if defined(__SSE2__) || defined(_M_X64)
 #include <emmintrin.h>
 #include <xmmintrin.h>
 #define AP_COPY_SSE2 1
+#define AP_COPY_BLOCKS 1
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <tmmintrin.h>
-/* SSSE3 code is compiled for that instruction set alone and run only when the CPU has it. */
+#include <immintrin.h>
 #define AP_COPY_SSSE3 1
+#define AP_COPY_AVX2 1
+#define AP_COPY_AVX512 1
 #define AP_TARGET_SSSE3 __attribute__((target("ssse3")))
+#define AP_TARGET_AVX2 __attribute__((target("avx2")))
+#define AP_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #endif
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define AP_COPY_NEON 1
+#define AP_COPY_BLOCKS 1
 #endif
 
 /* The most dimensions a copy (and a View) may have: NumPy's limit. */
@@ -77,9 +89,19 @@
 #define AP_COPY_THREAD_BYTES ((int64_t)4 << 20)
 
 /* The kernel's paths, each a superset of the one before; ``path`` is the best the CPU
- * runs unless a test forces a lower one (ap_copy_force_path). */
-enum { AP_COPY_PORTABLE = 0, AP_COPY_PATH_SSE2 = 1, AP_COPY_PATH_SSSE3 = 2 };
-static const char *const ap_copy_path_names[] = {"portable", "sse2", "ssse3"};
+ * runs unless a test forces a lower one (ap_copy_force_path). AP_COPY_PATH_BLOCKS is the
+ * first with block transposes. */
+#if defined(AP_COPY_SSE2)
+enum { AP_COPY_PORTABLE = 0, AP_COPY_PATH_SSE2 = 1, AP_COPY_PATH_SSSE3 = 2,
+       AP_COPY_PATH_AVX2 = 3, AP_COPY_PATH_AVX512 = 4, AP_COPY_PATH_BLOCKS = 1 };
+static const char *const ap_copy_path_names[] = {"portable", "sse2", "ssse3", "avx2", "avx512"};
+#elif defined(AP_COPY_NEON)
+enum { AP_COPY_PORTABLE = 0, AP_COPY_PATH_NEON = 1, AP_COPY_PATH_BLOCKS = 1 };
+static const char *const ap_copy_path_names[] = {"portable", "neon"};
+#else
+enum { AP_COPY_PORTABLE = 0, AP_COPY_PATH_BLOCKS = 1 };
+static const char *const ap_copy_path_names[] = {"portable"};
+#endif
 
 /* What the kernel was sized from and what it chose; filled once (ap_copy_configure). */
 typedef struct {
@@ -152,9 +174,16 @@ static void ap_copy_configure(void) {
 #ifdef AP_COPY_SSE2
     c.best = AP_COPY_PATH_SSE2;
 #ifdef AP_COPY_SSSE3
-    __builtin_cpu_init();
+    __builtin_cpu_init();  /* libgcc's check includes the OS saving the wide registers */
     if (__builtin_cpu_supports("ssse3")) c.best = AP_COPY_PATH_SSSE3;
+    if (c.best == AP_COPY_PATH_SSSE3 && __builtin_cpu_supports("avx2"))
+        c.best = AP_COPY_PATH_AVX2;
+    if (c.best == AP_COPY_PATH_AVX2 && __builtin_cpu_supports("avx512f")
+            && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        c.best = AP_COPY_PATH_AVX512;
 #endif
+#elif defined(AP_COPY_NEON)
+    c.best = AP_COPY_PATH_NEON;
 #endif
     const char *forced = getenv("ARRAYPORT_COPY_PATH");
     c.path = c.best;
@@ -248,242 +277,63 @@ static void ap_copy_elements(char *dst, int64_t dst_row, const char *src, int64_
     }
 }
 
-#ifdef AP_COPY_SSE2
-/* One 64-byte line from ``line`` to ``dst`` (16-byte aligned when streaming). */
-static inline void ap_copy_line(char *dst, const char *line, int streaming) {
-    __m128i a = _mm_loadu_si128((const __m128i *)line);
-    __m128i b = _mm_loadu_si128((const __m128i *)(line + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(line + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(line + 48));
-    if (streaming) {
-        _mm_stream_si128((__m128i *)dst, a);
-        _mm_stream_si128((__m128i *)(dst + 16), b);
-        _mm_stream_si128((__m128i *)(dst + 32), c);
-        _mm_stream_si128((__m128i *)(dst + 48), e);
-    } else {
-        _mm_storeu_si128((__m128i *)dst, a);
-        _mm_storeu_si128((__m128i *)(dst + 16), b);
-        _mm_storeu_si128((__m128i *)(dst + 32), c);
-        _mm_storeu_si128((__m128i *)(dst + 48), e);
-    }
-}
+#include "transpose_sse2.h"
+#include "transpose_avx2.h"
+#include "transpose_avx512.h"
+#include "transpose_neon.h"
 
-/* A 16 x 16 block of 4-byte elements whose source is contiguous down the block's rows
- * (src_row == 4): 4 x 4 register transposes into a staging block, then 16 whole lines.
- * Moves and shuffles only, so every bit pattern (NaN payloads too) is copied exactly. */
-static inline void ap_copy_block4(char *dst, int64_t dst_row, const char *src,
-                                  int64_t src_col, int streaming) {
-    float staged[16][16];
-    for (int c = 0; c < 16; c += 4) {
-        const char *s = src + c * src_col;
-        for (int r = 0; r < 16; r += 4) {
-            __m128 a = _mm_loadu_ps((const float *)(s + r * 4));
-            __m128 b = _mm_loadu_ps((const float *)(s + src_col + r * 4));
-            __m128 e = _mm_loadu_ps((const float *)(s + 2 * src_col + r * 4));
-            __m128 f = _mm_loadu_ps((const float *)(s + 3 * src_col + r * 4));
-            _MM_TRANSPOSE4_PS(a, b, e, f);
-            _mm_storeu_ps(&staged[r][c], a);
-            _mm_storeu_ps(&staged[r + 1][c], b);
-            _mm_storeu_ps(&staged[r + 2][c], e);
-            _mm_storeu_ps(&staged[r + 3][c], f);
-        }
-    }
-    for (int r = 0; r < 16; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
-}
-
-/* The same for an 8 x 8 block of 8-byte elements (src_row == 8), 2 x 2 transposes. */
-static inline void ap_copy_block8(char *dst, int64_t dst_row, const char *src,
-                                  int64_t src_col, int streaming) {
-    uint64_t staged[8][8];
-    for (int c = 0; c < 8; c += 2) {
-        const char *s = src + c * src_col;
-        for (int r = 0; r < 8; r += 2) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(s + r * 8));
-            __m128i b = _mm_loadu_si128((const __m128i *)(s + src_col + r * 8));
-            _mm_storeu_si128((__m128i *)&staged[r][c], _mm_unpacklo_epi64(a, b));
-            _mm_storeu_si128((__m128i *)&staged[r + 1][c], _mm_unpackhi_epi64(a, b));
-        }
-    }
-    for (int r = 0; r < 8; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
-}
-
-/* Eight rows of eight 2-byte units, transposed in registers: x[j] holds row j; afterwards
- * x[k] holds column k (row 0's unit k first). Three unpack stages, moves only. */
-static inline void ap_transpose8x8_u16(__m128i x[8]) {
-    __m128i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm_unpacklo_epi16(x[2 * i], x[2 * i + 1]);
-        t[2 * i + 1] = _mm_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {            /* rows 4i..4i+3 */
-        u[4 * i] = _mm_unpacklo_epi32(t[4 * i], t[4 * i + 2]);      /* columns 0, 1 */
-        u[4 * i + 1] = _mm_unpackhi_epi32(t[4 * i], t[4 * i + 2]);  /* columns 2, 3 */
-        u[4 * i + 2] = _mm_unpacklo_epi32(t[4 * i + 1], t[4 * i + 3]);  /* 4, 5 */
-        u[4 * i + 3] = _mm_unpackhi_epi32(t[4 * i + 1], t[4 * i + 3]);  /* 6, 7 */
-    }
-    for (int k = 0; k < 4; k++) {
-        x[2 * k] = _mm_unpacklo_epi64(u[k], u[4 + k]);
-        x[2 * k + 1] = _mm_unpackhi_epi64(u[k], u[4 + k]);
-    }
-}
-
-/* A 32 x 32 block of 2-byte elements (src_row == 2): 8 x 8 register transposes. */
-static inline void ap_copy_block2(char *dst, int64_t dst_row, const char *src,
-                                  int64_t src_col, int streaming) {
-    uint16_t staged[32][32];
-    __m128i x[8];
-    for (int c = 0; c < 32; c += 8)
-        for (int r = 0; r < 32; r += 8) {
-            for (int j = 0; j < 8; j++)
-                x[j] = _mm_loadu_si128((const __m128i *)(src + (c + j) * src_col + r * 2));
-            ap_transpose8x8_u16(x);
-            for (int k = 0; k < 8; k++) _mm_storeu_si128((__m128i *)&staged[r + k][c], x[k]);
-        }
-    for (int r = 0; r < 32; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
-}
-
-/* A 64 x 64 block of bytes (src_row == 1): 16 x 16 transposes, each one byte-unpack
- * stage (pairing rows 2i and 2i+1 into 2-byte units) and two 8 x 8 unit transposes —
- * columns 0-7 of all sixteen rows, then columns 8-15. */
-static inline void ap_copy_block1(char *dst, int64_t dst_row, const char *src,
-                                  int64_t src_col, int streaming) {
-    uint8_t staged[64][64];
-    __m128i x[16], lo[8], hi[8];
-    for (int c = 0; c < 64; c += 16)
-        for (int r = 0; r < 64; r += 16) {
-            for (int j = 0; j < 16; j++)
-                x[j] = _mm_loadu_si128((const __m128i *)(src + (c + j) * src_col + r));
-            for (int i = 0; i < 8; i++) {
-                lo[i] = _mm_unpacklo_epi8(x[2 * i], x[2 * i + 1]);
-                hi[i] = _mm_unpackhi_epi8(x[2 * i], x[2 * i + 1]);
-            }
-            ap_transpose8x8_u16(lo);
-            ap_transpose8x8_u16(hi);
-            for (int k = 0; k < 8; k++) {
-                _mm_storeu_si128((__m128i *)&staged[r + k][c], lo[k]);
-                _mm_storeu_si128((__m128i *)&staged[r + 8 + k][c], hi[k]);
-            }
-        }
-    for (int r = 0; r < 64; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
-}
-
-/* One block at ``src`` (1-, 2-, 4- or 8-byte elements), prefetching first, unless ``ahead``
- * is NULL, the source lines of the block at ``ahead`` (a few blocks further on) into L2 —
- * not L1: rows a multiple of 4 KiB apart share one L1 set, and would evict the lines
- * being read. The hardware prefetchers cannot guess these patterns. */
+#ifdef AP_COPY_BLOCKS
+/* One block at ``src`` (1-, 2-, 4- or 8-byte elements) on the best path in use,
+ * prefetching first, unless ``ahead`` is NULL, the source lines of the block at ``ahead``
+ * (a few blocks further on) into L2 — not L1: rows a multiple of 4 KiB apart share one L1
+ * set, and would evict the lines being read. The hardware prefetchers cannot guess these
+ * patterns. */
 static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, int64_t src_col,
                                  int64_t itemsize, int streaming, const char *ahead) {
     int64_t edge = 64 / itemsize;
     if (ahead != NULL)
-        for (int64_t k = 0; k < edge; k++) _mm_prefetch(ahead + k * src_col, _MM_HINT_T1);
+        for (int64_t k = 0; k < edge; k++) __builtin_prefetch(ahead + k * src_col, 0, 2);
+    const int path = ap_copy_config.path;
+#ifdef AP_COPY_AVX512
+    if (path >= AP_COPY_PATH_AVX512) {
+        switch (itemsize) {
+        case 1: ap_copy_block1_avx512(dst, dst_row, src, src_col, streaming); return;
+        case 2: ap_copy_block2_avx512(dst, dst_row, src, src_col, streaming); return;
+        case 4: ap_copy_block4_avx512(dst, dst_row, src, src_col, streaming); return;
+        default: ap_copy_block8_avx512(dst, dst_row, src, src_col, streaming); return;
+        }
+    }
+#endif
+#ifdef AP_COPY_AVX2
+    if (path >= AP_COPY_PATH_AVX2 && itemsize <= 2) {
+        if (itemsize == 1) ap_copy_block1_avx2(dst, dst_row, src, src_col, streaming);
+        else ap_copy_block2_avx2(dst, dst_row, src, src_col, streaming);
+        return;
+    }
+#endif
+    (void)path;
+#if defined(AP_COPY_SSE2)
     switch (itemsize) {
     case 1: ap_copy_block1(dst, dst_row, src, src_col, streaming); break;
     case 2: ap_copy_block2(dst, dst_row, src, src_col, streaming); break;
     case 4: ap_copy_block4(dst, dst_row, src, src_col, streaming); break;
     default: ap_copy_block8(dst, dst_row, src, src_col, streaming);
     }
+#elif defined(AP_COPY_NEON)
+    (void)streaming;
+    switch (itemsize) {
+    case 1: ap_copy_block1_neon(dst, dst_row, src, src_col); break;
+    case 2: ap_copy_block2_neon(dst, dst_row, src, src_col); break;
+    case 4: ap_copy_block4_neon(dst, dst_row, src, src_col); break;
+    default: ap_copy_block8_neon(dst, dst_row, src, src_col);
+    }
+#endif
 }
-#endif  /* AP_COPY_SSE2 */
+#endif  /* AP_COPY_BLOCKS */
 
 /* ---- planes narrower than a block: channels ------------------------------------------- */
 
-#ifdef AP_COPY_SSSE3
-/* The byte shuffles (pshufb masks; -1 zeroes a byte) that move 16 three-byte pixels
- * between three interleaved loads and three channel registers. Apart (``interleave`` 0),
- * pick[c][load]: channel c's byte i is interleaved byte 3i + c, in load (3i + c) / 16.
- * Together (1), pick[part][c]: output byte j of part p is channel (16p + j) % 3's byte
- * (16p + j) / 3. */
-static void ap_rgb_shuffles(__m128i pick[3][3], int interleave) {
-    for (int x = 0; x < 3; x++)
-        for (int y = 0; y < 3; y++) {
-            int8_t m[16];
-            for (int i = 0; i < 16; i++) {
-                int at = interleave ? 16 * x + i : 3 * i + x;
-                if (interleave) m[i] = (int8_t)(at % 3 == y ? at / 3 : -1);
-                else m[i] = (int8_t)(at / 16 == y ? at % 16 : -1);
-            }
-            pick[x][y] = _mm_loadu_si128((const __m128i *)m);
-        }
-}
-
-/* 16 pixels of 3 (or 4) interleaved bytes -> 16 bytes per channel, and back: byte shuffles
- * (pshufb) picking each channel's bytes out of the three (four) 16-byte loads. */
-AP_TARGET_SSSE3
-static void ap_deinterleave_u8_ssse3(char *dst, int64_t dst_row, const char *src,
-                                     int64_t channels, int64_t pixels) {
-    int64_t k = 0;
-    if (channels == 3) {
-        __m128i pick[3][3];  /* [channel][load] */
-        ap_rgb_shuffles(pick, 0);
-        for (; k + 16 <= pixels; k += 16) {
-            const char *s = src + 3 * k;
-            __m128i a = _mm_loadu_si128((const __m128i *)s);
-            __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-            __m128i e = _mm_loadu_si128((const __m128i *)(s + 32));
-            for (int c = 0; c < 3; c++) {
-                __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, pick[c][0]),
-                                                      _mm_shuffle_epi8(b, pick[c][1])),
-                                         _mm_shuffle_epi8(e, pick[c][2]));
-                _mm_storeu_si128((__m128i *)(dst + c * dst_row + k), v);
-            }
-        }
-    } else {  /* 4 channels: group each load's bytes by channel, then a 4 x 4 transpose */
-        const __m128i group = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14,
-                                            3, 7, 11, 15);
-        for (; k + 16 <= pixels; k += 16) {
-            const char *s = src + 4 * k;
-            __m128 q0 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)s), group));
-            __m128 q1 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + 16)), group));
-            __m128 q2 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + 32)), group));
-            __m128 q3 = _mm_castsi128_ps(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + 48)), group));
-            _MM_TRANSPOSE4_PS(q0, q1, q2, q3);
-            _mm_storeu_si128((__m128i *)(dst + k), _mm_castps_si128(q0));
-            _mm_storeu_si128((__m128i *)(dst + dst_row + k), _mm_castps_si128(q1));
-            _mm_storeu_si128((__m128i *)(dst + 2 * dst_row + k), _mm_castps_si128(q2));
-            _mm_storeu_si128((__m128i *)(dst + 3 * dst_row + k), _mm_castps_si128(q3));
-        }
-    }
-    for (; k < pixels; k++)
-        for (int64_t c = 0; c < channels; c++) dst[c * dst_row + k] = src[channels * k + c];
-}
-
-AP_TARGET_SSSE3
-static void ap_interleave_u8_ssse3(char *dst, const char *src, int64_t src_col,
-                                   int64_t channels, int64_t pixels) {
-    int64_t k = 0;
-    if (channels == 3) {
-        __m128i pick[3][3];  /* [output part][channel] */
-        ap_rgb_shuffles(pick, 1);
-        for (; k + 16 <= pixels; k += 16) {
-            __m128i r = _mm_loadu_si128((const __m128i *)(src + k));
-            __m128i g = _mm_loadu_si128((const __m128i *)(src + src_col + k));
-            __m128i b = _mm_loadu_si128((const __m128i *)(src + 2 * src_col + k));
-            for (int part = 0; part < 3; part++) {
-                __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(r, pick[part][0]),
-                                                      _mm_shuffle_epi8(g, pick[part][1])),
-                                         _mm_shuffle_epi8(b, pick[part][2]));
-                _mm_storeu_si128((__m128i *)(dst + 3 * k + 16 * part), v);
-            }
-        }
-    } else {  /* 4 channels: two unpack stages */
-        for (; k + 16 <= pixels; k += 16) {
-            __m128i r = _mm_loadu_si128((const __m128i *)(src + k));
-            __m128i g = _mm_loadu_si128((const __m128i *)(src + src_col + k));
-            __m128i b = _mm_loadu_si128((const __m128i *)(src + 2 * src_col + k));
-            __m128i a = _mm_loadu_si128((const __m128i *)(src + 3 * src_col + k));
-            __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
-            __m128i ba_lo = _mm_unpacklo_epi8(b, a), ba_hi = _mm_unpackhi_epi8(b, a);
-            char *d = dst + 4 * k;
-            _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(rg_lo, ba_lo));
-            _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
-            _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
-            _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
-        }
-    }
-    for (; k < pixels; k++)
-        for (int64_t c = 0; c < channels; c++) dst[channels * k + c] = src[c * src_col + k];
-}
-#endif  /* AP_COPY_SSSE3 */
+#include "channels_ssse3.h"
 
 /* A plane of few rows whose source is contiguous down them (src_row == itemsize): the
  * channels of interleaved pixels (HWC -> CHW). Pixel by pixel, every channel of a pixel
@@ -586,9 +436,9 @@ static void ap_copy_plane(char *dst, int64_t dst_row, const char *src, int64_t s
             return;
         }
     }
-#ifdef AP_COPY_SSE2
+#ifdef AP_COPY_BLOCKS
     if ((itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8)
-            && src_row == itemsize && ap_copy_config.path >= AP_COPY_PATH_SSE2) {
+            && src_row == itemsize && ap_copy_config.path >= AP_COPY_PATH_BLOCKS) {
         streaming = streaming && ((uintptr_t)dst % 16 == 0) && dst_row % 16 == 0;
         int64_t full_rows = rows - rows % edge, full_cols = cols - cols % edge;
         int64_t band_width = ap_band_lines(src_col) / edge;  /* in blocks */
@@ -739,7 +589,7 @@ static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
 
     ap_copy_configure();
     const int streaming = total_bytes >= ap_copy_config.streaming_bytes
-                          && ap_copy_config.path >= AP_COPY_PATH_SSE2;
+                          && ap_copy_config.path >= AP_COPY_PATH_BLOCKS;
     int64_t threads = ap_copy_config.threads;
     if (ap_copy_config.thread_bytes > 0 && total_bytes / ap_copy_config.thread_bytes < threads)
         threads = total_bytes / ap_copy_config.thread_bytes;
