@@ -1,6 +1,7 @@
 """The host strided-copy kernel against NumPy, on arbitrary strided layouts — on every
-vector path this CPU runs (each forced in turn: portable C, SSE2, SSSE3), so a path that
-gives a different bit anywhere fails here, not on a user's machine."""
+vector path this CPU runs (each forced in turn: portable C, SSE2, SSSE3, AVX2, AVX-512 on
+x86-64; NEON on ARM64), so a path that gives a different bit anywhere fails here, not on a
+user's machine."""
 
 import contextlib
 

@@ -1,9 +1,11 @@
 /*
  * strided_copy.h — arrayport's host copy kernel: any strided array (byte strides, any
  * sign) into a new C-contiguous block. Plain C that compiles anywhere, with vector paths
- * chosen at run time on x86-64 (SSE2, the baseline, for 1-, 2-, 4- and 8-byte transposes;
- * SSSE3 byte shuffles for 3- and 4-channel images); no Python, no allocation, safe to run
- * without the GIL. Sizes come from the caches the machine reports (ap_copy_configure).
+ * chosen at run time: on x86-64 SSE2 (the baseline), SSSE3 (byte shuffles for 3- and
+ * 4-channel images), AVX2 and AVX-512 block transposes; on ARM64 NEON. Each path's blocks
+ * live in a header of their own (transpose_*.h, channels_ssse3.h); this one sizes, walks
+ * and splits the copy. No Python, no allocation, safe to run without the GIL. Sizes come
+ * from the caches the machine reports (ap_copy_configure).
  *
  * Why our own: the copies that matter (a transposed matrix, a permuted 3-d block) read
  * the source across its rows. An element-by-element loop in destination order touches a
@@ -16,9 +18,10 @@
  *      source moves through fastest, and copies that plane in blocks of one cache line by
  *      one cache line (64 x 64 bytes, 32 x 32 two-byte, 16 x 16 four-byte or 8 x 8
  *      eight-byte elements, transposed by unpack networks): each source line
- *      is read whole, transposed in SSE registers into a small staging block, and each
- *      destination line is written whole — with non-temporal stores when the result is
- *      larger than the caches, as memcpy itself does, so writing costs no reads;
+ *      is read whole, transposed in registers (through a small staging block where the
+ *      registers cannot hold it), and each destination line is written whole — with
+ *      non-temporal stores when the result is larger than the caches, as memcpy itself
+ *      does, so writing costs no reads;
  *   4. walks the blocks in the order the memory system likes: long destination rows in
  *      bands of blocks whose open source lines fit in half the L1 data cache (8 blocks of
  *      4-byte elements with a 32 KiB L1) and in a quarter of the L2 ways their stride
