@@ -3,7 +3,7 @@
     python benchmarks/bench_copy.py [--repeat 15] [--size 4096] [--gpu-mib 256]
 
 Host: a transposed float32 square (--size, default 4096: 64 MiB), two 3-d permutations
-of the same bytes, 1-, 2- and 8-byte transposes, a uint8 image (2160 x 3840 x 3) HWC -> CHW
+of the same bytes, 1-, 2-, 8- and 16-byte transposes, a uint8 image (2160 x 3840 x 3) HWC -> CHW
 and back, and a small (64 KiB) transpose where per-call cost shows — copied to new
 C-contiguous memory by ``View.copy()``, by ``np.ascontiguousarray``, by PyTorch's
 ``.contiguous()`` (with its threads) and — the ceiling — by a plain memcpy of the same
@@ -77,6 +77,8 @@ def host_cases(size):
          raw[: size * size * 4].view(np.float16).reshape(size, 2 * size).T),
         (f"transposed {size // 2}x{size} float64",
          raw[: size * size * 4].view(np.float64).reshape(size // 2, size).T),
+        (f"transposed {size // 2}x{size // 2} complex128",
+         raw[: size * size * 4].view(np.complex128).reshape(size // 2, size // 2).T),
         ("uint8 image HWC -> CHW (2160x3840x3)", image.transpose(2, 0, 1)),
         ("uint8 image CHW -> HWC (3x2160x3840)", planes.transpose(1, 2, 0)),
         ("small: transposed 128x128 float32", square[:128, :128].T),

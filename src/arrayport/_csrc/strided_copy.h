@@ -16,9 +16,9 @@
  *   2. copies a destination-contiguous innermost dimension as one memcpy per row;
  *   3. otherwise pairs the destination's innermost dimension with the dimension the
  *      source moves through fastest, and copies that plane in blocks of one cache line by
- *      one cache line (64 x 64 bytes, 32 x 32 two-byte, 16 x 16 four-byte or 8 x 8
- *      eight-byte elements, transposed by unpack networks): each source line
- *      is read whole, transposed in registers (through a small staging block where the
+ *      one cache line (64 x 64 bytes, 32 x 32 two-byte, 16 x 16 four-byte, 8 x 8
+ *      eight-byte or 4 x 4 sixteen-byte elements, transposed by unpack networks): each
+ *      source line is read whole, transposed in registers (through a small staging block where the
  *      registers cannot hold it), and each destination line is written whole — with
  *      non-temporal stores when the result is larger than the caches, as memcpy itself
  *      does, so writing costs no reads;
@@ -286,7 +286,7 @@ static void ap_copy_elements(char *dst, int64_t dst_row, const char *src, int64_
 #include "transpose_neon.h"
 
 #ifdef AP_COPY_BLOCKS
-/* One block at ``src`` (1-, 2-, 4- or 8-byte elements) on the best path in use,
+/* One block at ``src`` (1-, 2-, 4-, 8- or 16-byte elements) on the best path in use,
  * prefetching first, unless ``ahead`` is NULL, the source lines of the block at ``ahead``
  * (a few blocks further on) into L2 — not L1: rows a multiple of 4 KiB apart share one L1
  * set, and would evict the lines being read. The hardware prefetchers cannot guess these
@@ -303,7 +303,8 @@ static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, in
         case 1: ap_copy_block1_avx512(dst, dst_row, src, src_col, streaming); return;
         case 2: ap_copy_block2_avx512(dst, dst_row, src, src_col, streaming); return;
         case 4: ap_copy_block4_avx512(dst, dst_row, src, src_col, streaming); return;
-        default: ap_copy_block8_avx512(dst, dst_row, src, src_col, streaming); return;
+        case 8: ap_copy_block8_avx512(dst, dst_row, src, src_col, streaming); return;
+        default: ap_copy_block16_avx512(dst, dst_row, src, src_col, streaming); return;
         }
     }
 #endif
@@ -320,7 +321,8 @@ static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, in
     case 1: ap_copy_block1(dst, dst_row, src, src_col, streaming); break;
     case 2: ap_copy_block2(dst, dst_row, src, src_col, streaming); break;
     case 4: ap_copy_block4(dst, dst_row, src, src_col, streaming); break;
-    default: ap_copy_block8(dst, dst_row, src, src_col, streaming);
+    case 8: ap_copy_block8(dst, dst_row, src, src_col, streaming); break;
+    default: ap_copy_block16(dst, dst_row, src, src_col, streaming);
     }
 #elif defined(AP_COPY_NEON)
     (void)streaming;
@@ -328,7 +330,8 @@ static inline void ap_copy_block(char *dst, int64_t dst_row, const char *src, in
     case 1: ap_copy_block1_neon(dst, dst_row, src, src_col); break;
     case 2: ap_copy_block2_neon(dst, dst_row, src, src_col); break;
     case 4: ap_copy_block4_neon(dst, dst_row, src, src_col); break;
-    default: ap_copy_block8_neon(dst, dst_row, src, src_col);
+    case 8: ap_copy_block8_neon(dst, dst_row, src, src_col); break;
+    default: ap_copy_block16_neon(dst, dst_row, src, src_col);
     }
 #endif
 }
@@ -440,7 +443,7 @@ static void ap_copy_plane(char *dst, int64_t dst_row, const char *src, int64_t s
         }
     }
 #ifdef AP_COPY_BLOCKS
-    if ((itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8)
+    if ((itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8 || itemsize == 16)
             && src_row == itemsize && ap_copy_config.path >= AP_COPY_PATH_BLOCKS) {
         streaming = streaming && ((uintptr_t)dst % 16 == 0) && dst_row % 16 == 0;
         int64_t full_rows = rows - rows % edge, full_cols = cols - cols % edge;

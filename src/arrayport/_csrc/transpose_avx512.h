@@ -3,7 +3,7 @@
  * one source line is one 64-byte register. A block's lines are loaded whole, transposed
  * within each 128-bit lane by the unpack networks every x86 path shares
  * (unpack_networks.h), then the lanes themselves are transposed 4 x 4 (ap_lanes4x4), so
- * each destination line leaves in one register — no staging for 4- and 8-byte elements
+ * each destination line leaves in one register — no staging for 2- to 16-byte elements
  * (32 registers hold the whole block), a 4 KiB staging pass between the two stages for
  * bytes. Needs AVX-512 F, BW and VL; compiled for them alone and run only when the CPU
  * and the OS have them (ap_copy_config.path).
@@ -80,6 +80,14 @@ static void ap_copy_block8_avx512(char *dst, int64_t dst_row, const char *src, i
     for (int m = 0; m < 2; m++)
         ap_lanes4x4_store(dst + m * dst_row, 2 * dst_row, s[m], s[2 + m], s[4 + m], s[6 + m],
                           streaming);
+}
+
+/* 4 x 4 sixteen-byte elements: one element per lane, so the lane transpose alone. */
+AP_TARGET_AVX512
+static void ap_copy_block16_avx512(char *dst, int64_t dst_row, const char *src,
+                                   int64_t src_col, int streaming) {
+    ap_lanes4x4_store(dst, dst_row, AP_LINE512(0), AP_LINE512(1), AP_LINE512(2), AP_LINE512(3),
+                      streaming);
 }
 
 /* 32 x 32 two-byte elements: an 8 x 8 transpose in every lane of each eight lines, after

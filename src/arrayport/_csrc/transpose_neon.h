@@ -87,6 +87,14 @@ static inline void ap_copy_block8_neon(char *dst, int64_t dst_row, const char *s
     for (int r = 0; r < 8; r++) ap_copy_line_neon(dst + r * dst_row, (const char *)staged[r]);
 }
 
+/* 4 x 4 sixteen-byte elements (src_row == 16): one register each, moved in order. */
+static inline void ap_copy_block16_neon(char *dst, int64_t dst_row, const char *src,
+                                        int64_t src_col) {
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++)
+            AP_STORE16(dst + r * dst_row + c * 16, AP_LOAD16(src + c * src_col + r * 16));
+}
+
 /* 32 x 32 two-byte elements (src_row == 2), 8 x 8 transposes. */
 static inline void ap_copy_block2_neon(char *dst, int64_t dst_row, const char *src,
                                        int64_t src_col) {

@@ -1,9 +1,10 @@
 /*
  * transpose_sse2.h — the SSE2 block transposes of the host copy kernel (strided_copy.h):
  * one block of one cache line by one cache line (64 x 64 bytes, 32 x 32 two-byte,
- * 16 x 16 four-byte or 8 x 8 eight-byte elements) whose source is contiguous down the
- * block's rows, read line by line, transposed in SSE registers by unpack networks into a
- * staging block, and written line by line. Moves and shuffles only, so every bit pattern
+ * 16 x 16 four-byte, 8 x 8 eight-byte or 4 x 4 sixteen-byte elements) whose source is
+ * contiguous down the block's rows, read line by line, transposed in SSE registers by
+ * unpack networks into a staging block (sixteen-byte elements need neither), and written
+ * line by line. Moves and shuffles only, so every bit pattern
  * is copied exactly. SSE2 is the x86-64 baseline: these need no run-time check.
  */
 #ifndef ARRAYPORT_TRANSPOSE_SSE2_H
@@ -66,6 +67,18 @@ static inline void ap_copy_block8(char *dst, int64_t dst_row, const char *src,
         }
     }
     for (int r = 0; r < 8; r++) ap_copy_line(dst + r * dst_row, (const char *)staged[r], streaming);
+}
+
+/* A 4 x 4 block of 16-byte elements (src_row == 16, complex128): each element is one
+ * register, so the transpose is the order of the moves — no network, no staging. */
+static inline void ap_copy_block16(char *dst, int64_t dst_row, const char *src,
+                                   int64_t src_col, int streaming) {
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(src + c * src_col + r * 16));
+            if (streaming) _mm_stream_si128((__m128i *)(dst + r * dst_row + c * 16), v);
+            else _mm_storeu_si128((__m128i *)(dst + r * dst_row + c * 16), v);
+        }
 }
 
 /* A 32 x 32 block of 2-byte elements (src_row == 2): 8 x 8 register transposes. */
