@@ -18,15 +18,27 @@ OPTIONAL = ("torch", "tvm_ffi")
 
 def cpu_model() -> str:
     """The processor's model name ("AMD EPYC 9R14 …"), which platform.processor() does not
-    give on Linux; the machine architecture where the system does not say."""
+    give on Linux, with the x86 family and model numbers: virtual machines often name only
+    the line ("AMD EPYC"), and the numbers tell its generations apart (family 25: Zen 3
+    and 4, 26: Zen 5). The machine architecture where the system does not say."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
-                if line.startswith(("model name", "Model", "Hardware")):
-                    return line.partition(":")[2].strip()
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if not line.strip():
+                    break  # the first processor is enough
+                fields.setdefault(key, value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = next((fields[key] for key in ("model name", "Model", "Hardware") if key in fields),
+                None)
+    if name is None:
+        return platform.processor() or platform.machine()
+    if "cpu family" in fields and "model" in fields:
+        return f"{name} (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def arguments(description: str) -> argparse.Namespace:
