@@ -18,10 +18,10 @@
  *      source moves through fastest, and copies that plane in blocks of one cache line by
  *      one cache line (64 x 64 bytes, 32 x 32 two-byte, 16 x 16 four-byte, 8 x 8
  *      eight-byte or 4 x 4 sixteen-byte elements, transposed by unpack networks): each
- *      source line is read whole, transposed in registers (through a small staging block where the
- *      registers cannot hold it), and each destination line is written whole — with
- *      non-temporal stores when the result is larger than the caches, as memcpy itself
- *      does, so writing costs no reads;
+ *      source line is read whole, transposed in registers (through a small staging
+ *      block where the registers cannot hold it), and each destination line is written
+ *      whole — with non-temporal stores when the result is larger than the caches, as
+ *      memcpy itself does, so writing costs no reads;
  *   4. walks the blocks in the order the memory system likes: long destination rows in
  *      bands of blocks whose open source lines fit in half the L1 data cache (8 blocks of
  *      4-byte elements with a 32 KiB L1) and in a quarter of the L2 ways their stride
