@@ -7,39 +7,10 @@ wild pointer, or an error outside the contract) on the code before the fix.
 """
 
 import importlib.util
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-_PRELUDE = """
-import numpy as np
-import arrayport as ap
-
-def attempt(call):
-    try:
-        result = call()
-    except Exception as error:  # the child reports; the parent judges
-        print(f"refused {type(error).__name__}: {error}")
-    else:
-        print(f"returned {result!r}")
-"""
-
-
-def run_isolated(body: str) -> str:
-    """Run ``body`` after the prelude in a fresh interpreter; its stdout, after checking it
-    exited normally (a negative return code is a signal: a crash)."""
-    code = _PRELUDE + textwrap.dedent(body)
-    child = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code],
-                           capture_output=True, text=True, timeout=300)
-    assert child.returncode == 0, (f"child died (return code {child.returncode}):\n"
-                                   f"{child.stdout}\n{child.stderr[-3000:]}")
-    return child.stdout
-
-
-def refusals(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("refused")]
+from isolated import refusals, run_isolated
 
 
 # ---- class 1: byte counts that overflow --------------------------------------------------------

@@ -22,7 +22,8 @@ The public surface:
 - ``arrayport.errors``: what users catch, each a subclass of the built-in type it was —
   ``NeedsCopy`` (a BufferError: the producer's memory does not hold its values as they are;
   the converters resolve such arrays into copies), ``DriverUnavailable`` (a BufferError;
-  ``CudaUnavailable``, ``HipUnavailable``), ``ReadOnlySharedWarning``;
+  ``CudaUnavailable``, ``HipUnavailable``), ``TypeNotHeld`` (a TypeError and a BufferError:
+  the target library has no type for the data), ``ReadOnlySharedWarning``;
 - ``get_include()``: the folder holding ``arrayport/dlpack_abi.h`` and ``arrayport/capi.h``
   for C extensions; ``_C_API`` is the capsule ``arrayport_import_capi()`` reads;
 - ``View.__dlpack_c_exchange_api__``: the DLPack 1.3 C exchange API table.
@@ -35,7 +36,8 @@ from arrayport._version import __version__
 from arrayport import errors
 from arrayport.convert import to, to_numpy, to_torch
 from arrayport._core import Spec, require
-from arrayport.errors import DriverUnavailable, ReadOnlySharedWarning, RequirementError
+from arrayport.errors import (DriverUnavailable, ReadOnlySharedWarning, RequirementError,
+                              TypeNotHeld)
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
@@ -52,7 +54,7 @@ from arrayport._core import _C_API  # noqa: E402,F401
 __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "SharedHandle", "Device", "DeviceType", "DType", "DTypeCode",
     "DriverUnavailable", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
-    "View", "__version__", "accepts", "device_pickling", "errors", "from_dlpack", "get_include",
+    "TypeNotHeld", "View", "__version__", "accepts", "device_pickling", "errors", "from_dlpack", "get_include",
     "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling", "set_implicit_sync", "to",
     "to_numpy", "to_torch", "view",
 ]

@@ -30,7 +30,7 @@ Who owns what:
 #       _from_dlpack_options_hook, _from_shared_hook, _hook, _ndarray_fallback_hook,
 #       _reduce_view_hook, _share_hook
 #   _core_layout.pxi: _as_readonly, _data_is_address, _getitem, _is_integer_index, _permuted,
-#       _reinterpreted, _reshaped, _reversed_axes
+#       _plain_int, _reinterpreted, _reshaped, _reversed_axes
 #   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
 #       _view_from_ai_object, _view_from_array_method, _view_from_cai_object,
 #       _view_from_layout
@@ -407,9 +407,8 @@ cdef class View:
             versioned = False
         elif type(max_version) is tuple and len(<tuple>max_version) == 2:
             # Compared as Python ints: a consumer may name any version, however large.
-            _check_int(max_version[0], "max_version")
-            _check_int(max_version[1], "max_version")
-            versioned = max_version[0] >= 1
+            versioned = _checked_int(max_version[0], "max_version") >= 1
+            _checked_int(max_version[1], "max_version")
         else:
             raise TypeError(f"dlpack: max_version must be a (major, minor) tuple of ints, "
                             f"got {max_version!r}")
@@ -796,27 +795,32 @@ cdef class View:
         if not _host_accessible(self._t.device.device_type):
             raise BufferError(f"dlpack: cannot read {self.device} memory from the host: "
                               f"arrayport has no driver for {self.device.type.label} devices")
-        cdef int ndim = self._t.ndim
-        cdef int64_t nbytes = self._nbytes  # checked when the View was made (extent.h)
-        cdef HostBuffer buffer = HostBuffer(nbytes)
-        cdef View v = View.__new__(View)
-        v._reserve_dims(ndim)
-        v._t = self._t
-        v._t.shape = v._dims
-        v._t.strides = v._dims + ndim
-        v._t.data = buffer.ptr
-        v._t.byte_offset = 0
-        v._t.device.device_type = APDL_CPU
-        v._t.device.device_id = 0
-        v._size = self._size
-        v._nbytes = nbytes
-        v._flags = (self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
-        v._owner = buffer
-        v._protocol = "copy"
-        memcpy(v._t.shape, self._t.shape, ndim * sizeof(int64_t))
-        _fill_c_strides(ndim, v._t.shape, v._t.strides)
-        _copy_elements(self, <char*>buffer.ptr)
+        cdef View v = _new_host_copy_of(self, self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+        _copy_elements(self, <char*>v._t.data)
         return v
+
+
+cdef View _new_host_copy_of(View source, uint64_t padded_flag):
+    """A writable, C-contiguous View of new host memory with ``source``'s shape and type
+    (padded when ``padded_flag`` says so), flagged ``is_copy``; the caller fills it."""
+    cdef int ndim = source._t.ndim
+    cdef View v = View.__new__(View)
+    v._reserve_dims(ndim)
+    v._t = source._t
+    v._t.shape = v._dims
+    v._t.strides = v._dims + ndim
+    v._t.byte_offset = 0
+    v._t.device.device_type = APDL_CPU
+    v._t.device.device_id = 0
+    v._flags = padded_flag | APDL_FLAG_IS_COPIED
+    v._protocol = "copy"
+    memcpy(v._t.shape, source._t.shape, ndim * sizeof(int64_t))
+    _fill_c_strides(ndim, v._t.shape, v._t.strides)
+    _count_elements(v, "copy")
+    cdef HostBuffer buffer = HostBuffer(v._nbytes)
+    v._t.data = buffer.ptr
+    v._owner = buffer
+    return v
 
 
 def copy_kernel():
@@ -879,6 +883,37 @@ def force_copy_path(name):
     return info["path"]
 
 
+def unpacked_copy(View v):
+    """``v``'s packed sub-byte elements (float4/float6: several to a byte, little
+    bit-endian, DLPack's packing) one per byte in new host memory — the same values in the
+    padded layout (``IS_SUBBYTE_TYPE_PADDED``), flagged ``is_copy``. For targets that hold
+    only whole-byte elements (NumPy through ml_dtypes)."""
+    cdef int64_t bits = v._itembits()
+    if bits % 8 == 0:
+        raise ValueError(f"unpacked_copy: {v.dtype.name} elements are whole bytes already")
+    if v._t.dtype.lanes != 1:
+        raise BufferError(f"copy: packed {v.dtype.name} vectors of {v._t.dtype.lanes} lanes "
+                          f"have no one-per-byte layout")
+    if not _host_accessible(v._t.device.device_type):
+        raise BufferError(f"copy: cannot read {v.device} memory from the host to unpack it")
+    _host_wait_for_pending(v)
+    cdef View w = _new_host_copy_of(v, APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+    # Packed Views are C-contiguous (every constructor enforces it), so element i starts
+    # at bit i * bits of the first byte; it spans at most two bytes (bits <= 8).
+    cdef const uint8_t* src = <const uint8_t*>v._t.data + v._t.byte_offset
+    cdef uint8_t* dst = <uint8_t*>w._t.data
+    cdef unsigned int mask = (<unsigned int>1 << bits) - 1, value
+    cdef int64_t bit, i, size = w._size
+    with nogil:
+        for i in range(size):
+            bit = i * bits
+            value = src[bit >> 3] >> (bit & 7)
+            if (bit & 7) + bits > 8:
+                value |= <unsigned int>src[(bit >> 3) + 1] << (8 - (bit & 7))
+            dst[i] = <uint8_t>(value & mask)
+    return w
+
+
 cdef int _copy_elements(View v, char* dst) except -1:
     """``v``'s elements (host-readable memory), in C order, into ``dst`` (``v._nbytes``
     bytes): one memcpy when ``v`` is C-contiguous, else the strided copy kernel."""
@@ -903,19 +938,20 @@ cdef int _copy_elements(View v, char* dst) except -1:
 
 # ---- helpers shared by import and export ----------------------------------------------------
 
-cdef inline int _check_int(obj, str what) except -1:
+cdef object _checked_int(obj, str what):
+    """``obj`` as a plain int (an int subclass's own comparisons are not asked); TypeError
+    for anything else, bool included."""
     if isinstance(obj, bool) or not isinstance(obj, int):
         raise TypeError(f"dlpack: {what} must hold ints, got {type(obj).__name__}")
-    return 0
+    return _plain_int(obj)
 
 
 cdef tuple _parse_dl_device(dl_device):
     if not isinstance(dl_device, tuple) or len(dl_device) != 2:
         raise TypeError(f"dlpack: dl_device must be a (device_type, device_id) tuple, "
                         f"got {dl_device!r}")
-    device_type, device_id = dl_device
-    _check_int(device_type, "dl_device")
-    _check_int(device_id, "dl_device")
+    device_type = _checked_int(dl_device[0], "dl_device")
+    device_id = _checked_int(dl_device[1], "dl_device")
     # Range checks on the Python ints, before any conversion to C (no OverflowError).
     if not (0 < device_type < 2**31 and ap_device_type_is_known(<int32_t>device_type)):
         raise BufferError(f"dlpack: dl_device type {device_type} is not a DLPack device type")
@@ -937,6 +973,7 @@ def check_stream(stream, int32_t device_type):
                          f"memory, got {stream!r}")
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError(f"dlpack: stream must be an int or None, got {type(stream).__name__}")
+    stream = _plain_int(stream)
     if stream < -1:
         raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
     if cuda and stream == 0:
@@ -1011,6 +1048,21 @@ cdef int _host_wait_for_pending(View v) except -1:
     return 0
 
 
+cdef inline int _count_elements(View v, str protocol) except -1:
+    """Set ``v._size`` and ``v._nbytes`` from its shape and type, through extent.h's checked
+    routines: the one place every View, however made (imports, layout operations, copies,
+    fast paths), takes its counts from. BufferError ("<protocol>: …") when they do not fit."""
+    cdef int64_t bits = v._itembits()
+    cdef int problem = ap_element_count(v._t.ndim, v._t.shape, bits, &v._size)
+    if problem == AP_EXTENT_OK:
+        problem = ap_nbytes_of(v._size, bits, &v._nbytes)
+    if problem != AP_EXTENT_OK:
+        v._size = v._nbytes = 0
+        _raise_extent_problem(problem, protocol, v._t.ndim, v._t.shape, v._t.strides, bits,
+                              v._t.byte_offset)
+    return 0
+
+
 cdef inline void _fill_c_strides(int ndim, const int64_t* shape, int64_t* strides) noexcept:
     cdef int64_t step = 1
     for i in range(ndim - 1, -1, -1):
@@ -1027,9 +1079,8 @@ cdef View _new_view_like(View base, owner, str protocol):
     v._t.strides = v._dims + base._t.ndim
     memcpy(v._dims, base._t.shape, base._t.ndim * sizeof(int64_t))
     memcpy(v._dims + base._t.ndim, base._t.strides, base._t.ndim * sizeof(int64_t))
-    v._size = base._size
-    v._nbytes = base._nbytes
     v._flags = base._flags
+    _count_elements(v, protocol)
     v._owner = owner
     v._protocol = protocol
     return v
@@ -1097,9 +1148,8 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
     else:
         v._t.data = t.data
         v._t.byte_offset = t.byte_offset
-    v._size = size
-    v._nbytes = extent.nbytes
     v._flags = flags
+    _count_elements(v, protocol)  # the same routines ap_layout_extent counted with
     return 0
 
 
@@ -1312,6 +1362,8 @@ cdef int32_t _check_stream_for_producer(x, stream) except -1:
         raise BufferError(f"dlpack: {type(x).__qualname__}.__dlpack_device__() returned "
                           f"{answer!r}, not a (device_type, device_id) tuple")
     device_type = answer[0]
+    if type(device_type) is not int and isinstance(device_type, int):
+        device_type = _plain_int(device_type)
     if (isinstance(device_type, int) and 0 < device_type < len(_DEVICE_TYPES)
             and _DEVICE_TYPES[device_type] is not None):
         check_stream(stream, device_type)  # unknown devices: the producer judges

@@ -13,7 +13,7 @@
 # NumPy caches its arrays' buffer info.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt
+#   _core.pyx: _adopt, _count_elements
 #   _core_producers.pxi: _finish_import
 
 from cpython.buffer cimport (
@@ -173,8 +173,7 @@ cdef View _view_of_byte_string(obj, bint immutable):
     v._t.dtype.bits = 8
     v._t.dtype.lanes = 1
     v._t.byte_offset = 0
-    v._size = n
-    v._nbytes = n
+    _count_elements(v, "buffer")
     v._owner = obj
     v._protocol = "buffer"
     return v

@@ -8,7 +8,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _require_fix_hook
-#   _core_layout.pxi: _as_readonly, _is_integer_index
+#   _core_layout.pxi: _as_readonly, _is_integer_index, _plain_int
 #   _core_producers.pxi: _view_or_copy
 
 # What a View can fail, in the order require checks (and fixes) them. contracts.py names
@@ -123,9 +123,10 @@ cdef class Spec:
         self._given_writable = writable
         self._writable = -1 if writable is None else (1 if writable else 0)
         if align is not None:
-            if not _is_integer_index(align) or align <= 0 or (align & (align - 1)):
-                raise ValueError(f"Spec: align must be a power of two (bytes), got {align!r}")
-            align = align.__index__()
+            given = align
+            align = _plain_int(align) if _is_integer_index(align) else None
+            if align is None or align <= 0 or (align & (align - 1)) or align > <uintptr_t>-1:
+                raise ValueError(f"Spec: align must be a power of two (bytes), got {given!r}")
         self._given_align = align
         self._align = 0 if align is None else align
         if type(cast) is not bool:
@@ -159,22 +160,28 @@ cdef class Spec:
         chosen = set()
         if ndim is not None:
             for item in _as_choices(ndim, "ndim"):
-                if not _is_integer_index(item) or not 0 <= item <= MAX_NDIM:
+                value = _plain_int(item) if _is_integer_index(item) else None
+                if value is None or not 0 <= value <= MAX_NDIM:
                     raise ValueError(f"Spec: ndim must be an int in 0..{MAX_NDIM} (or a set of "
                                      f"them), got {item!r}")
-                chosen.add(item.__index__())
+                chosen.add(value)
         if shape is not None:
             if _is_integer_index(shape):
                 shape = (shape,)
-            if not isinstance(shape, (tuple, list)) or len(shape) > MAX_NDIM:
+            if not isinstance(shape, (tuple, list)):
                 raise TypeError(f"Spec: shape must be a tuple of extents or None (any), got "
                                 f"{shape!r}")
+            shape = tuple(shape)        # taken once: a subclass's len and iter may disagree
+            if len(shape) > MAX_NDIM:
+                raise TypeError(f"Spec: shape must be a tuple of at most {MAX_NDIM} extents "
+                                f"or None (any), got {len(shape)}")
             extents = []
             for extent in shape:
-                if extent is not None and (not _is_integer_index(extent) or extent < 0):
+                value = _plain_int(extent) if _is_integer_index(extent) else None
+                if extent is not None and (value is None or not 0 <= value <= 0x7FFFFFFFFFFFFFFF):
                     raise ValueError(f"Spec: shape entries must be extents >= 0 or None, got "
                                      f"{extent!r} in {tuple(shape)!r}")
-                extents.append(None if extent is None else extent.__index__())
+                extents.append(value)
             if chosen and len(extents) not in chosen:
                 raise ValueError(f"Spec: shape {tuple(extents)} has {len(extents)} dimensions, "
                                  f"but ndim says {sorted(chosen)}")

@@ -16,6 +16,7 @@
 #   _core.pyx: _adopt, _copy_elements, _dlpack_view, _implicit_sync
 #   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
 #   _core_hooks.pxi: _driver_for
+#   _core_layout.pxi: _plain_int
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
 #   _core_producers.pxi: NeedsCopy, _finish_import, _producer_kind, _refuse_lazy,
 #       _refuse_lazy_labelled, _refuse_unexportable
@@ -40,7 +41,7 @@ cdef inline int64_t _as_int64(object value, str protocol, str what) except? -1:
     if type(value) is not int:
         if isinstance(value, bool) or not hasattr(value, "__index__"):
             raise TypeError(f"{protocol}: {what} must hold ints, got {type(value).__name__}")
-        value = value.__index__()
+        value = _plain_int(value)
     if not -0x8000000000000000 <= value <= 0x7FFFFFFFFFFFFFFF:
         raise BufferError(f"{protocol}: {what} value {value} does not fit in int64")
     return value
@@ -93,7 +94,7 @@ cdef tuple _data_tuple(object data, str protocol):
         if isinstance(pointer, bool) or not hasattr(pointer, "__index__"):
             raise TypeError(f"{protocol}: the data pointer must be an int, got "
                             f"{type(pointer).__name__}")
-        pointer = pointer.__index__()
+        pointer = _plain_int(pointer)
     if not 0 <= pointer <= <uintptr_t>-1:
         raise BufferError(f"{protocol}: data pointer {pointer} is not an address")
     if type(readonly) is not bool and not (type(readonly) is int and readonly in (0, 1)):
@@ -271,6 +272,7 @@ cdef object _cai_stream(dict d):
         return None
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError(f"{_CAI}: stream must be None or an int, got {type(stream).__name__}")
+    stream = _plain_int(stream)
     if stream == 0:
         raise ValueError(f"{_CAI}: stream 0 is disallowed (ambiguous between None and the "
                          f"legacy and per-thread default streams); use None, 1 or 2")

@@ -10,8 +10,9 @@
 # deleter runs once, after the last derived View; otherwise it holds the base's owner.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _fill_c_strides
+#   _core.pyx: _count_elements, _fill_c_strides
 
+from cpython.number cimport PyNumber_Index
 from cpython.slice cimport PySlice_AdjustIndices, PySlice_Unpack
 from libc.string cimport memset
 
@@ -53,23 +54,19 @@ cdef View _same_layout(View base):
 
 
 cdef int _finish_derived(View v, int64_t element_shift) except -1:
-    """Move ``v``'s start by ``element_shift`` elements and set its size and byte count."""
-    cdef int64_t itembits = v._itembits()
-    cdef int64_t size = 1
-    for i in range(v._t.ndim):      # the non-zero extents' product is bounded by the
-        if v._t.shape[i] == 0:      # base's (slices, None) or checked (reshape)
-            size = 0
-            break
-        size *= v._t.shape[i]
-    v._size = size
-    v._nbytes = (size * itembits + 7) // 8
+    """Move ``v``'s start by ``element_shift`` elements and set its size and byte count
+    (``_count_elements``: the one checked count every View takes)."""
+    _count_elements(v, "layout")
     if element_shift == 0:
         return 0
-    if itembits % 8:
-        if (element_shift * itembits) % 8:
-            raise BufferError("layout: a packed sub-byte View can only start on a whole byte")
-    cdef int64_t shift = element_shift * itembits // 8
-    cdef int64_t offset = <int64_t>v._t.byte_offset + shift
+    cdef int64_t offset
+    cdef int problem = ap_shifted_offset(<int64_t>v._t.byte_offset, element_shift,
+                                         v._itembits(), &offset)
+    if problem == AP_EXTENT_SUBBYTE_START:
+        raise BufferError("layout: a packed sub-byte View can only start on a whole byte")
+    if problem != AP_EXTENT_OK:
+        raise BufferError(f"layout: moving the start by {element_shift} elements overflows "
+                          f"int64 bytes")
     if _data_is_address(v._t.device.device_type):
         # Moved into the address, so that exports carry byte_offset 0 (consumers that
         # ignore it — PaddlePaddle, Warp — then still read the right elements).
@@ -92,13 +89,22 @@ cdef int _check_packed_layout(View v) except -1:
     return 0
 
 
+cdef object _plain_int(obj):
+    """``obj`` as a plain ``int`` (``operator.index``), taken once. Every integer a user
+    hands the core becomes one before it is checked or stored: an integer-like's own
+    comparisons, or a second ``__index__`` that answers differently, never decide what is
+    written into a C array."""
+    return PyNumber_Index(obj)
+
+
 cdef int64_t _index_value(obj, int axis, int64_t extent) except? -1:
     """A non-negative position from an integer index (negatives count from the end)."""
     cdef int64_t index
+    value = _plain_int(obj)
     try:
-        index = obj.__index__()
+        index = value
     except OverflowError:
-        raise IndexError(f"index {obj} is out of bounds for axis {axis} with size {extent}")
+        raise IndexError(f"index {value} is out of bounds for axis {axis} with size {extent}")
     if index < -extent or index >= extent:
         raise IndexError(f"index {index} is out of bounds for axis {axis} with size {extent}")
     return index + extent if index < 0 else index
@@ -173,7 +179,9 @@ cdef View _getitem(View base, key):
             if count == 0:     # as NumPy: an empty slice starts at 0 with step 1
                 start, step = 0, 1
             v._t.shape[out] = count
-            v._t.strides[out] = base._t.strides[axis] * step
+            # A step past the extent takes one element: the base's stride then (never
+            # stepped along), not a product that could overflow.
+            v._t.strides[out] = base._t.strides[axis] * step if count > 1 else base._t.strides[axis]
             shift += start * base._t.strides[axis]
             out += 1
             axis += 1
@@ -207,7 +215,7 @@ cdef View _permuted(View base, axes):
         if not _is_integer_index(item):
             raise TypeError(f"View.permute: axes must be integers, got "
                             f"{type(item).__name__}")
-        source = item.__index__()
+        source = _plain_int(item)
         if source < -ndim or source >= ndim:
             raise ValueError(f"View.permute: axis {source} is out of bounds for a "
                              f"{ndim}-dimensional View")
@@ -265,7 +273,7 @@ cdef int _reshape_target(View base, shape, int64_t* extents) except -1:
         if type(item) is int:
             value = item
         elif _is_integer_index(item):
-            value = item.__index__()
+            value = _plain_int(item)
         else:
             raise TypeError(f"View.reshape: shape must be an int or a sequence of ints, got "
                             f"{shape!r}")

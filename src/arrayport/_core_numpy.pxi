@@ -9,6 +9,7 @@
 # the View (its base). Neither holds the other, so no cycle is ever made.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core.pyx: _count_elements
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook
 
@@ -59,12 +60,10 @@ cdef View _view_of_ndarray(array):
     v._reserve_dims(ndim)
     if not ap_ndarray_describe(array, &v._t, &readonly, &size):
         return None
-    # NumPy keeps size * itemsize within intp; counted again here all the same, because
-    # every View's byte count comes from extent.h and nowhere else.
-    if ap_nbytes_of(size, v._t.dtype.bits * v._t.dtype.lanes, &v._nbytes) != AP_EXTENT_OK:
-        return None
-    v._size = size
     v._flags = APDL_FLAG_READ_ONLY if readonly else 0
+    # NumPy keeps size * itemsize within intp; counted again all the same, because every
+    # View's counts come from one checked place (_count_elements).
+    _count_elements(v, "dlpack")
     v._owner = array
     v._protocol = "dlpack"  # the facts and rules of NumPy's DLPack export, minus the capsule
     return v

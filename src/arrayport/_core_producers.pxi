@@ -306,7 +306,10 @@ cdef object _producer_refusal(object x, BaseException error):
 # ---- broadcasts --------------------------------------------------------------------------------
 
 cdef inline bint _has_overlap(View v) noexcept:
-    """A zero stride over an extent > 1: several elements at one address."""
+    """A zero stride over an extent > 1: several elements at one address. An array with no
+    elements has none (NumPy >= 2.3 exports empty arrays with zero strides)."""
+    if v._size == 0:
+        return False
     for i in range(v._t.ndim):
         if v._t.strides[i] == 0 and v._t.shape[i] > 1:
             return True

@@ -10,6 +10,7 @@ cdef extern from "_csrc/extent.h" nogil:
         AP_EXTENT_NBYTES_OVERFLOW
         AP_EXTENT_SPAN_OVERFLOW
         AP_EXTENT_ADDRESS_WRAPS
+        AP_EXTENT_SUBBYTE_START
 
     ctypedef struct APExtent:
         int64_t size
@@ -22,5 +23,7 @@ cdef extern from "_csrc/extent.h" nogil:
     int ap_layout_extent(int ndim, const int64_t* shape, const int64_t* strides,
                          int64_t storage_bits, uintptr_t data, uint64_t byte_offset,
                          APExtent* out)
+    int ap_shifted_offset(int64_t byte_offset, int64_t element_shift, int64_t storage_bits,
+                          int64_t* offset_out)
     int ap_extent_within(uintptr_t first, const APExtent* extent, uintptr_t buffer,
                          int64_t length)

@@ -59,6 +59,24 @@ def _copied(view, copy, who, why):
     return view.copy()
 
 
+def _unpacked(view, copy, who):
+    """``view`` with packed sub-byte elements (float4, float6: several to a byte) unpacked
+    one per byte into a copy, for a target that holds only whole-byte elements; any other
+    View as it is."""
+    if view.itemsize is not None:
+        return view
+    if copy is False:
+        raise BufferError(f"{who}: packed {view.dtype.name} elements must be unpacked one per "
+                          f"byte for this target, which needs a copy, but copy=False")
+    return _core.unpacked_copy(view)
+
+
+def no_type_for(who, library, dtype, what="type"):
+    """The refusal of a target ``library`` that has no ``what`` for ``dtype``."""
+    packed = "packed " if dtype.is_subbyte and not dtype.padded else ""
+    return errors.TypeNotHeld(f"{who}: {library} has no {what} for {packed}{dtype.name}")
+
+
 def _placed(view, device, copy):
     """``view`` on ``device`` (copying only where needed), then copied if copy=True."""
     if device is not None:
@@ -131,6 +149,7 @@ def to_numpy_general(x, *, copy=None):
         view = _core.from_dlpack(view, device="cpu")  # pinned memory: relabelled, shared
     if copy:
         view = view.host_copy()
+    view = _unpacked(view, copy, "to_numpy")     # ml_dtypes holds float4/6 one per byte
     dtype = view.dtype
     if dtype.numpy_native:
         return _core.numpy_array_of(view)
@@ -152,7 +171,7 @@ def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy")
     view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
     dtype = view.dtype
     if not _core.torch_holds(dtype) or dtype.padded:
-        raise TypeError(f"to_torch: PyTorch has no type for {dtype.name}")
+        raise no_type_for("to_torch", "PyTorch", dtype)
     if _core.has_negative_stride(view):
         view = _copied(view, copy, "to_torch", "PyTorch cannot hold negative strides "
                           "(torch.from_dlpack aborts the process on them)")
@@ -196,6 +215,16 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
 
     _check_copy(copy, "to(jax)")
     view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
+    if view.dtype.is_subbyte:
+        # JAX's DLPack import takes no float4/float6 (packed: "only default layout"; a
+        # legacy capsule cannot say padded), not even its own export: in through NumPy.
+        if copy is False:
+            raise BufferError(f"to(jax): JAX's DLPack import cannot take {view.dtype.name}, "
+                              f"so it needs a copy, but copy=False")
+        try:
+            return jnp.asarray(to_numpy(view, copy=True))
+        except jax.errors.JaxRuntimeError as error:   # XLA's CPU has no float6
+            raise no_type_for("to(jax)", "JAX's backend", view.dtype) from error
     numpy_dtype = view.dtype.to_numpy()
     if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:
         raise TypeError(f"to(jax): JAX would narrow {view.dtype.name} to "
@@ -246,7 +275,7 @@ def _pyarrow_type(view, who):
 
     dtype = view.dtype
     if dtype.code in (DTypeCode.COMPLEX, DTypeCode.BOOL) or not dtype.numpy_native:
-        raise TypeError(f"{who}: Arrow has no fixed-width type for {dtype.name}")
+        raise no_type_for(who, "Arrow", dtype, "fixed-width type")
     return pa.from_numpy_dtype(dtype.to_numpy())
 
 

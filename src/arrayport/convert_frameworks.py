@@ -25,7 +25,7 @@ around the traps found probing it (docs/interop-findings.md, with the versions s
 from __future__ import annotations
 
 from arrayport import _core
-from arrayport.convert import (_check_copy, _check_readonly_policy, _copied,
+from arrayport.convert import (_check_copy, _check_readonly_policy, _copied, no_type_for,
                                _ImmutableConsumerExport, _placed, _writable_for)
 from arrayport.devices import DeviceType
 
@@ -48,7 +48,7 @@ def _host_view(x, who, copy, stream=None):
 
 def _dtype_in(view, names, who, library):
     if view.dtype.name not in names:
-        raise TypeError(f"{who}: {library} has no type for {view.dtype.name}")
+        raise no_type_for(who, library, view.dtype)
 
 
 # ---- TensorFlow ------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ type it already was, so ``except BufferError`` keeps working:
 - ``RequirementError(ValueError)``: an array does not meet a function's contract
   (``require``, ``@accepts``) and no copy allowed may fix it; ``constraint`` names which
   ("dtype", "shape", …), ``argument`` the parameter (``@accepts``) or None.
+- ``TypeNotHeld(TypeError, BufferError)``: the target library has no type for the data's
+  element type (a converter's refusal). A ``TypeError`` as it always was, and a
+  ``BufferError`` as DLPack calls a type a consumer cannot take.
 - ``ReadOnlySharedWarning(UserWarning)``: read-only memory was shared with a library whose
   arrays are always writable (``readonly="share"``).
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 from arrayport._core import NeedsCopy
 
 __all__ = ["CudaUnavailable", "DriverUnavailable", "HipUnavailable", "NeedsCopy",
-           "ReadOnlySharedWarning", "RequirementError"]
+           "ReadOnlySharedWarning", "RequirementError", "TypeNotHeld"]
 
 
 class DriverUnavailable(BufferError):
@@ -38,6 +41,12 @@ class CudaUnavailable(DriverUnavailable):
 
 class HipUnavailable(DriverUnavailable):
     """No usable HIP runtime: the library is missing, too old, or it has no device."""
+
+
+class TypeNotHeld(TypeError, BufferError):
+    """The target library has no type for the data's element type (``to_torch`` of
+    float6, ``to(x, "mlx")`` of float64 complex…): the message names the library and the
+    type. Both a ``TypeError`` and a ``BufferError``."""
 
 
 class ReadOnlySharedWarning(UserWarning):

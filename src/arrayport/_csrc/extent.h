@@ -28,7 +28,8 @@ enum {
     AP_EXTENT_SIZE_OVERFLOW = 2,    /* the element count does not fit in int64 */
     AP_EXTENT_NBYTES_OVERFLOW = 3,  /* size * storage_bits does not fit in int64 */
     AP_EXTENT_SPAN_OVERFLOW = 4,    /* the bytes the strides reach do not fit in int64 */
-    AP_EXTENT_ADDRESS_WRAPS = 5     /* data + byte_offset, or the reached range, wraps */
+    AP_EXTENT_ADDRESS_WRAPS = 5,    /* data + byte_offset, or the reached range, wraps */
+    AP_EXTENT_SUBBYTE_START = 6     /* a packed sub-byte View would start inside a byte */
 };
 
 typedef struct {
@@ -109,6 +110,28 @@ static int ap_layout_extent(int ndim, const int64_t *shape, const int64_t *strid
     if ((uint64_t)(-out->low) > first || __builtin_add_overflow(first, (uintptr_t)out->high, &end))
         return AP_EXTENT_ADDRESS_WRAPS;
     return AP_EXTENT_OK;
+}
+
+/* A derived View's start: `byte_offset` moved by `element_shift` elements of `storage_bits`
+ * bits (negative moves back), refusing overflow and packed starts inside a byte. Layout
+ * operations (slicing, indexing) move starts only within their base's checked extent, so a
+ * refusal here means a corrupted View; it is checked all the same. */
+static inline int ap_shifted_offset(int64_t byte_offset, int64_t element_shift,
+                                    int64_t storage_bits, int64_t *offset_out) {
+    int64_t shift;
+    if (storage_bits <= 0) return AP_EXTENT_NBYTES_OVERFLOW;
+    if (storage_bits % 8 == 0) {
+        if (__builtin_mul_overflow(element_shift, storage_bits / 8, &shift))
+            return AP_EXTENT_SPAN_OVERFLOW;
+    } else {
+        int64_t bits;
+        if (__builtin_mul_overflow(element_shift, storage_bits, &bits))
+            return AP_EXTENT_SPAN_OVERFLOW;
+        if (bits % 8) return AP_EXTENT_SUBBYTE_START;
+        shift = bits / 8;
+    }
+    return __builtin_add_overflow(byte_offset, shift, offset_out) ? AP_EXTENT_SPAN_OVERFLOW
+                                                                   : AP_EXTENT_OK;
 }
 
 /* Whether the bytes `extent` reaches from `first` lie inside [buffer, buffer + length). */
