@@ -1,8 +1,13 @@
-"""Views in POSIX shared memory (issue 17): View.share() / View.from_shared(handle) —
-writes visible across processes, read-only handles, the lifetime rules (creator unlinks;
-killed creator cleaned up by the resource tracker; nothing left in /dev/shm), unguessable
-owner-only names, and bad handles as clear errors."""
+"""Views in shared memory (issues 17 and 31): View.share() / View.from_shared(handle) —
+writes visible across processes, read-only segments that no handle can make writable
+(kernel seals on Linux), segments no process can truncate under a reader, the lifetime
+rules (creator unlinks; a killed creator leaves nothing), unguessable owner-only names, and
+bad or altered handles as clear errors.
 
+Both kinds of segment run here: "memfd" (what Linux uses) and "posix-shm" (the fallback
+elsewhere), each through the same tests where the rule is the same."""
+
+import fcntl
 import gc
 import multiprocessing
 import os
@@ -19,13 +24,38 @@ import numpy as np
 import pytest
 
 import arrayport as ap
+from arrayport import shared
+from arrayport.shared import SharedHandle
 
 SHM = Path("/dev/shm")
-pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (POSIX shared memory)")
+HAS_MEMFD = hasattr(os, "memfd_create") and Path("/proc/self/fd").is_dir()
+KINDS = [pytest.param("memfd", marks=pytest.mark.skipif(not HAS_MEMFD, reason="memfd is Linux's")),
+         pytest.param("posix-shm", marks=pytest.mark.skipif(not SHM.is_dir(),
+                                                            reason="needs /dev/shm"))]
+
+
+@pytest.fixture(params=KINDS)
+def kind(request, monkeypatch):
+    """Which kind of segment share() makes in this test."""
+    monkeypatch.setattr(shared, "_KIND", request.param)
+    return request.param
 
 
 def segments():
-    return {p.name for p in SHM.iterdir() if p.name.startswith("arrayport-")}
+    """Every arrayport segment this machine has a name for (posix-shm) or this process
+    holds open (memfd)."""
+    found = set()
+    if SHM.is_dir():
+        found |= {p.name for p in SHM.iterdir() if p.name.startswith("arrayport-")}
+    if HAS_MEMFD:
+        for entry in Path("/proc/self/fd").iterdir():
+            try:
+                target = os.readlink(entry)
+            except OSError:
+                continue
+            if target.startswith("/memfd:arrayport-"):
+                found.add(target[len("/memfd:"):].split(" ")[0])
+    return found
 
 
 @pytest.fixture
@@ -33,10 +63,25 @@ def no_leftovers():
     before = segments()
     yield
     gc.collect()
-    assert segments() <= before, "a segment was left in /dev/shm"
+    assert segments() <= before, "a segment was left behind"
 
 
-def test_share_and_attach_in_the_same_process(no_leftovers):
+def altered(handle, **change):
+    fields = {name: getattr(handle, name) for name in SharedHandle.__slots__}
+    fields.update(change)
+    return SharedHandle(**fields)
+
+
+def attachable(handle):
+    try:
+        ap.View.from_shared(handle)
+    except BufferError as error:
+        assert "is gone" in str(error), error
+        return False
+    return True
+
+
+def test_share_and_attach_in_the_same_process(kind, no_leftovers):
     source = np.arange(12.0).reshape(3, 4)
     handle = ap.view(source).T.share()             # non-contiguous: copied once, C order
     assert handle.shape == (4, 3) and handle.nbytes == 96 and not handle.readonly
@@ -52,19 +97,46 @@ def test_share_and_attach_in_the_same_process(no_leftovers):
     handle.unlink()                               # idempotent in the creator
 
 
-def test_names_are_unguessable_and_owner_only(no_leftovers):
+def test_names_are_unguessable_and_owner_only(kind, no_leftovers):
     first, second = ap.view(b"ab").share(), ap.view(b"ab").share()
     try:
+        assert first.kind == second.kind == kind
         assert first.name != second.name
         assert len(first.name) == len("/arrayport-") + 32
-        mode = stat.S_IMODE(os.stat(SHM / first.name.lstrip("/")).st_mode)
-        assert mode == 0o600
+        if kind == "posix-shm":
+            mode = stat.S_IMODE(os.stat(SHM / first.name.lstrip("/")).st_mode)
+            assert mode == 0o400 and first.readonly    # bytes: read-only; else 0o600
+        else:   # found through the creator's /proc entry, which only its user may open
+            assert first.pid == os.getpid() and first.fd >= 0
     finally:
         first.unlink()
         second.unlink()
 
 
-def test_read_only_views_share_read_only(no_leftovers):
+@pytest.mark.skipif(not HAS_MEMFD or os.geteuid() != 0,
+                    reason="needs root, to run a child as another user")
+def test_another_user_cannot_attach_a_memfd_segment(monkeypatch):
+    monkeypatch.setattr(shared, "_KIND", "memfd")
+    handle = ap.view(b"secret").share()
+    try:
+        code = textwrap.dedent(f"""
+            import os, pickle, arrayport as ap
+            handle = pickle.loads({pickle.dumps(handle)!r})
+            os.setgid(65534); os.setuid(65534)          # nobody
+            try:
+                ap.View.from_shared(handle)
+            except BufferError as error:
+                print("refused:", error)
+        """)
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60)
+        assert "refused: from_shared: segment" in child.stdout, child.stdout + child.stderr
+        assert "may not read (another user's)" in child.stdout
+    finally:
+        handle.unlink()
+
+
+def test_read_only_views_share_read_only(kind, no_leftovers):
     frozen = np.arange(4, dtype=np.int32)
     frozen.flags.writeable = False
     handle = ap.view(frozen).share()
@@ -83,7 +155,7 @@ def test_read_only_views_share_read_only(no_leftovers):
 @pytest.mark.parametrize("make", [
     lambda: np.zeros(0), lambda: np.float32(3.5), lambda: np.arange(6, dtype=np.uint8)[::2]],
     ids=["size-0", "0-d", "strided"])
-def test_edge_layouts(make, no_leftovers):
+def test_edge_layouts(make, kind, no_leftovers):
     source = np.asarray(make())
     handle = ap.view(source).share()
     try:
@@ -96,7 +168,7 @@ def _write_through(handle, value):
     np.asarray(ap.View.from_shared(handle))[...] = value
 
 
-def test_writes_are_visible_in_both_processes(no_leftovers):
+def test_writes_are_visible_in_both_processes(kind, no_leftovers):
     view = ap.view(np.zeros(1000))
     handle = view.share()
     try:
@@ -111,7 +183,7 @@ def test_writes_are_visible_in_both_processes(no_leftovers):
         handle.unlink()
 
 
-def test_only_the_creator_unlinks(no_leftovers):
+def test_only_the_creator_unlinks(kind, no_leftovers):
     handle = ap.view(b"abcd").share()
     try:
         stranger = pickle.loads(pickle.dumps(handle))
@@ -129,39 +201,43 @@ def test_only_the_creator_unlinks(no_leftovers):
                                timeout=60)
         assert "refused: shared: " in child.stdout and "only its creator unlinks it" in child.stdout
         assert "b'abcd'" in child.stdout
-        assert handle.name.lstrip("/") in segments(), "the attacher's exit unlinked nothing"
+        assert attachable(handle), "the attacher's exit removed the segment"
     finally:
         handle.unlink()
 
 
-def _wait_until_gone(name, seconds=20.0):
+def _wait_until_gone(handle, seconds=20.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if name not in segments():
+        if not attachable(handle):
             return True
         time.sleep(0.1)
     return False
 
 
 @pytest.mark.parametrize("ending", ["exit", "sigkill"])
-def test_the_creators_end_removes_the_name(ending):
+def test_the_creators_end_removes_the_segment(ending, kind):
     code = textwrap.dedent(f"""
-        import os, signal, sys, arrayport as ap, numpy as np
+        import os, pickle, signal, sys, arrayport as ap, numpy as np
+        from arrayport import shared
+        shared._KIND = {kind!r}
         handle = ap.view(np.arange(4.0)).share()
-        print(handle.name, flush=True)
+        print(pickle.dumps(handle).hex(), flush=True)
         sys.stdin.readline()
         if {ending!r} == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
     """)
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    name = child.stdout.readline().strip().lstrip("/")
-    assert name in segments()
+    handle = pickle.loads(bytes.fromhex(child.stdout.readline().strip()))
+    assert handle.kind == kind
+    attached = ap.View.from_shared(handle)       # while the creator lives
     child.stdin.write("\n")
     child.stdin.flush()
     child.wait(60)
     assert child.returncode == (-signal.SIGKILL if ending == "sigkill" else 0)
-    assert _wait_until_gone(name), f"/dev/shm/{name} outlived its killed creator"
+    assert _wait_until_gone(handle), f"{handle.name} outlived its creator"
+    assert np.asarray(attached).tolist() == [0.0, 1.0, 2.0, 3.0]   # pages outlive it
 
 
 @pytest.mark.parametrize("change, error, message", [
@@ -171,23 +247,139 @@ def test_the_creators_end_removes_the_name(ending):
     (dict(nbytes=-1), ValueError, "nbytes must be an int >= 0"),
     (dict(shape=(100,)), BufferError, "shared: the array reaches bytes 0..800 of a 32-byte"),
     (dict(kind="cuda-ipc"), BufferError, "handles of kind 'cuda-ipc' are not supported"),
+    (dict(readonly=1), ValueError, "readonly must be a bool"),
 ])
-def test_bad_handles_are_clear_errors(change, error, message, no_leftovers, live):
-    from arrayport.shared import SharedHandle
+def test_bad_handles_are_clear_errors(change, error, message, kind, no_leftovers, live):
     handle = ap.view(np.arange(4.0)).share()
     try:
-        fields = dict(kind=handle.kind, name=handle.name, nbytes=handle.nbytes,
-                      item=handle.item, shape=handle.shape, strides=handle.strides,
-                      readonly=handle.readonly)
-        fields.update(change)
         with pytest.raises(error, match=message):
-            ap.View.from_shared(SharedHandle(**fields))
+            ap.View.from_shared(altered(handle, **change))
         with pytest.raises(TypeError, match="expected an arrayport.SharedHandle"):
             ap.View.from_shared({"name": handle.name})
     finally:
         handle.unlink()
     gc.collect()
     assert live.delta() == {}
+
+
+@pytest.mark.skipif(not HAS_MEMFD, reason="memfd is Linux's")
+@pytest.mark.parametrize("change, error, message", [
+    (dict(pid="child"), BufferError, "is gone"),           # another process's descriptor
+    (dict(fd=0), BufferError, "is gone"),                  # not the segment: stdin
+    (dict(fd=10**6), BufferError, "is gone"),
+    (dict(pid=0), ValueError, "pid must be a process id"),
+    (dict(fd=-1), ValueError, "fd must be a descriptor"),
+    (dict(pid="1"), ValueError, "pid must be a process id"),
+    (dict(pid=1), BufferError, "is gone|may not read"),    # init: gone, or not ours to read
+    (dict(kind="posix-shm"), BufferError, "is gone"),      # no such posix-shm name
+])
+def test_altered_memfd_locations_are_refused(change, error, message, monkeypatch, live):
+    monkeypatch.setattr(shared, "_KIND", "memfd")
+    handle = ap.view(np.arange(4.0)).share()
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    if change.get("pid") == "child":
+        change = dict(pid=other.pid, fd=0)                 # its stdin: a pipe, not ours
+    try:
+        with pytest.raises(error, match=message):
+            ap.View.from_shared(altered(handle, **change))
+    finally:
+        handle.unlink()
+        other.communicate(b"", timeout=60)
+    gc.collect()
+    assert live.delta() == {}
+
+
+# ---- issue 31, cases 3 and 4: read-only below Python, no truncation under a reader --------
+
+_ATTACH_FLIPPED_AND_WRITE = """
+    import pickle, numpy as np, arrayport as ap
+    from arrayport.shared import SharedHandle
+    handle = pickle.loads(bytes.fromhex({hex!r}))
+    fields = {{name: getattr(handle, name) for name in SharedHandle.__slots__}}
+    fields["readonly"] = False                      # the attack: one field flipped
+    try:
+        np.asarray(ap.View.from_shared(SharedHandle(**fields)))[0] = 99.0
+        print("wrote")
+    except BufferError as error:
+        print("refused:", error)
+"""
+
+
+@pytest.mark.skipif(not HAS_MEMFD, reason="kernel seals are Linux's")
+def test_a_read_only_share_cannot_be_written_through_an_altered_handle(monkeypatch):
+    # Before: the segment was created read-write; flipping `readonly` in the handle gave a
+    # writable mapping whose writes showed in every "read-only" one.
+    monkeypatch.setattr(shared, "_KIND", "memfd")
+    handle = ap.view(np.arange(4.0)).share(readonly=True)
+    try:
+        reader = ap.View.from_shared(handle)
+        code = textwrap.dedent(_ATTACH_FLIPPED_AND_WRITE.format(hex=pickle.dumps(handle).hex()))
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60)
+        assert child.returncode == 0, child.stderr
+        assert child.stdout.startswith("refused: from_shared: segment"), child.stdout
+        assert "is sealed read-only" in child.stdout
+        assert np.asarray(reader).tolist() == [0.0, 1.0, 2.0, 3.0]
+        # Below the handle too: the kernel refuses a writable open's writes and mappings,
+        # even from the creator and even for root.
+        path = f"/proc/{handle.pid}/fd/{handle.fd}"
+        descriptor = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(PermissionError):
+                os.pwrite(descriptor, b"x" * 8, 0)
+            import mmap
+            with pytest.raises(PermissionError):
+                mmap.mmap(descriptor, 32)
+            assert fcntl.fcntl(descriptor, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE
+        finally:
+            os.close(descriptor)
+        assert np.asarray(reader).tolist() == [0.0, 1.0, 2.0, 3.0]
+    finally:
+        handle.unlink()
+
+
+def test_a_read_only_posix_shm_segment_refuses_a_writable_attach_by_mode(monkeypatch):
+    # The fallback's enforcement is the file mode (0o400): enough against an altered handle
+    # for an ordinary user; root ignores modes (docs/processes.md says so).
+    if not SHM.is_dir():
+        pytest.skip("needs /dev/shm")
+    monkeypatch.setattr(shared, "_KIND", "posix-shm")
+    handle = ap.view(np.arange(4.0)).share(readonly=True)
+    try:
+        mode = stat.S_IMODE(os.stat(SHM / handle.name.lstrip("/")).st_mode)
+        assert mode == 0o400
+        if os.geteuid() != 0:
+            with pytest.raises(BufferError, match="is read-only, but the handle says writable"):
+                ap.View.from_shared(altered(handle, readonly=False))
+    finally:
+        handle.unlink()
+
+
+@pytest.mark.skipif(not HAS_MEMFD, reason="kernel seals are Linux's")
+@pytest.mark.parametrize("readonly", [False, True])
+def test_no_process_can_truncate_a_segment_under_its_readers(readonly, monkeypatch):
+    # Before: another process's ftruncate(0) made every reader's next access a SIGBUS.
+    monkeypatch.setattr(shared, "_KIND", "memfd")
+    handle = ap.view(np.arange(1024.0)).share(readonly=readonly)
+    try:
+        reader = ap.View.from_shared(handle)
+        code = textwrap.dedent(f"""
+            import os
+            descriptor = os.open("/proc/{handle.pid}/fd/{handle.fd}", os.O_RDWR)
+            for size in (0, 1, 10**6):
+                try:
+                    os.ftruncate(descriptor, size)
+                    print("truncated", size)
+                except PermissionError:
+                    print("refused", size)
+        """)
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60)
+        assert child.stdout.split() == ["refused", "0", "refused", "1", "refused", "1000000"]
+        assert float(np.asarray(reader).sum()) == sum(range(1024))   # alive, no SIGBUS
+    finally:
+        handle.unlink()
 
 
 def test_device_views_are_refused(monkeypatch):

@@ -1,24 +1,36 @@
-"""Views in POSIX shared memory: ``View.share()`` and ``View.from_shared(handle)``.
+"""Views in shared memory: ``View.share()`` and ``View.from_shared(handle)``.
 
 ``view.share()`` copies the View's host data once into a new shared-memory segment and
-returns a ``SharedHandle`` — a small picklable description (segment name, byte count, type,
-shape, strides, read-only). ``View.from_shared(handle)``, in any process on the machine (the
-sharing one too), maps the same pages: a zero-copy View whose writes every other mapping
-sees, unless the handle is read-only (then every mapping is read-only).
+returns a ``SharedHandle`` — a small picklable description (where the segment is, byte
+count, type, shape, read-only). ``View.from_shared(handle)``, in any process of the same
+user on the machine (the sharing one too), maps the same pages: a zero-copy View whose
+writes every other mapping sees, unless the segment is read-only.
+
+Two kinds of segment; this module owns the choice (``_KIND``) and every rule below:
+
+- **"memfd"** (Linux): an anonymous ``memfd_create`` file that the creator holds open;
+  other processes open it as ``/proc/<pid>/fd/<fd>``. It is **sealed by the kernel** before
+  the handle exists: never shrunk or grown (so no mapping can meet a truncated file and
+  die of SIGBUS), and a read-only share is sealed against writes too — no process, root
+  included, can map it writable or write it, whatever a handle says. The seals, not the
+  handle's ``readonly`` field, are the truth: a handle that claims a sealed segment is
+  writable is refused.
+- **"posix-shm"** (elsewhere): a ``shm_open`` name. Read-only is enforced by the mode
+  (``0o400`` once written), which its owner could change back; a reader whose segment is
+  truncated by another process dies of SIGBUS. Both are documented in docs/processes.md.
 
 Lifetime rules (docs/processes.md), decided here:
-- The **creator owns the name**. The segment is unlinked when the creator calls
-  ``handle.unlink()``, when the creator exits normally (``atexit``), or — if it is killed
-  (``SIGKILL``) — by Python's multiprocessing resource tracker, a helper process that
-  unlinks what a dead process registered. Nothing is left in ``/dev/shm`` either way.
-- **Pages outlive the name**: a View already attached keeps its mapping (and the data)
-  after the unlink, until it is garbage-collected. Attaching after the unlink fails with a
-  ``BufferError`` saying the segment is gone — attach while the creator lives.
-- Attaching processes never register the segment (Python 3.11's ``SharedMemory`` does, and
-  then unlinks it under the creator's feet when they exit); they only map it.
-- Names are ``/arrayport-`` plus 128 random bits (``secrets``); segments are created
-  exclusively (``O_EXCL``) with mode ``0o600``: only the same user can attach.
-- The handle's ``kind`` is "posix-shm"; a CUDA IPC handle (issue 16) will be another kind.
+- The **creator owns the segment**. It goes when the creator calls ``handle.unlink()``
+  or ends, however it ends: a memfd closes with its process (SIGKILL included); a
+  posix-shm name is unlinked at exit (``atexit``) or by Python's multiprocessing resource
+  tracker after a kill.
+- **Pages outlive the segment's name**: a View already attached keeps its mapping (and the
+  data) until it is garbage-collected. Attaching afterwards fails with a ``BufferError``
+  saying the segment is gone — attach while the creator lives.
+- Attaching processes never register or own the segment; they only map it.
+- Names are ``/arrayport-`` plus 128 random bits (``secrets``); a memfd is found by the
+  creator's pid and descriptor and must carry that name, so a stale or forged location
+  (a reused pid or descriptor) is refused rather than mapped.
 """
 
 from __future__ import annotations
@@ -33,10 +45,20 @@ import threading
 from arrayport import _core
 from arrayport.dtypes import DType
 
+try:
+    import fcntl                     # the seals: imported with the module, not on first use
+except ImportError:                  # (a process may drop privileges in between)
+    fcntl = None
+
 __all__ = ["SharedHandle", "share", "from_shared"]
 
 _NAME = re.compile(r"/arrayport-[0-9a-f]{32}")
-_created: dict[str, int] = {}      # names this process created and has not unlinked: pid
+# The kind this machine creates: sealed memfds where the kernel has them.
+_KIND = "memfd" if hasattr(os, "memfd_create") and hasattr(os, "MFD_ALLOW_SEALING") \
+    and fcntl is not None else "posix-shm"
+_KINDS = ("memfd", "posix-shm")
+
+_created: dict[str, tuple[int, int | None]] = {}  # live segments made here: (pid, memfd)
 _ever_created: set[str] = set()    # every name this process created (unlink is idempotent)
 _created_lock = threading.Lock()
 
@@ -52,33 +74,37 @@ def _posix_shm():
 class SharedHandle:
     """Where a shared View lives and how to read it; picklable, a few hundred bytes.
     ``View.from_shared(handle)`` maps it; ``handle.unlink()`` (creator only) removes the
-    name early."""
+    segment early."""
 
     __slots__ = {
-        "kind": "The sharing mechanism: \"posix-shm\" (CUDA IPC will be another kind).",
+        "kind": "The mechanism: \"memfd\" (Linux, kernel-sealed) or \"posix-shm\".",
         "name": "The segment's name (``/arrayport-`` and 128 random bits).",
         "nbytes": "Bytes of data in the segment.",
         "item": "The element type as DLPack's (code, bits, lanes, padded).",
         "shape": "The View's shape.",
         "strides": "Byte strides, or None for C order.",
-        "readonly": "Whether every mapping of the segment is read-only.",
+        "readonly": "Whether the segment is read-only (for a memfd, sealed by the kernel).",
+        "pid": "The creating process (a memfd is opened through it), or None.",
+        "fd": "The creator's descriptor of a memfd, or None.",
     }
 
-    def __init__(self, kind, name, nbytes, item, shape, strides, readonly):
+    def __init__(self, kind, name, nbytes, item, shape, strides, readonly, pid=None,
+                 fd=None):
         self.kind, self.name, self.nbytes = kind, name, nbytes
         self.item, self.shape, self.strides, self.readonly = item, shape, strides, readonly
+        self.pid, self.fd = pid, fd
 
     def __reduce__(self):
         return (SharedHandle, (self.kind, self.name, self.nbytes, self.item, self.shape,
-                               self.strides, self.readonly))
+                               self.strides, self.readonly, self.pid, self.fd))
 
     def __repr__(self):
         dtype = DType(*self.item[:3], padded=self.item[3])
         return (f"<arrayport.SharedHandle {dtype.name}{list(self.shape)} {self.nbytes} bytes "
-                f"in {self.name}{' readonly' if self.readonly else ''}>")
+                f"in {self.kind} {self.name}{' readonly' if self.readonly else ''}>")
 
     def unlink(self) -> None:
-        """Remove the segment's name now (the creating process only; idempotent).
+        """Remove the segment now (the creating process only; idempotent).
 
         Views already attached keep their pages; new ``View.from_shared`` calls fail.
 
@@ -87,16 +113,24 @@ class SharedHandle:
         None
         """
         with _created_lock:
-            owner = _created.pop(self.name, None)
             created_here = self.name in _ever_created
+            owner = _created.get(self.name)
+            if owner is not None and owner[0] == os.getpid():
+                del _created[self.name]
+            else:
+                owner = None
         if not created_here:
             raise BufferError(f"shared: {self.name} was created by another process; only its "
                               f"creator unlinks it")
         if owner is not None:
-            _unlink(self.name)
+            _release(self.name, owner[1])
 
 
-def _unlink(name: str) -> None:
+def _release(name: str, memfd: int | None) -> None:
+    """The creator gives the segment up: closes its memfd, or unlinks its posix-shm name."""
+    if memfd is not None:
+        os.close(memfd)
+        return
     from multiprocessing import resource_tracker
     try:
         _posix_shm().shm_unlink(name)
@@ -106,80 +140,167 @@ def _unlink(name: str) -> None:
 
 
 @atexit.register
-def _unlink_everything_created() -> None:
+def _release_everything_created() -> None:
     with _created_lock:
-        names = [name for name, pid in _created.items() if pid == os.getpid()]
+        owned = [(name, fd) for name, (pid, fd) in _created.items() if pid == os.getpid()]
         _created.clear()
-    for name in names:
+    for name, fd in owned:
         try:
-            _unlink(name)
+            _release(name, fd)
         except Exception:   # at exit: the tracker may be gone; it cleans up on its own
             pass
 
 
 def share(view, readonly=None) -> SharedHandle:
     """Copy ``view`` (host-readable memory) once into a new shared-memory segment; the
-    handle's View is C-contiguous. ``readonly`` (default: the View's own flag) makes every
-    mapping read-only."""
+    handle's View is C-contiguous. ``readonly`` (default: the View's own flag) makes the
+    segment read-only for every process (sealed by the kernel on Linux)."""
     if not view.device.type.is_host_accessible:
         raise BufferError(f"shared: the View is in {view.device} memory; share a host copy "
                           f"(view.copy(device='cpu').share()) — CUDA IPC is not supported yet")
     readonly = view.readonly if readonly is None else bool(readonly)
     dtype = view.dtype
     item = (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
-    shm = _posix_shm()
     size = max(view.nbytes, 1)       # a segment cannot be empty; the View reads nbytes of it
     name = "/arrayport-" + secrets.token_hex(16)
-    descriptor = shm.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+    kind = _KIND
+    if kind == "memfd":
+        descriptor = os.memfd_create(name[1:], os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    else:
+        descriptor = _posix_shm().shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR,
+                                           mode=0o600)
+    memfd = descriptor if kind == "memfd" else None
     try:
-        _register(name)
+        _register(name, memfd)
         os.ftruncate(descriptor, size)
-        with mmap.mmap(descriptor, size) as pages:
+        try:
+            pages = mmap.mmap(descriptor, size)
+        except OSError as error:
+            raise MemoryError(f"shared: cannot map {size} bytes of shared memory: "
+                              f"{error.strerror}") from None
+        with pages:
             _core.copy_into_buffer(view, pages)
+        _seal(descriptor, kind, readonly)
     except BaseException:
-        os.close(descriptor)
-        SharedHandle("posix-shm", name, 0, item, (), None, readonly).unlink()
+        if memfd is None:
+            os.close(descriptor)
+        SharedHandle(kind, name, 0, item, (), None, readonly).unlink()
         raise
-    os.close(descriptor)
-    return SharedHandle("posix-shm", name, view.nbytes, item, view.shape, None, readonly)
+    if memfd is None:
+        os.close(descriptor)
+    return SharedHandle(kind, name, view.nbytes, item, view.shape, None, readonly,
+                        os.getpid() if memfd is not None else None, memfd)
 
 
-def _register(name: str) -> None:
-    """The creator's claim: unlinked at its exit, or by the resource tracker if it dies."""
-    from multiprocessing import resource_tracker
+def _seal(descriptor: int, kind: str, readonly: bool) -> None:
+    """Fix the segment's size for good and, when read-only, its contents — by the kernel
+    for a memfd (seals cannot be removed), by the mode for posix-shm."""
+    if kind == "memfd":
+        seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+        if readonly:
+            seals |= fcntl.F_SEAL_WRITE   # needs no writable mapping left: ours is closed
+        fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, seals)
+    elif readonly:
+        os.fchmod(descriptor, 0o400)
+
+
+def _register(name: str, memfd: int | None) -> None:
+    """The creator's claim: released at its exit; a posix-shm name also by the resource
+    tracker if the creator dies (a memfd closes with its process)."""
     with _created_lock:
-        _created[name] = os.getpid()
+        _created[name] = (os.getpid(), memfd)
         _ever_created.add(name)
-    resource_tracker.register(name, "shared_memory")
+    if memfd is None:
+        from multiprocessing import resource_tracker
+        resource_tracker.register(name, "shared_memory")
 
 
-def from_shared(handle) -> object:
-    """A zero-copy View of the segment ``handle`` names, mapped into this process."""
+def _gone(handle) -> BufferError:
+    return BufferError(f"from_shared: segment {handle.name} is gone (its creator unlinked it "
+                       f"or exited)")
+
+
+def _check_handle(handle) -> None:
     if not isinstance(handle, SharedHandle):
         raise TypeError(f"from_shared: expected an arrayport.SharedHandle, got "
                         f"{type(handle).__name__}")
-    if handle.kind != "posix-shm":
+    if handle.kind not in _KINDS:
         raise BufferError(f"from_shared: handles of kind {handle.kind!r} are not supported")
     if not isinstance(handle.name, str) or not _NAME.fullmatch(handle.name):
         raise ValueError(f"from_shared: {handle.name!r} is not the name of an arrayport "
                          f"segment")
     if type(handle.nbytes) is not int or handle.nbytes < 0:
         raise ValueError(f"from_shared: nbytes must be an int >= 0, got {handle.nbytes!r}")
-    flags = os.O_RDONLY if handle.readonly else os.O_RDWR
+    if type(handle.readonly) is not bool:
+        raise ValueError(f"from_shared: readonly must be a bool, got {handle.readonly!r}")
+    if handle.kind == "memfd":
+        for field in ("pid", "fd"):
+            value = getattr(handle, field)
+            if type(value) is not int or value < (1 if field == "pid" else 0):
+                raise ValueError(f"from_shared: a memfd handle's {field} must be a "
+                                 f"{'process id' if field == 'pid' else 'descriptor'} "
+                                 f"(an int), got {value!r}")
+    if handle.kind == "memfd" and (fcntl is None or not hasattr(fcntl, "F_GET_SEALS")):
+        raise BufferError("from_shared: memfd segments exist only on Linux")
+
+
+def _open_memfd(handle) -> tuple[int, bool]:
+    """A descriptor of the memfd ``handle`` locates, checked to be that segment, and
+    whether it is sealed read-only."""
     try:
-        descriptor = _posix_shm().shm_open(handle.name, flags, mode=0o600)
-    except FileNotFoundError:
-        raise BufferError(f"from_shared: segment {handle.name} is gone (its creator unlinked "
-                          f"it or exited)") from None
+        descriptor = os.open(f"/proc/{handle.pid}/fd/{handle.fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        raise _gone(handle) from None
+    except PermissionError:
+        raise BufferError(f"from_shared: segment {handle.name} belongs to a process this "
+                          f"one may not read (another user's)") from None
+    try:
+        # The location may be stale (a reused pid or descriptor) or forged: the file must
+        # be the memfd of that name, sealed as share() seals.
+        if os.readlink(f"/proc/self/fd/{descriptor}") != f"/memfd:{handle.name[1:]} (deleted)":
+            raise _gone(handle)
+        seals = fcntl.fcntl(descriptor, fcntl.F_GET_SEALS)
+        fixed = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+        if seals & fixed != fixed:
+            raise _gone(handle)
+        sealed_readonly = bool(seals & fcntl.F_SEAL_WRITE)
+        if sealed_readonly and not handle.readonly:
+            raise BufferError(f"from_shared: segment {handle.name} is sealed read-only, but "
+                              f"the handle says writable (altered after share()?); the kernel "
+                              f"refuses every write to it")
+        if not handle.readonly:   # the same file, opened again for writing
+            writable = os.open(f"/proc/self/fd/{descriptor}", os.O_RDWR | os.O_CLOEXEC)
+            os.close(descriptor)
+            descriptor = writable
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor, sealed_readonly
+
+
+def from_shared(handle) -> object:
+    """A zero-copy View of the segment ``handle`` locates, mapped into this process."""
+    _check_handle(handle)
+    readonly = handle.readonly
+    if handle.kind == "memfd":
+        descriptor, readonly = _open_memfd(handle)
+    else:
+        flags = os.O_RDONLY if handle.readonly else os.O_RDWR
+        try:
+            descriptor = _posix_shm().shm_open(handle.name, flags, mode=0o600)
+        except FileNotFoundError:
+            raise _gone(handle) from None
+        except PermissionError:
+            raise BufferError(f"from_shared: segment {handle.name} is read-only, but the "
+                              f"handle says writable") from None
     try:
         size = os.fstat(descriptor).st_size
         if size != max(handle.nbytes, 1):
             raise BufferError(f"from_shared: segment {handle.name} holds {size} bytes, the "
                               f"handle says {handle.nbytes}")
-        pages = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ if handle.readonly
+        pages = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ if readonly
                           else mmap.ACCESS_WRITE)
     finally:
         os.close(descriptor)
     return _core.view_over_buffer(memoryview(pages)[:handle.nbytes], handle.item,
-                                  handle.shape, handle.strides, bool(handle.readonly),
-                                  "shared")
+                                  handle.shape, handle.strides, readonly, "shared")
