@@ -1,0 +1,213 @@
+"""Coverage-guided fuzzing of arrayport's public surface with atheris (issue 31).
+
+One input drives one story: a producer built from the fuzzer's bytes (an
+``__array_interface__`` dict over a real buffer, a buffer-protocol object, a NumPy array
+with broadcast or negative strides, a pickle of a View with bytes flipped), then a chain of
+layout operations, then every export and copy of the result, and contracts (``Spec``,
+``require``) with the fuzzer's integers. Refusals of the contract's kinds are the expected
+outcome of most inputs; anything else — another exception type, a wrong byte count, a
+copy whose bytes differ from NumPy's, and above all a crash (ASan report, SIGSEGV) — is a
+finding.
+
+Run it through ``reliability/fuzz.sh`` (builds the core instrumented with clang's coverage
+and AddressSanitizer, then runs libFuzzer over the seed corpus in
+``reliability/fuzz/corpus``). Without atheris, ``python reliability/fuzz/public_surface.py
+--replay FILE…`` replays inputs through the same ``one_input`` (what the test suite does with the
+seed corpus: tests/test_fuzz_public_surface.py).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+import sys
+
+import numpy as np
+
+import arrayport as ap
+
+# What arrayport may answer to a bad input (the contract's kinds), and what the fuzzed
+# Python around it may raise on its own (NumPy refusing the same operation).
+EXPECTED = (BufferError, TypeError, ValueError, IndexError, MemoryError, OverflowError,
+            pickle.UnpicklingError, EOFError, AttributeError, KeyError)
+COPY_LIMIT = 1 << 16        # results up to this many bytes are copied and compared
+UNALLOCATABLE = 1 << 50     # copies at least this large must be a MemoryError
+TYPESTRS = ["|u1", "|i1", "<u2", "<i4", "<f4", "<f8", "<c8", "<c16", "|b1", "<f2", "|V3",
+            ">i4", "<M8", "|S2", "<u8", "zz"]
+INTERESTING = [0, 1, 2, 3, 7, 8, -1, -2, -8, 2**31 - 1, 2**31, 2**32, 2**61, 2**62,
+               2**63 - 1, -(2**63), 2**63, 2**64, -(2**62)]
+
+
+class Reader:
+    """The fuzzer's bytes as the choices a story needs (FuzzedDataProvider's role, written
+    here so that replays need no atheris)."""
+
+    def __init__(self, data: bytes):
+        self.data, self.at = data, 0
+
+    def byte(self) -> int:
+        if self.at >= len(self.data):
+            return 0
+        self.at += 1
+        return self.data[self.at - 1]
+
+    def pick(self, choices):
+        return choices[self.byte() % len(choices)]
+
+    def small(self, limit: int = 8) -> int:
+        return self.byte() % (limit + 1)
+
+    def integer(self) -> int:
+        """An interesting edge value or a small one, either sign."""
+        kind = self.byte()
+        if kind < 96:
+            return self.pick(INTERESTING)
+        if kind < 192:
+            return self.small(16) - 4
+        raw = self.data[self.at:self.at + 8].ljust(8, b"\0")
+        self.at += 8
+        return struct.unpack("<q", raw)[0]
+
+
+def producer(r: Reader):
+    kind = r.small(3)
+    if kind == 0:
+        # An array interface whose data is a buffer object, so that arrayport knows its
+        # length and must keep every byte the layout reaches inside it. (A raw pointer is
+        # trusted by the protocol, as NumPy trusts it: fuzzing one reads wild memory.)
+        memory = bytearray(r.small(64))
+        ndim = r.small(4)
+        interface = {"version": 3, "typestr": r.pick(TYPESTRS),
+                     "shape": tuple(r.integer() for _ in range(ndim)),
+                     "data": memory if r.byte() & 1 else memoryview(bytes(memory))}
+        if r.byte() & 1:
+            interface["strides"] = tuple(r.integer() for _ in range(ndim))
+        if r.byte() & 1:
+            interface["offset"] = r.integer()
+
+        class Holder:
+            __array_interface__ = interface
+        return Holder()
+    if kind == 1:               # a buffer, cast
+        memory = bytearray(range(r.small(48)))
+        view = memoryview(memory)
+        if r.byte() & 1 and len(memory) % 4 == 0:
+            view = view.cast("i")
+        return view[::r.pick([1, 2, -1])]
+    if kind == 2:               # NumPy: broadcast, negative, sub-byte through ml_dtypes
+        row = np.arange(r.small(6) + 1, dtype=r.pick(["u1", "i2", "f4", "f8", "c16", "?"]))
+        if r.byte() & 1:
+            row = row[::-1]
+        shape = tuple(r.pick([0, 1, 3, 2**20, 2**31 + 1, 2**61, 2**62 - 1])
+                      for _ in range(r.small(2))) + row.shape
+        try:
+            return np.broadcast_to(row, shape)
+        except ValueError:
+            return row
+    # kind 3: a pickle of a View, with bytes flipped
+    source = ap.view(np.arange(r.small(12), dtype=r.pick(["u1", "f8", "i4"])))
+    data = bytearray(pickle.dumps(source, protocol=r.pick([2, 4, 5])))
+    for _ in range(r.small(3)):
+        if data:
+            data[r.byte() * 7 % len(data)] = r.byte()
+    try:
+        return _ViewsOnly(io.BytesIO(bytes(data))).load()
+    except (LookupError, UnicodeError, ImportError, RecursionError) as error:
+        raise pickle.UnpicklingError(f"pickle's own refusal: {error}")   # before arrayport
+
+
+class _ViewsOnly(pickle.Unpickler):
+    """Unpickles what a View's pickle names and nothing else: a flipped byte must not turn
+    a module name into another module, or a function into ``os.system``."""
+
+    ALLOWED = {("arrayport.pickling", "rebuild"), ("__builtin__", "bytearray"),
+               ("builtins", "bytearray"), ("_codecs", "encode")}
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"not a View's pickle: {module}.{name}")
+        return super().find_class(module, name)
+
+
+def operation(r: Reader, v):
+    kind = r.small(6)
+    if kind == 0:
+        return v[tuple(slice(r.pick([None, r.integer()]), r.pick([None, r.integer()]),
+                             r.pick([None, 1, -1, 2, r.integer()]))
+                       for _ in range(r.small(v.ndim)))]
+    if kind == 1:
+        return v[r.integer()]
+    if kind == 2:
+        return v[None, ..., None] if r.byte() & 1 else v.T
+    if kind == 3:
+        return v.permute([r.integer() for _ in range(v.ndim)])
+    if kind == 4:
+        return v.reshape(tuple(r.integer() for _ in range(r.small(4))))
+    if kind == 5:
+        return v.view_as(r.pick(["uint8", "int16", "float32", "complex128", "float4_e2m1fn",
+                                 "bool"]))
+    return v.as_readonly()
+
+
+def exports(v) -> None:
+    """Every way out; held to NumPy where NumPy can hold the View."""
+    assert v.nbytes >= 0 and v.size >= 0
+    if v.dtype.numpy_native and v.device.type.is_host_accessible:
+        array = np.asarray(v)
+        assert array.nbytes == v.nbytes, (array.nbytes, v.nbytes)
+        assert memoryview(v).nbytes == v.nbytes
+        np.from_dlpack(v)
+        if v.nbytes <= COPY_LIMIT:
+            expected = np.ascontiguousarray(array).tobytes()
+            for copy in (v.copy(), v.host_copy(), pickle.loads(pickle.dumps(v, protocol=5)),
+                         pickle.loads(pickle.dumps(v, protocol=2))):
+                assert ap.to_numpy(copy).tobytes() == expected
+    if v.nbytes >= UNALLOCATABLE:
+        try:
+            v.copy()
+        except MemoryError:
+            pass
+        else:
+            raise AssertionError(f"a copy of {v.nbytes} bytes succeeded")
+    elif v.nbytes <= COPY_LIMIT:
+        ap.to_numpy(v, copy=True)
+
+
+def contracts(r: Reader, v) -> None:
+    spec = ap.Spec(ndim=r.pick([None, r.integer(), [r.integer(), r.small(3)]]),
+                   shape=r.pick([None, tuple(r.pick([None, r.integer()])
+                                             for _ in range(r.small(3)))]),
+                   align=r.pick([None, r.integer()]), order=r.pick([None, "C", "F", "A"]))
+    spec.first_failure(v)
+    if v.nbytes <= COPY_LIMIT:
+        ap.require(v, ndim=spec.ndims or None, order=r.pick([None, "C"]), copy=None)
+
+
+def one_input(data: bytes) -> None:
+    r = Reader(data)
+    try:
+        source = producer(r)
+        v = source if isinstance(source, ap.View) else ap.view(source)
+        for _ in range(r.small(4)):
+            v = operation(r, v)
+        exports(v)
+        contracts(r, v)
+    except EXPECTED:
+        pass
+
+
+def main(argv) -> None:
+    if len(argv) > 1 and argv[1] == "--replay":   # python public_surface.py --replay FILE…
+        for path in argv[2:]:
+            with open(path, "rb") as handle:
+                one_input(handle.read())
+        return
+    import atheris
+    atheris.instrument_all()       # the Python layers' branches count too, not only the core's
+    atheris.Setup(argv, one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
