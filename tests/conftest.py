@@ -11,6 +11,16 @@ import arrayport
 from producer import build_extension, build_producer, compiler
 
 
+def pytest_configure(config):
+    """``pytest -m gpu`` runs the GPU suite on the CUDA driver simulator (tests/cudasim/,
+    issue 32), loaded as this process's libcuda.so.1 before anything opens a driver —
+    unless ARRAYPORT_GPU=hardware asks for a real GPU's driver."""
+    if (config.getoption("markexpr") == "gpu"
+            and os.environ.get("ARRAYPORT_GPU", "simulator") == "simulator"):
+        import cudasim
+        cudasim.install()
+
+
 def pytest_ignore_collect(collection_path, config):
     """tests/frameworks runs one framework per process, through tests/test_frameworks.py
     (which sets ARRAYPORT_FRAMEWORK_PROCESS): never in the suite's own process."""

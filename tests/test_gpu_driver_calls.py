@@ -94,9 +94,11 @@ def test_stream_wait_records_an_event_and_destroys_it(vendor):
     assert wait[0] == 111, "the consumer's stream waits"
     create = dict(recorder.log)[symbols.event_create]
     assert create[1] == 0x2, "events are created without timing"
-    if module is _cuda_driver:  # inside the device's primary context, popped after
-        assert names[:3] == ["cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2"]
-        assert names[-2:] == ["cuCtxPopCurrent_v2", "cuDevicePrimaryCtxRelease_v2"]
+    if module is _cuda_driver:  # inside the producer stream's context, popped after
+        assert names[:2] == ["cuStreamGetCtx", "cuCtxPushCurrent_v2"]
+        assert dict(recorder.log)["cuStreamGetCtx"][0] == 222
+        assert names[-1] == "cuCtxPopCurrent_v2"
+        assert "cuDevicePrimaryCtxRelease_v2" not in names   # kept: see primary_context
     assert not any("Synchronize" in name for name in names), "no host wait"
 
 
@@ -127,9 +129,9 @@ def test_device_memory_is_freed_once_on_its_device(vendor):
     del memory
     assert recorder.names().count(symbols.free) == 1
     assert dict(recorder.log)[symbols.free] == (0xA000,)
-    if module is _cuda_driver:  # freed inside device 1's primary context
-        assert recorder.log[0] == ("cuDeviceGet", recorder.log[0][1])
-        assert recorder.log[0][1][1] == 1
+    if module is _cuda_driver:  # freed inside device 1's primary context, retained once
+        assert recorder.log[0][0] == "cuCtxPushCurrent_v2"
+        assert recorder.log[0][1][0] is module.driver.primary_context(1)
 
 
 def test_pinned_memory_is_portable_and_freed_once(vendor):

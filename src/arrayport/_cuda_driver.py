@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import sys
+import threading
+import weakref
 
 from arrayport import errors
 from arrayport.devices import DeviceType
@@ -75,6 +77,7 @@ _SIGNATURES = {
     "cuCtxPushCurrent_v2": (_INT, [c_handle]),
     "cuCtxPopCurrent_v2": (_INT, [ctypes.POINTER(c_handle)]),
     "cuCtxGetDevice": (_INT, [ctypes.POINTER(_INT)]),
+    "cuStreamGetCtx": (_INT, [c_handle, ctypes.POINTER(c_handle)]),
     "cuPointerGetAttributes": (_INT, [ctypes.c_uint, ctypes.POINTER(_INT),
                                       ctypes.POINTER(ctypes.c_void_p), c_address]),
     "cuEventCreate": (_INT, [ctypes.POINTER(c_handle), ctypes.c_uint]),
@@ -117,6 +120,12 @@ class CudaDriver(VendorDriver):
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
     managed memory."""
 
+    def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
+        super().__init__(library, symbols)
+        # Primary contexts retained, per library (tests swap the library for stand-ins).
+        self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._contexts_lock = threading.Lock()
+
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
         CUDA device memory on its own device, pinned host memory as CUDAHost, managed memory
@@ -130,8 +139,14 @@ class CudaDriver(VendorDriver):
         outputs = (ctypes.c_void_p * 3)(ctypes.addressof(memory_type),
                                         ctypes.addressof(is_managed), ctypes.addressof(ordinal))
         # Unlike cuPointerGetAttribute, this call succeeds for pointers CUDA does not know and
-        # leaves the outputs zero, so an unknown address is an answer, not an error.
-        status = self.library.get().cuPointerGetAttributes(3, attributes, outputs, ptr)
+        # leaves the outputs zero, so an unknown address is an answer, not an error. It needs
+        # a current context (any: addresses are unified); a thread that never touched CUDA
+        # has none, and gets one only then.
+        library = self.library.get()
+        status = library.cuPointerGetAttributes(3, attributes, outputs, ptr)
+        if status == _CUDA_ERROR_INVALID_CONTEXT:
+            with self.on_device(0):
+                status = library.cuPointerGetAttributes(3, attributes, outputs, ptr)
         if status != 0:
             raise BufferError(f"cuda: cuPointerGetAttributes({ptr:#x}) failed with CUDA error "
                               f"{status}")
@@ -154,23 +169,53 @@ class CudaDriver(VendorDriver):
         self.library.check(status, "cuCtxGetDevice")
         return device.value
 
+    def primary_context(self, ordinal: int) -> c_handle:
+        """Device ``ordinal``'s primary context, retained on first use and kept for the
+        life of the process, as the CUDA runtime keeps it: the driver destroys a primary
+        context — its memory, streams and events — when its last retain is released, so a
+        retain around each call would free arrayport's own allocations the moment no other
+        library (PyTorch, CuPy…) happened to hold the context."""
+        contexts = self._contexts.setdefault(self.library, {})
+        context = contexts.get(ordinal)
+        if context is None:
+            with self._contexts_lock:
+                context = contexts.get(ordinal)
+                if context is None:
+                    device = _INT(0)
+                    self._call("cuDeviceGet", ctypes.byref(device), ordinal)
+                    context = c_handle()
+                    self._call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+                    contexts[ordinal] = context
+        return context
+
     @contextlib.contextmanager
     def on_device(self, ordinal: int):
         """Device ``ordinal``'s primary context current on this thread for the duration;
         yields that context."""
+        context = self.primary_context(ordinal)
         library = self.library.get()
-        device = _INT(0)
-        self._call("cuDeviceGet", ctypes.byref(device), ordinal)
-        context = c_handle()
-        self._call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+        self._call("cuCtxPushCurrent_v2", context)
         try:
-            self._call("cuCtxPushCurrent_v2", context)
-            try:
-                yield context
-            finally:
-                library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
+            yield context
         finally:
-            library.cuDevicePrimaryCtxRelease_v2(device)
+            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
+
+    @contextlib.contextmanager
+    def on_stream_context(self, stream: int, ordinal: int):
+        """The context ``stream`` was created in, current for the duration; the default
+        streams (1, 2) belong to the current context: device ``ordinal``'s primary one."""
+        if stream in (1, 2):
+            with self.on_device(ordinal) as context:
+                yield context
+            return
+        library = self.library.get()
+        context = c_handle()
+        self._call("cuStreamGetCtx", stream, ctypes.byref(context))
+        self._call("cuCtxPushCurrent_v2", context)
+        try:
+            yield context
+        finally:
+            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
 
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
         address = c_address(0)
@@ -180,7 +225,7 @@ class CudaDriver(VendorDriver):
 
         def release(pointer: int) -> None:
             with self.on_device(ordinal):
-                self.library.get().cuMemFree_v2(pointer)
+                self._call("cuMemFree_v2", pointer, what=f"cuMemFree_v2({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
 
     def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,

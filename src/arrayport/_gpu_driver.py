@@ -72,7 +72,9 @@ class VendorDriver:
         if consumer == producer:
             return
         names = self.symbols
-        with self.on_device(ordinal):
+        # The event belongs to the producer's stream's context, where it is recorded (the
+        # driver refuses a record on another context's stream); the wait may cross.
+        with self.on_stream_context(producer, ordinal):
             event = c_handle()
             self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
             try:
@@ -101,8 +103,8 @@ class VendorDriver:
         free = self.symbols.free
 
         def release(pointer: int) -> None:
-            with self.on_device(ordinal):
-                getattr(self.library.get(), free)(pointer)
+            with self.on_device(ordinal):   # the driver frees in a context, and says so
+                self._call(free, pointer, what=f"{free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
 
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
@@ -112,10 +114,16 @@ class VendorDriver:
         """``nbytes`` of page-locked host memory, portable: usable from every device."""
         names = self.symbols
         address = ctypes.c_void_p()
-        self._call(names.host_allocate, ctypes.byref(address), max(nbytes, 1),
-                   names.host_allocate_portable, what=f"{names.host_allocate}({nbytes})")
-        return OwnedMemory(address.value, nbytes,
-                           lambda pointer: getattr(self.library.get(), names.host_free)(pointer))
+        # Pinned allocations and their free need a current context (any: the memory is
+        # portable), which a thread that never touched the GPU does not have.
+        with self.on_device(0):
+            self._call(names.host_allocate, ctypes.byref(address), max(nbytes, 1),
+                       names.host_allocate_portable, what=f"{names.host_allocate}({nbytes})")
+
+        def release(pointer: int) -> None:
+            with self.on_device(0):
+                self._call(names.host_free, pointer, what=f"{names.host_free}({pointer:#x})")
+        return OwnedMemory(address.value, nbytes, release)
 
     def copy_async(self, ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
         """``nbytes`` from ``src`` to ``dst`` (any memory the driver can address: device,
@@ -130,6 +138,11 @@ class VendorDriver:
 
     def on_device(self, ordinal: int) -> contextlib.AbstractContextManager:
         raise NotImplementedError
+
+    def on_stream_context(self, stream: int, ordinal: int) -> contextlib.AbstractContextManager:
+        """The context ``stream`` belongs to, current for the duration (device ``ordinal``
+        for the default streams, which belong to whichever context is current)."""
+        return self.on_device(ordinal)
 
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         raise NotImplementedError

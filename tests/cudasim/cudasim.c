@@ -1,0 +1,966 @@
+/*
+ * cudasim — a stand-in for the CUDA driver (libcuda.so.1) that keeps the rules the Driver
+ * API documentation states and fails as the driver fails, for machines without a GPU
+ * (issue 32). Compiled by the tests (tests/helpers/cudasim.py) against NVIDIA's own cuda.h,
+ * taken from the nvidia-cuda-runtime-cu12 wheel at build time and never committed, so
+ * every entry point has the header's prototype and exported name (cuMemAlloc is
+ * cuMemAlloc_v2, and so on, through the header's own macros).
+ *
+ * What it keeps (each rule is a class of bug it can find; tests/test_cudasim_rules.py
+ * breaks each on purpose):
+ *   - devices (CUDASIM_DEVICES, default 2), primary contexts, a per-thread context stack;
+ *     calls that need a current context return CUDA_ERROR_INVALID_CONTEXT without one;
+ *   - device memory the host cannot read: a device pointer is an address reserved with no
+ *     access (PROT_NONE), its bytes kept elsewhere — a host read is a SIGSEGV, as on a
+ *     GPU; pinned and managed memory are ordinary host memory; pointer attributes answer
+ *     per allocation;
+ *   - streams and events belong to a context: cuEventRecord of another context's stream
+ *     is CUDA_ERROR_INVALID_HANDLE, cuStreamWaitEvent may cross contexts;
+ *   - asynchronous streams: every stream has a worker thread that runs its work in issue
+ *     order, each item after CUDASIM_DELAY_US microseconds (default 2000), so a consumer
+ *     that does not wait reads stale or half-written data; the legacy default stream
+ *     (NULL or CU_STREAM_LEGACY) synchronizes with the context's blocking streams, the
+ *     per-thread one (CU_STREAM_PER_THREAD) and non-blocking streams do not;
+ *   - copies: bounds of every allocation, 2-D pitches and CU_DEVICE_ATTRIBUTE_MAX_PITCH;
+ *   - at exit, a report of allocations, streams and events never released (to stderr, or
+ *     to the file CUDASIM_REPORT names).
+ * What it counts (cudasim_counters): driver calls by name, host synchronizations, events
+ * created — the costs a test can measure where it cannot time a GPU.
+ * What it does not model: timing, kernels, peer-access hardware limits, memory pools,
+ * graphs, IPC, texture and array objects.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define MAX_DEVICES 8
+#define MAX_DEPS 2
+
+/* ---- objects ---------------------------------------------------------------------------- */
+
+enum { CTX_MAGIC = 0x43545831, STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x45564e54 };
+
+struct CUctx_st {
+    int magic, device;
+    struct CUstream_st *legacy;       /* this context's NULL / CU_STREAM_LEGACY stream */
+};
+
+typedef struct op op;
+struct CUstream_st {
+    int magic;
+    struct CUctx_st *ctx;
+    unsigned flags;                   /* CU_STREAM_NON_BLOCKING, or 0 (blocking) */
+    int per_thread;                   /* the per-thread default stream of one thread */
+    pthread_t owner_thread;
+    uint64_t issued, done;            /* work items enqueued / finished, in order */
+    op *head, *tail;
+    pthread_t worker;
+    int stopping;
+    struct CUstream_st *next;         /* every stream, for the legacy rule and the report */
+};
+
+struct CUevent_st {
+    int magic;
+    struct CUctx_st *ctx;
+    struct CUstream_st *stream;       /* where it was last recorded, or NULL */
+    uint64_t seq;                     /* the work item that completes it */
+};
+
+enum { OP_MARK, OP_COPY, OP_SET };
+struct op {
+    int kind;
+    uint64_t seq;
+    struct { struct CUstream_st *stream; uint64_t seq; } deps[MAX_DEPS + 1];
+    int ndeps;
+    /* OP_COPY: rows of width bytes; OP_SET: value into width * height bytes */
+    unsigned char *dst, *src;
+    size_t width, height, dst_pitch, src_pitch;
+    unsigned char value;
+    op *next;
+};
+
+typedef enum { MEM_DEVICE = 1, MEM_PINNED = 2, MEM_MANAGED = 3 } mem_kind;
+typedef struct allocation {
+    uintptr_t base;                   /* the address the application sees */
+    size_t size, reserved;
+    mem_kind kind;
+    int device;
+    struct CUctx_st *ctx;
+    unsigned char *bytes;             /* where the bytes live (== base for host kinds) */
+    struct allocation *next;
+} allocation;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
+static int initialised, device_count = 2;
+static long delay_us = 2000;
+static struct CUctx_st primary[MAX_DEVICES];
+static int primary_retained[MAX_DEVICES];
+static struct CUstream_st *streams;
+static allocation *allocations;
+static long live_events;
+
+/* The per-thread context stack. */
+#define STACK_DEPTH 32
+static __thread struct CUctx_st *ctx_stack[STACK_DEPTH];
+static __thread int ctx_depth;
+
+/* ---- counters ---------------------------------------------------------------------------- */
+
+#define COUNTED(X) X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) \
+    X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) \
+    X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSetCurrent) \
+    X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuPointerGetAttribute) \
+    X(cuPointerGetAttributes) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocManaged) \
+    X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemcpyAsync) X(cuMemcpy) \
+    X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) \
+    X(cuMemcpy2DAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuStreamCreate) \
+    X(cuStreamDestroy) X(cuStreamGetCtx) X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuEventSynchronize) X(cuEventQuery)
+#define AS_ENUM(name) COUNT_##name,
+#define AS_NAME(name) #name,
+enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_N };
+static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations"};
+static long counters[COUNT_N];
+#define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static struct CUctx_st *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+static int valid_ctx(CUcontext c) {
+    for (int i = 0; i < device_count; i++)
+        if (c == &primary[i] && primary_retained[i] > 0) return 1;
+    return 0;
+}
+
+static void configure(void) {
+    const char *devices = getenv("CUDASIM_DEVICES"), *delay = getenv("CUDASIM_DELAY_US");
+    if (devices) device_count = atoi(devices);
+    if (device_count < 1) device_count = 1;
+    if (device_count > MAX_DEVICES) device_count = MAX_DEVICES;
+    if (delay) delay_us = atol(delay);
+}
+
+/* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). */
+static allocation *find(uintptr_t ptr, size_t n) {
+    for (allocation *a = allocations; a; a = a->next)
+        if (ptr >= a->base && ptr - a->base <= a->size && n <= a->size - (ptr - a->base))
+            return a;
+    return NULL;
+}
+
+/* Where the bytes of [ptr, ptr + n) can be touched by the simulator: device memory through
+ * its shadow, host memory (pinned, managed, pageable) as it is. NULL: part of the range is
+ * device memory past an allocation's end, or spans allocations. */
+static unsigned char *bytes_of(uintptr_t ptr, size_t n, int *device_out) {
+    allocation *a = find(ptr, n);
+    *device_out = a ? a->device : -1;
+    if (a) return a->bytes + (ptr - a->base);
+    for (allocation *b = allocations; b; b = b->next)   /* overlaps an allocation badly */
+        if (ptr < b->base + b->reserved && b->base < ptr + n) return NULL;
+    return (unsigned char *)ptr;                          /* pageable host memory */
+}
+
+static void *worker(void *arg);
+
+static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int per_thread) {
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->magic = STREAM_MAGIC;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->per_thread = per_thread;
+    s->owner_thread = pthread_self();
+    s->next = streams;
+    streams = s;
+    pthread_create(&s->worker, NULL, worker, s);
+    return s;
+}
+
+/* The stream a handle names, in the current context for the special values; NULL and an
+ * error in *status for a bad handle or no current context (caller holds the lock). */
+static struct CUstream_st *resolve_stream(CUstream handle, CUresult *status) {
+    struct CUctx_st *ctx = current();
+    *status = CUDA_SUCCESS;
+    if (handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+        if (!ctx) { *status = CUDA_ERROR_INVALID_CONTEXT; return NULL; }
+        if (handle != CU_STREAM_PER_THREAD) {
+            if (!ctx->legacy) ctx->legacy = new_stream(ctx, 0, 0);
+            return ctx->legacy;
+        }
+        for (struct CUstream_st *s = streams; s; s = s->next)
+            if (s->per_thread && s->ctx == ctx && pthread_equal(s->owner_thread, pthread_self()))
+                return s;
+        return new_stream(ctx, 0, 1);
+    }
+    for (struct CUstream_st *s = streams; s; s = s->next)
+        if (s == handle && s->magic == STREAM_MAGIC) return s;
+    *status = CUDA_ERROR_INVALID_HANDLE;
+    return NULL;
+}
+
+/* Append a work item to s, ordered after the legacy stream's work (blocking streams) or
+ * after every blocking stream's work (the legacy stream): the documented NULL-stream rule. */
+static void enqueue(struct CUstream_st *s, op *o) {
+    struct CUctx_st *ctx = s->ctx;
+    if (!ctx->legacy) ctx->legacy = new_stream(ctx, 0, 0);
+    if (s == ctx->legacy) {
+        for (struct CUstream_st *t = streams; t; t = t->next) {
+            if (t == s || t->ctx != ctx || (t->flags & CU_STREAM_NON_BLOCKING) || t->per_thread)
+                continue;
+            op *barrier = calloc(1, sizeof *barrier);   /* wait for t's work so far */
+            barrier->kind = OP_MARK;
+            barrier->deps[0].stream = t;
+            barrier->deps[0].seq = t->issued;
+            barrier->ndeps = 1;
+            barrier->seq = ++s->issued;
+            if (s->tail) s->tail->next = barrier; else s->head = barrier;
+            s->tail = barrier;
+        }
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && !s->per_thread) {
+        o->deps[o->ndeps].stream = ctx->legacy;
+        o->deps[o->ndeps].seq = ctx->legacy->issued;
+        o->ndeps++;
+    }
+    o->seq = ++s->issued;
+    if (s->tail) s->tail->next = o; else s->head = o;
+    s->tail = o;
+    pthread_cond_broadcast(&progress);
+}
+
+static int ready(const op *o) {
+    for (int i = 0; i < o->ndeps; i++)
+        if (o->deps[i].stream->done < o->deps[i].seq) return 0;
+    return 1;
+}
+
+static void *worker(void *arg) {
+    struct CUstream_st *s = arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!s->stopping && (!s->head || !ready(s->head)))
+            pthread_cond_wait(&progress, &lock);
+        if (s->stopping && !s->head) break;
+        op *o = s->head;
+        pthread_mutex_unlock(&lock);
+        if (delay_us > 0 && o->kind != OP_MARK) usleep((useconds_t)delay_us);
+        for (size_t row = 0; row < o->height; row++) {
+            if (o->kind == OP_COPY)
+                memmove(o->dst + row * o->dst_pitch, o->src + row * o->src_pitch, o->width);
+            else if (o->kind == OP_SET)
+                memset(o->dst + row * o->dst_pitch, o->value, o->width);
+        }
+        pthread_mutex_lock(&lock);
+        s->head = o->next;
+        if (!s->head) s->tail = NULL;
+        s->done = o->seq;
+        free(o);
+        pthread_cond_broadcast(&progress);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static void wait_for(struct CUstream_st *s, uint64_t seq) {   /* caller holds the lock */
+    COUNT(HOST_SYNCS);
+    while (s->done < seq) pthread_cond_wait(&progress, &lock);
+}
+
+#define REQUIRE_INIT() do { if (!initialised) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+
+/* ---- initialisation, devices, contexts -------------------------------------------------- */
+
+SIM_EXPORT CUresult CUDAAPI cuInit(unsigned int flags) {
+    COUNT(cuInit);
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (!initialised) {
+        configure();
+        for (int i = 0; i < device_count; i++) {
+            primary[i].magic = CTX_MAGIC;
+            primary[i].device = i;
+        }
+        initialised = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *version) {
+    COUNT(cuDriverGetVersion);
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    *version = CUDA_VERSION;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count) {
+    COUNT(cuDeviceGetCount);
+    REQUIRE_INIT();
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = device_count;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
+    COUNT(cuDeviceGet);
+    REQUIRE_INIT();
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice device) {
+    COUNT(cuDeviceGetName);
+    REQUIRE_INIT();
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "cudasim device %d", device);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
+                                                 CUdevice device) {
+    COUNT(cuDeviceGetAttribute);
+    REQUIRE_INIT();
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *value = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 8; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = device; break;
+    default: *value = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
+    COUNT(cuDevicePrimaryCtxRetain);
+    REQUIRE_INIT();
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    primary_retained[device]++;
+    *ctx = &primary[device];
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+static void reset_context(struct CUctx_st *ctx);
+
+SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device) {
+    COUNT(cuDevicePrimaryCtxRelease);
+    REQUIRE_INIT();
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    CUresult status = primary_retained[device] > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    int last = status == CUDA_SUCCESS && --primary_retained[device] == 0;
+    pthread_mutex_unlock(&lock);
+    /* "If the usage drops to 0 the primary context of device dev will be destroyed
+     * regardless of how many threads it is current to": its memory and streams go too. */
+    if (last) reset_context(&primary[device]);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) {
+    COUNT(cuCtxPushCurrent);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    int ok = valid_ctx(ctx);
+    pthread_mutex_unlock(&lock);
+    if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == STACK_DEPTH) return CUDA_ERROR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxPopCurrent(CUcontext *ctx) {
+    COUNT(cuCtxPopCurrent);
+    REQUIRE_INIT();
+    if (!ctx_depth) return CUDA_ERROR_INVALID_CONTEXT;
+    ctx_depth--;
+    if (ctx) *ctx = ctx_stack[ctx_depth];
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+    COUNT(cuCtxSetCurrent);
+    REQUIRE_INIT();
+    if (ctx == NULL) {                      /* NULL pops the current one, as documented */
+        if (ctx_depth) ctx_depth--;
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&lock);
+    int ok = valid_ctx(ctx);
+    pthread_mutex_unlock(&lock);
+    if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth) ctx_stack[ctx_depth - 1] = ctx; else ctx_stack[ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext *ctx) {
+    COUNT(cuCtxGetCurrent);
+    REQUIRE_INIT();
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    *ctx = current();
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
+    COUNT(cuCtxGetDevice);
+    REQUIRE_INIT();
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = current()->device;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
+    COUNT(cuCtxSynchronize);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    for (struct CUstream_st *s = streams; s; s = s->next)
+        if (s->ctx == ctx) wait_for(s, s->issued);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (size > SIZE_MAX - page) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t reserved = (size + page - 1) / page * page;
+    allocation *a = calloc(1, sizeof *a);
+    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Device memory: an address range no host access may touch; the bytes live apart. */
+    void *base = mmap(NULL, reserved, kind == MEM_DEVICE ? PROT_NONE : PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) { free(a); return CUDA_ERROR_OUT_OF_MEMORY; }
+    a->bytes = kind == MEM_DEVICE ? calloc(1, size) : base;
+    if (!a->bytes) { munmap(base, reserved); free(a); return CUDA_ERROR_OUT_OF_MEMORY; }
+    a->base = (uintptr_t)base;
+    a->size = size;
+    a->reserved = reserved;
+    a->kind = kind;
+    a->device = kind == MEM_DEVICE ? ctx->device : 0;
+    a->ctx = ctx;
+    pthread_mutex_lock(&lock);
+    a->next = allocations;
+    allocations = a;
+    pthread_mutex_unlock(&lock);
+    *out = a->base;
+    return CUDA_SUCCESS;
+}
+
+static CUresult release(uintptr_t ptr, mem_kind kind) {
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    /* Freeing synchronizes: work still queued may use the memory (the driver, like
+     * cudaFree, waits for the device before it frees). */
+    int pending = 0;
+    for (struct CUstream_st *s = streams; s; s = s->next) pending |= s->done < s->issued;
+    if (pending)
+        for (struct CUstream_st *s = streams; s; s = s->next) wait_for(s, s->issued);
+    allocation **link = &allocations;
+    while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
+                                             (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))))
+        link = &(*link)->next;
+    allocation *a = *link;
+    if (a) *link = a->next;
+    pthread_mutex_unlock(&lock);
+    if (!a) return CUDA_ERROR_INVALID_VALUE;
+    if (a->kind == MEM_DEVICE) free(a->bytes);
+    munmap((void *)a->base, a->reserved);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+    COUNT(cuMemAlloc);
+    REQUIRE_INIT();
+    uintptr_t address = 0;
+    CUresult status = allocate(MEM_DEVICE, bytesize, &address);
+    if (status == CUDA_SUCCESS) *dptr = address;
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+                                              unsigned int flags) {
+    COUNT(cuMemAllocManaged);
+    REQUIRE_INIT();
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t address = 0;
+    CUresult status = allocate(MEM_MANAGED, bytesize, &address);
+    if (status == CUDA_SUCCESS) *dptr = address;
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
+    COUNT(cuMemHostAlloc);
+    REQUIRE_INIT();
+    (void)flags;
+    uintptr_t address = 0;
+    CUresult status = allocate(MEM_PINNED, bytesize, &address);
+    if (status == CUDA_SUCCESS) *pp = (void *)address;
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize) {
+    COUNT(cuMemAllocHost);
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
+    COUNT(cuMemFree);
+    REQUIRE_INIT();
+    return release((uintptr_t)dptr, MEM_DEVICE);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p) {
+    COUNT(cuMemFreeHost);
+    REQUIRE_INIT();
+    return release((uintptr_t)p, MEM_PINNED);
+}
+
+static void set_attribute(CUpointer_attribute attribute, void *data, const allocation *a) {
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a ? a->ctx : NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = !a ? 0 : a->kind == MEM_PINNED ? CU_MEMORYTYPE_HOST
+                                                           : CU_MEMORYTYPE_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = a ? a->base : 0; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = a && a->kind != MEM_DEVICE ? (void *)a->base : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = a && a->kind == MEM_MANAGED; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = a ? a->device : -2; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a ? a->base : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a ? a->size : 0; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = a != NULL; break;
+    default: memset(data, 0, sizeof(int)); break;
+    }
+}
+
+SIM_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                                  CUdeviceptr ptr) {
+    COUNT(cuPointerGetAttribute);
+    REQUIRE_INIT();
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    allocation *a = find((uintptr_t)ptr, 0);
+    if (a) set_attribute(attribute, data, a);
+    pthread_mutex_unlock(&lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;   /* not a CUDA pointer */
+}
+
+SIM_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
+                                                   void **data, CUdeviceptr ptr) {
+    COUNT(cuPointerGetAttributes);
+    REQUIRE_INIT();
+    if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    allocation *a = find((uintptr_t)ptr, 0);              /* unknown: defaults, no error */
+    for (unsigned i = 0; i < n; i++) set_attribute(attributes[i], data[i], a);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies ------------------------------------------------------------------------------- */
+
+/* Enqueue rows of `width` bytes on `handle` (NULL: synchronous on the legacy stream). */
+static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t src_pitch,
+                          size_t width, size_t height, CUstream handle, int synchronous,
+                          int set, unsigned char value) {
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (height == 0 || width == 0) return CUDA_SUCCESS;
+    if (height > 1 && (width > dst_pitch || (!set && width > src_pitch)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (height > 1 && (dst_pitch > 2147483647u || (!set && src_pitch > 2147483647u)))
+        return CUDA_ERROR_INVALID_VALUE;                   /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */
+    size_t dst_span = (height - 1) * dst_pitch + width;
+    size_t src_span = set ? 0 : (height - 1) * src_pitch + width;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    int device;
+    unsigned char *to = bytes_of(dst, dst_span, &device);
+    unsigned char *from = set ? NULL : bytes_of(src, src_span, &device);
+    if (s && (!to || (!set && !from))) status = CUDA_ERROR_INVALID_VALUE;
+    if (status != CUDA_SUCCESS) { pthread_mutex_unlock(&lock); return status; }
+    op *o = calloc(1, sizeof *o);
+    o->kind = set ? OP_SET : OP_COPY;
+    o->dst = to;
+    o->src = from;
+    o->width = width;
+    o->height = height;
+    o->dst_pitch = dst_pitch;
+    o->src_pitch = src_pitch;
+    o->value = value;
+    enqueue(s, o);
+    if (synchronous) wait_for(s, s->issued);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                          CUstream stream) {
+    COUNT(cuMemcpyAsync);
+    REQUIRE_INIT();
+    return copy_rows(dst, n, src, n, n, 1, stream, 0, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    COUNT(cuMemcpy);
+    REQUIRE_INIT();
+    return copy_rows(dst, n, src, n, n, 1, NULL, 1, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
+    COUNT(cuMemcpyHtoD);
+    REQUIRE_INIT();
+    return copy_rows(dst, n, (uintptr_t)src, n, n, 1, NULL, 1, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
+    COUNT(cuMemcpyDtoH);
+    REQUIRE_INIT();
+    return copy_rows((uintptr_t)dst, n, src, n, n, 1, NULL, 1, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
+                                              CUstream stream) {
+    COUNT(cuMemcpyHtoDAsync);
+    REQUIRE_INIT();
+    return copy_rows(dst, n, (uintptr_t)src, n, n, 1, stream, 0, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
+                                              CUstream stream) {
+    COUNT(cuMemcpyDtoHAsync);
+    REQUIRE_INIT();
+    return copy_rows((uintptr_t)dst, n, src, n, n, 1, stream, 0, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
+                                            CUstream stream) {
+    COUNT(cuMemsetD8Async);
+    REQUIRE_INIT();
+    return copy_rows(dst, n, 0, 0, n, 1, stream, 0, 1, value);
+}
+
+static uintptr_t copy2d_end(CUmemorytype type, const void *host, CUdeviceptr device,
+                            size_t x, size_t y, size_t pitch) {
+    uintptr_t base = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)device;
+    return base + y * pitch + x;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *copy, CUstream stream) {
+    COUNT(cuMemcpy2DAsync);
+    REQUIRE_INIT();
+    if (!copy) return CUDA_ERROR_INVALID_VALUE;
+    if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY || copy->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;                  /* arrays are not modelled */
+    uintptr_t src = copy2d_end(copy->srcMemoryType, copy->srcHost, copy->srcDevice,
+                               copy->srcXInBytes, copy->srcY, copy->srcPitch);
+    uintptr_t dst = copy2d_end(copy->dstMemoryType, copy->dstHost, copy->dstDevice,
+                               copy->dstXInBytes, copy->dstY, copy->dstPitch);
+    return copy_rows(dst, copy->dstPitch, src, copy->srcPitch, copy->WidthInBytes, copy->Height,
+                     stream, 0, 0, 0);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                              CUcontext src_ctx, size_t n, CUstream stream) {
+    COUNT(cuMemcpyPeerAsync);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    int ok = valid_ctx(dst_ctx) && valid_ctx(src_ctx);
+    allocation *to = find((uintptr_t)dst, n), *from = find((uintptr_t)src, n);
+    int placed = to && from && to->ctx == dst_ctx && from->ctx == src_ctx;
+    pthread_mutex_unlock(&lock);
+    if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!placed) return CUDA_ERROR_INVALID_VALUE;
+    return copy_rows(dst, n, src, n, n, 1, stream, 0, 0, 0);
+}
+
+/* ---- streams and events ---------------------------------------------------------------------- */
+
+SIM_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *stream, unsigned int flags) {
+    COUNT(cuStreamCreate);
+    REQUIRE_INIT();
+    if (!stream || (flags & ~CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    *stream = new_stream(ctx, flags, 0);
+    pthread_mutex_unlock(&lock);
+    return *stream ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream handle) {
+    COUNT(cuStreamDestroy);
+    REQUIRE_INIT();
+    if (handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (!s) { pthread_mutex_unlock(&lock); return status; }
+    /* Work already enqueued still runs (documented); then the stream goes. */
+    struct CUstream_st **link = &streams;
+    while (*link != s) link = &(*link)->next;
+    *link = s->next;
+    s->stopping = 1;
+    pthread_cond_broadcast(&progress);
+    pthread_mutex_unlock(&lock);
+    pthread_join(s->worker, NULL);
+    s->magic = 0;
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream handle, CUcontext *ctx) {
+    COUNT(cuStreamGetCtx);
+    REQUIRE_INIT();
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s) *ctx = s->ctx;
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream handle) {
+    COUNT(cuStreamSynchronize);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s) wait_for(s, s->issued);
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream handle) {
+    COUNT(cuStreamQuery);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s && s->done < s->issued) status = CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+static struct CUevent_st *valid_event(CUevent e) {
+    return e && e->magic == EVENT_MAGIC ? e : NULL;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream handle, CUevent event, unsigned int flags) {
+    COUNT(cuStreamWaitEvent);
+    REQUIRE_INIT();
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    struct CUevent_st *e = valid_event(event);
+    if (s && !e) status = CUDA_ERROR_INVALID_HANDLE;
+    if (status == CUDA_SUCCESS && e->stream) {    /* never recorded: nothing to wait for */
+        op *barrier = calloc(1, sizeof *barrier);   /* may cross contexts and devices */
+        barrier->kind = OP_MARK;
+        barrier->deps[0].stream = e->stream;
+        barrier->deps[0].seq = e->seq;
+        barrier->ndeps = 1;
+        enqueue(s, barrier);
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int flags) {
+    COUNT(cuEventCreate);
+    REQUIRE_INIT();
+    if (!event) return CUDA_ERROR_INVALID_VALUE;
+    (void)flags;
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = EVENT_MAGIC;
+    e->ctx = ctx;
+    __atomic_add_fetch(&live_events, 1, __ATOMIC_RELAXED);
+    *event = e;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream handle) {
+    COUNT(cuEventRecord);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    struct CUevent_st *e = valid_event(event);
+    if (s && (!e || e->ctx != s->ctx)) status = CUDA_ERROR_INVALID_HANDLE;   /* same context */
+    if (status == CUDA_SUCCESS) {
+        op *mark = calloc(1, sizeof *mark);
+        mark->kind = OP_MARK;
+        enqueue(s, mark);
+        e->stream = s;
+        e->seq = mark->seq;
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
+    COUNT(cuEventQuery);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    struct CUevent_st *e = valid_event(event);
+    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE
+                    : e->stream && e->stream->done < e->seq ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
+    COUNT(cuEventSynchronize);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    struct CUevent_st *e = valid_event(event);
+    if (e && e->stream) wait_for(e->stream, e->seq);
+    pthread_mutex_unlock(&lock);
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
+    COUNT(cuEventDestroy);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    struct CUevent_st *e = valid_event(event);
+    if (e) e->magic = 0;     /* a record still pending completes on its own (documented) */
+    pthread_mutex_unlock(&lock);
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    __atomic_sub_fetch(&live_events, 1, __ATOMIC_RELAXED);
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+/* A destroyed context's memory is freed and its streams stop (their queued work runs
+ * first); handles to them are invalid from then on. Events are left to their owners, who
+ * get CUDA_ERROR_INVALID_HANDLE... from a real driver; here they stay usable but point at
+ * nothing (never recorded again). */
+static void reset_context(struct CUctx_st *ctx) {
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *gone = NULL;
+    for (struct CUstream_st **link = &streams; *link;) {
+        struct CUstream_st *s = *link;
+        if (s->ctx != ctx) { link = &s->next; continue; }
+        *link = s->next;
+        s->stopping = 1;
+        s->next = gone;
+        gone = s;
+    }
+    ctx->legacy = NULL;
+    pthread_cond_broadcast(&progress);
+    pthread_mutex_unlock(&lock);
+    while (gone) {
+        struct CUstream_st *s = gone;
+        gone = s->next;
+        pthread_join(s->worker, NULL);
+        s->magic = 0;
+        free(s);
+    }
+    pthread_mutex_lock(&lock);
+    for (allocation **link = &allocations; *link;) {
+        allocation *a = *link;
+        if (a->ctx != ctx || a->kind == MEM_PINNED) { link = &a->next; continue; }
+        *link = a->next;
+        if (a->kind == MEM_DEVICE) free(a->bytes);
+        munmap((void *)a->base, a->reserved);
+        free(a);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+SIM_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char **name) {
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+#define NAME(e) case e: *name = #e; return CUDA_SUCCESS;
+    NAME(CUDA_SUCCESS) NAME(CUDA_ERROR_INVALID_VALUE) NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    NAME(CUDA_ERROR_NOT_INITIALIZED) NAME(CUDA_ERROR_INVALID_DEVICE)
+    NAME(CUDA_ERROR_INVALID_CONTEXT) NAME(CUDA_ERROR_INVALID_HANDLE)
+    NAME(CUDA_ERROR_NOT_READY) NAME(CUDA_ERROR_NOT_SUPPORTED) NAME(CUDA_ERROR_NOT_FOUND)
+#undef NAME
+    default: *name = NULL; return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) {
+    return cuGetErrorName(error, text);
+}
+
+/* ---- the simulator's own controls (not CUDA's) -------------------------------------------- */
+
+/* Counters by name: fills up to `n` entries, returns how many there are. */
+SIM_EXPORT int cudasim_counters(const char **names, long *values, int n) {
+    for (int i = 0; i < COUNT_N && i < n; i++) {
+        names[i] = counter_names[i];
+        values[i] = __atomic_load_n(&counters[i], __ATOMIC_RELAXED);
+    }
+    return COUNT_N;
+}
+
+SIM_EXPORT void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
+
+/* Allocations, events and user streams not released so far. */
+SIM_EXPORT void cudasim_live(long *allocations_out, long *events_out, long *streams_out) {
+    long a = 0, s = 0;
+    pthread_mutex_lock(&lock);
+    for (allocation *x = allocations; x; x = x->next) a++;
+    for (struct CUstream_st *x = streams; x; x = x->next)
+        if (!x->per_thread && !(x->ctx && x->ctx->legacy == x)) s++;
+    pthread_mutex_unlock(&lock);
+    *allocations_out = a;
+    *events_out = __atomic_load_n(&live_events, __ATOMIC_RELAXED);
+    *streams_out = s;
+}
+
+__attribute__((destructor)) static void report_unreleased(void) {
+    if (!initialised) return;
+    long a, e, s;
+    cudasim_live(&a, &e, &s);
+    if (!a && !e && !s) return;
+    const char *path = getenv("CUDASIM_REPORT");
+    FILE *out = path ? fopen(path, "a") : stderr;
+    if (!out) return;
+    fprintf(out, "cudasim: at exit, never released: %ld allocations, %ld events, %ld streams\n",
+            a, e, s);
+    if (out != stderr) fclose(out);
+}

@@ -1,0 +1,104 @@
+"""The CUDA driver simulator (tests/cudasim/cudasim.c) for tests: built here against
+NVIDIA's own cuda.h from the ``nvidia-cuda-runtime-cu12`` wheel (a test dependency; the
+header is read where pip put it, never copied into the repository), loaded with ctypes.
+
+``library()`` builds it once per session into a temporary folder, as the file
+``libcuda.so.1`` (the name arrayport and NVIDIA's libraries open: a child process with that
+folder on ``LD_LIBRARY_PATH`` runs on the simulator) whose soname is ``libcudasim.so.1``
+(so that loading it by path into the test process does not answer every later
+``dlopen("libcuda.so.1")`` — the other tests still see a machine without CUDA), and returns
+its path, or None with ``unavailable()`` saying why
+(no compiler, no header). ``Simulator`` wraps the simulator's own controls: its call
+counters, the delay of asynchronous work, what is still alive.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parents[1] / "cudasim" / "cudasim.c"
+_why_not: list[str] = []
+
+
+def cuda_include() -> Path | None:
+    """The folder holding NVIDIA's cuda.h, from the nvidia-cuda-runtime-cu12 wheel."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(root) / "cuda_runtime" / "include"
+        if (candidate / "cuda.h").is_file():
+            return candidate
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def library(soname: str = "libcudasim.so.1") -> str | None:
+    """Path of the built simulator (``…/libcuda.so.1``), or None (see ``unavailable``)."""
+    include = cuda_include()
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if include is None:
+        _why_not.append("NVIDIA's cuda.h is not installed (pip install nvidia-cuda-runtime-cu12)")
+        return None
+    if compiler is None:
+        _why_not.append("no C compiler to build the CUDA driver simulator")
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="cudasim-"))
+    target = folder / "libcuda.so.1"
+    command = [compiler, "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+               "-Wno-unused-parameter", "-Wno-deprecated-declarations", "-pthread",
+               f"-I{include}", f"-Wl,-soname,{soname}", str(SOURCE), "-o", str(target)]
+    built = subprocess.run(command, capture_output=True, text=True)
+    if built.returncode != 0:
+        _why_not.append(f"the simulator did not build:\n{built.stderr[-3000:]}")
+        return None
+    return str(target)
+
+
+def unavailable() -> str:
+    library()
+    return "; ".join(_why_not) or ""
+
+
+class Simulator:
+    """The simulator's controls, beside the CUDA API it exports."""
+
+    def __init__(self, path: str):
+        self.cuda = ctypes.CDLL(path)
+        self.cuda.cudasim_counters.argtypes = [ctypes.POINTER(ctypes.c_char_p),
+                                               ctypes.POINTER(ctypes.c_long), ctypes.c_int]
+        self.cuda.cudasim_set_delay_us.argtypes = [ctypes.c_long]
+        self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
+
+    def counters(self) -> dict[str, int]:
+        names = (ctypes.c_char_p * 128)()
+        values = (ctypes.c_long * 128)()
+        count = self.cuda.cudasim_counters(names, values, 128)
+        return {names[i].decode(): values[i] for i in range(count)}
+
+    def set_delay_us(self, microseconds: int) -> None:
+        self.cuda.cudasim_set_delay_us(microseconds)
+
+    def live(self) -> tuple[int, int, int]:
+        """(allocations, events, user streams) not released."""
+        values = [ctypes.c_long() for _ in range(3)]
+        self.cuda.cudasim_live(*(ctypes.byref(v) for v in values))
+        return tuple(v.value for v in values)
+
+
+def install() -> str | None:
+    """Make this process's CUDA driver the simulator: built with the soname
+    ``libcuda.so.1`` and loaded globally, so that every later ``dlopen("libcuda.so.1")`` —
+    arrayport's, NVIDIA's libraries' — gets it. For a process that runs the GPU suite
+    (``pytest -m gpu``, tests/conftest.py); never for the main test process, whose other
+    tests expect a machine without CUDA. Returns the path, or None (``unavailable``)."""
+    path = library("libcuda.so.1")
+    if path is not None:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        os.environ["CUDASIM_LIBRARY"] = path
+    return path

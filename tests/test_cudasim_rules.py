@@ -1,0 +1,365 @@
+"""The CUDA driver simulator's own tests (issue 32): each rule it keeps, broken on purpose,
+gives the error the Driver API documentation names — a stand-in that always succeeds
+would prove nothing. The simulator is built from tests/cudasim/cudasim.c against NVIDIA's
+cuda.h (tests/helpers/cudasim.py) and called here through ctypes, as a driver is."""
+
+import ctypes
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import cudasim
+
+PATH = cudasim.library()
+pytestmark = pytest.mark.skipif(PATH is None, reason=cudasim.unavailable())
+
+SUCCESS, INVALID_VALUE, NOT_INITIALIZED = 0, 1, 3
+INVALID_DEVICE, INVALID_CONTEXT, INVALID_HANDLE, NOT_READY = 101, 201, 400, 600
+LEGACY, PER_THREAD, NON_BLOCKING = 1, 2, 1
+MEMORYTYPE_HOST, MEMORYTYPE_DEVICE = 1, 2
+ATTR_MEMORY_TYPE, ATTR_IS_MANAGED, ATTR_DEVICE_ORDINAL = 2, 8, 9
+
+u64, handle = ctypes.c_uint64, ctypes.c_void_p
+
+
+@pytest.fixture(scope="module")
+def sim():
+    simulator = cudasim.Simulator(PATH)
+    cuda = simulator.cuda
+    for name in ("cuStreamCreate", "cuEventCreate", "cuDevicePrimaryCtxRetain",
+                 "cuCtxPopCurrent_v2"):
+        getattr(cuda, name).argtypes = [ctypes.POINTER(handle), ctypes.c_uint]
+    cuda.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(handle)]
+    cuda.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(handle), ctypes.c_int]
+    for name in ("cuCtxPushCurrent_v2", "cuStreamSynchronize", "cuStreamDestroy_v2",
+                 "cuEventSynchronize", "cuEventQuery", "cuEventDestroy_v2", "cuStreamQuery",
+                 "cuCtxSetCurrent"):
+        getattr(cuda, name).argtypes = [handle]
+    cuda.cuEventRecord.argtypes = [handle, handle]
+    cuda.cuStreamWaitEvent.argtypes = [handle, handle, ctypes.c_uint]
+    cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t]
+    cuda.cuMemAllocManaged.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, ctypes.c_uint]
+    cuda.cuMemHostAlloc.argtypes = [ctypes.POINTER(handle), ctypes.c_size_t, ctypes.c_uint]
+    cuda.cuMemFree_v2.argtypes = [u64]
+    cuda.cuMemFreeHost.argtypes = [handle]
+    cuda.cuMemcpyHtoDAsync_v2.argtypes = [u64, handle, ctypes.c_size_t, handle]
+    cuda.cuMemcpyDtoHAsync_v2.argtypes = [handle, u64, ctypes.c_size_t, handle]
+    cuda.cuMemcpyHtoD_v2.argtypes = [u64, handle, ctypes.c_size_t]
+    cuda.cuMemcpyDtoH_v2.argtypes = [handle, u64, ctypes.c_size_t]
+    cuda.cuMemcpyAsync.argtypes = [u64, u64, ctypes.c_size_t, handle]
+    cuda.cuMemsetD8Async.argtypes = [u64, ctypes.c_ubyte, ctypes.c_size_t, handle]
+    cuda.cuPointerGetAttribute.argtypes = [handle, ctypes.c_int, u64]
+    cuda.cuPointerGetAttributes.argtypes = [ctypes.c_uint, ctypes.POINTER(ctypes.c_int),
+                                            ctypes.POINTER(handle), u64]
+    assert cuda.cuInit(0) == SUCCESS
+    return simulator
+
+
+@pytest.fixture
+def cuda(sim):
+    return sim.cuda
+
+
+@pytest.fixture
+def on_device(cuda):
+    """Device ``n``'s primary context current on this thread during the test."""
+    pushed = []
+
+    def push(n=0):
+        context = handle()
+        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), n) == SUCCESS
+        assert cuda.cuCtxPushCurrent_v2(context) == SUCCESS
+        pushed.append(n)
+        return context
+    yield push
+    for n in reversed(pushed):
+        assert cuda.cuCtxPopCurrent_v2(ctypes.byref(handle())) == SUCCESS
+        assert cuda.cuDevicePrimaryCtxRelease_v2(n) == SUCCESS
+
+
+def in_fresh_thread(call):
+    result = []
+    thread = threading.Thread(target=lambda: result.append(call()))
+    thread.start()
+    thread.join()
+    return result[0]
+
+
+def alloc(cuda, nbytes=64):
+    address = u64()
+    assert cuda.cuMemAlloc_v2(ctypes.byref(address), nbytes) == SUCCESS
+    return address.value
+
+
+def test_calls_before_cuinit_are_not_initialized():
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import ctypes
+        cuda = ctypes.CDLL({PATH!r})
+        count = ctypes.c_int()
+        print(cuda.cuDeviceGetCount(ctypes.byref(count)), cuda.cuInit(0),
+              cuda.cuDeviceGetCount(ctypes.byref(count)), count.value)
+    """)], capture_output=True, text=True, timeout=60)
+    assert child.stdout.split() == [str(NOT_INITIALIZED), "0", "0", "2"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.cuMemAlloc_v2(ctypes.byref(u64()), 16),
+    lambda c: c.cuMemHostAlloc(ctypes.byref(handle()), 16, 1),
+    lambda c: c.cuMemAllocManaged(ctypes.byref(u64()), 16, 1),
+    lambda c: c.cuStreamCreate(ctypes.byref(handle()), 0),
+    lambda c: c.cuEventCreate(ctypes.byref(handle()), 0),
+    lambda c: c.cuCtxGetDevice(ctypes.byref(ctypes.c_int())),
+    lambda c: c.cuCtxSynchronize(),
+    lambda c: c.cuStreamSynchronize(None),
+    lambda c: c.cuMemFreeHost(None),
+    lambda c: c.cuMemFree_v2(0),
+    lambda c: c.cuPointerGetAttributes(
+        1, (ctypes.c_int * 1)(ATTR_MEMORY_TYPE),
+        (handle * 1)(ctypes.addressof(ctypes.c_uint())), 4096),
+], ids=["cuMemAlloc", "cuMemHostAlloc", "cuMemAllocManaged", "cuStreamCreate",
+        "cuEventCreate", "cuCtxGetDevice", "cuCtxSynchronize", "cuStreamSynchronize(NULL)",
+        "cuMemFreeHost", "cuMemFree", "cuPointerGetAttributes"])
+def test_calls_that_need_a_context_fail_without_one(cuda, call):
+    assert in_fresh_thread(lambda: call(cuda)) == INVALID_CONTEXT
+
+
+def test_a_freed_pinned_block_needs_its_context_too(cuda, on_device):
+    on_device(0)
+    pinned = handle()
+    assert cuda.cuMemHostAlloc(ctypes.byref(pinned), 64, 1) == SUCCESS
+    assert in_fresh_thread(lambda: cuda.cuMemFreeHost(pinned)) == INVALID_CONTEXT
+    assert cuda.cuMemFreeHost(pinned) == SUCCESS
+    assert cuda.cuMemFreeHost(pinned) == INVALID_VALUE      # freed once only
+
+
+def test_context_stack_is_per_thread_and_pops_in_order(cuda, on_device):
+    zero, one = on_device(0), on_device(1)
+    current, device = handle(), ctypes.c_int()
+    assert cuda.cuCtxGetCurrent(ctypes.byref(current)) == SUCCESS and current.value == one.value
+    assert cuda.cuCtxGetDevice(ctypes.byref(device)) == SUCCESS and device.value == 1
+    assert in_fresh_thread(lambda: cuda.cuCtxGetDevice(ctypes.byref(ctypes.c_int()))) \
+        == INVALID_CONTEXT
+    assert cuda.cuCtxPushCurrent_v2(handle(12345)) == INVALID_CONTEXT   # not a context
+    assert zero.value != one.value
+
+
+def test_devices_past_the_count_are_invalid(cuda):
+    assert cuda.cuDeviceGet(ctypes.byref(ctypes.c_int()), 2) == INVALID_DEVICE
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(handle()), -1) == INVALID_DEVICE
+
+
+def test_an_event_records_only_on_its_own_contexts_streams(cuda, on_device):
+    on_device(0)
+    event, stream0 = handle(), handle()
+    assert cuda.cuEventCreate(ctypes.byref(event), 0) == SUCCESS
+    assert cuda.cuStreamCreate(ctypes.byref(stream0), NON_BLOCKING) == SUCCESS
+    on_device(1)
+    stream1 = handle()
+    assert cuda.cuStreamCreate(ctypes.byref(stream1), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventRecord(event, stream1) == INVALID_HANDLE   # context 0's event
+    assert cuda.cuEventRecord(event, stream0) == SUCCESS
+    assert cuda.cuStreamWaitEvent(stream1, event, 0) == SUCCESS   # waits may cross
+    assert cuda.cuStreamSynchronize(stream1) == SUCCESS
+    for stream in (stream0, stream1):
+        assert cuda.cuStreamDestroy_v2(stream) == SUCCESS
+    assert cuda.cuEventDestroy_v2(event) == SUCCESS
+    assert cuda.cuEventDestroy_v2(event) == INVALID_HANDLE
+
+
+def test_device_memory_cannot_be_read_by_the_host():
+    # As on a GPU, a host read of a device pointer is a crash, not a value; pinned and
+    # managed memory read fine.
+    code = textwrap.dedent(f"""
+        import ctypes, sys
+        cuda = ctypes.CDLL({PATH!r})
+        cuda.cuInit(0)
+        context = ctypes.c_void_p()
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
+        cuda.cuCtxPushCurrent_v2(context)
+        managed, device = ctypes.c_uint64(), ctypes.c_uint64()
+        cuda.cuMemAllocManaged(ctypes.byref(managed), 8, 1)
+        print("managed", ctypes.c_uint64.from_address(managed.value).value, flush=True)
+        cuda.cuMemAlloc_v2(ctypes.byref(device), 8)
+        print("device", ctypes.c_uint64.from_address(device.value).value, flush=True)
+    """)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60)
+    assert child.stdout.splitlines() == ["managed 0"]
+    assert child.returncode < 0, "reading device memory on the host did not fault"
+
+
+def test_pointer_attributes_answer_per_allocation(cuda, on_device):
+    on_device(1)
+    device = alloc(cuda)
+    pinned, managed = handle(), u64()
+    assert cuda.cuMemHostAlloc(ctypes.byref(pinned), 64, 1) == SUCCESS
+    assert cuda.cuMemAllocManaged(ctypes.byref(managed), 64, 1) == SUCCESS
+
+    def attributes(ptr):
+        values = [ctypes.c_uint(), ctypes.c_uint(), ctypes.c_int()]
+        status = cuda.cuPointerGetAttributes(
+            3, (ctypes.c_int * 3)(ATTR_MEMORY_TYPE, ATTR_IS_MANAGED, ATTR_DEVICE_ORDINAL),
+            (handle * 3)(*(ctypes.addressof(v) for v in values)), ptr)
+        return status, tuple(v.value for v in values)
+
+    assert attributes(device + 10) == (SUCCESS, (MEMORYTYPE_DEVICE, 0, 1))
+    assert attributes(pinned.value) == (SUCCESS, (MEMORYTYPE_HOST, 0, 0))
+    assert attributes(managed.value)[1][1] == 1
+    pageable = np.zeros(8)
+    assert attributes(pageable.ctypes.data) == (SUCCESS, (0, 0, -2))   # defaults, no error
+    assert cuda.cuPointerGetAttribute(ctypes.byref(ctypes.c_uint()), ATTR_MEMORY_TYPE,
+                                      pageable.ctypes.data) == INVALID_VALUE
+    for status in (cuda.cuMemFree_v2(device), cuda.cuMemFreeHost(pinned),
+                   cuda.cuMemFree_v2(managed.value)):
+        assert status == SUCCESS
+
+
+def test_copies_stay_inside_their_allocations(cuda, on_device):
+    on_device(0)
+    device = alloc(cuda, 64)
+    host = np.zeros(128, np.uint8)
+    assert cuda.cuMemcpyHtoD_v2(device, host.ctypes.data, 64) == SUCCESS
+    assert cuda.cuMemcpyHtoD_v2(device, host.ctypes.data, 65) == INVALID_VALUE
+    assert cuda.cuMemcpyDtoH_v2(host.ctypes.data, device + 32, 33) == INVALID_VALUE
+    assert cuda.cuMemFree_v2(device) == SUCCESS
+    assert cuda.cuMemFree_v2(device) == INVALID_VALUE
+
+
+class Memcpy2D(ctypes.Structure):
+    _fields_ = [("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t),
+                ("srcMemoryType", ctypes.c_int), ("srcHost", handle), ("srcDevice", u64),
+                ("srcArray", handle), ("srcPitch", ctypes.c_size_t),
+                ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t),
+                ("dstMemoryType", ctypes.c_int), ("dstHost", handle), ("dstDevice", u64),
+                ("dstArray", handle), ("dstPitch", ctypes.c_size_t),
+                ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t)]
+
+
+def test_two_d_copies_keep_the_pitch_rules(cuda, on_device):
+    on_device(0)
+    device = alloc(cuda, 4 * 8)
+    host = np.arange(4 * 16, dtype=np.uint8)
+    back = np.zeros(4 * 8, np.uint8)
+    unified = 4
+
+    def copy(dst, dst_pitch, src, src_pitch, width, height):
+        descriptor = Memcpy2D(srcMemoryType=unified, srcDevice=src, srcPitch=src_pitch,
+                              dstMemoryType=unified, dstDevice=dst, dstPitch=dst_pitch,
+                              WidthInBytes=width, Height=height)
+        status = cuda.cuMemcpy2DAsync_v2(ctypes.byref(descriptor), None)
+        cuda.cuStreamSynchronize(None)
+        return status
+
+    assert copy(device, 8, host.ctypes.data, 16, 8, 4) == SUCCESS      # every other 8 bytes
+    assert copy(back.ctypes.data, 8, device, 8, 8, 4) == SUCCESS
+    assert back.reshape(4, 8).tolist() == host.reshape(4, 16)[:, :8].tolist()
+    assert copy(device, 8, host.ctypes.data, 16, 9, 4) == INVALID_VALUE     # width > pitch
+    assert copy(device, 2**31, host.ctypes.data, 16, 8, 2) == INVALID_VALUE  # > MAX_PITCH
+    assert cuda.cuMemFree_v2(device) == SUCCESS
+
+
+def race(cuda, sim, wait):
+    """The producer writes device memory on stream P; the consumer reads it back on a
+    non-blocking stream C, waiting on an event recorded on P or not at all."""
+    sim.set_delay_us(20000)
+    device = alloc(cuda, 8)
+    producer, consumer, event = handle(), handle(), handle()
+    cuda.cuStreamCreate(ctypes.byref(producer), NON_BLOCKING)
+    cuda.cuStreamCreate(ctypes.byref(consumer), NON_BLOCKING)
+    cuda.cuEventCreate(ctypes.byref(event), 2)
+    out = np.zeros(8, np.uint8)
+    assert cuda.cuMemsetD8Async(device, 7, 8, producer) == SUCCESS
+    if wait:
+        assert cuda.cuEventRecord(event, producer) == SUCCESS
+        assert cuda.cuStreamWaitEvent(consumer, event, 0) == SUCCESS
+    assert cuda.cuMemcpyDtoHAsync_v2(out.ctypes.data, device, 8, consumer) == SUCCESS
+    assert cuda.cuStreamSynchronize(consumer) == SUCCESS
+    cuda.cuStreamSynchronize(producer)
+    for stream in (producer, consumer):
+        cuda.cuStreamDestroy_v2(stream)
+    cuda.cuEventDestroy_v2(event)
+    cuda.cuMemFree_v2(device)
+    sim.set_delay_us(2000)
+    return out.tolist()
+
+
+def test_streams_are_asynchronous_so_a_missing_wait_reads_stale_data(cuda, sim, on_device):
+    on_device(0)
+    assert race(cuda, sim, wait=False) == [0] * 8      # read before the write ran
+    assert race(cuda, sim, wait=True) == [7] * 8
+
+
+def test_the_legacy_stream_waits_for_blocking_streams_and_the_per_thread_one_does_not(
+        cuda, sim, on_device):
+    on_device(0)
+    sim.set_delay_us(20000)
+    blocking = handle()
+    cuda.cuStreamCreate(ctypes.byref(blocking), 0)
+    outcomes = {}
+    for name, reader in (("legacy", LEGACY), ("per-thread", PER_THREAD)):
+        device = alloc(cuda, 4)
+        out = np.zeros(4, np.uint8)
+        cuda.cuMemsetD8Async(device, 9, 4, blocking)
+        cuda.cuMemcpyDtoHAsync_v2(out.ctypes.data, device, 4, reader)
+        cuda.cuStreamSynchronize(reader)
+        cuda.cuStreamSynchronize(blocking)
+        outcomes[name] = out.tolist()
+        cuda.cuMemFree_v2(device)
+    cuda.cuStreamDestroy_v2(blocking)
+    sim.set_delay_us(2000)
+    assert outcomes == {"legacy": [9] * 4, "per-thread": [0] * 4}
+
+
+def test_event_query_says_not_ready_until_the_work_ran(cuda, sim, on_device):
+    on_device(0)
+    sim.set_delay_us(20000)
+    stream, event = handle(), handle()
+    cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    cuda.cuEventCreate(ctypes.byref(event), 0)
+    device = alloc(cuda, 4)
+    cuda.cuMemsetD8Async(device, 1, 4, stream)
+    cuda.cuEventRecord(event, stream)
+    assert cuda.cuEventQuery(event) == NOT_READY
+    assert cuda.cuStreamQuery(stream) == NOT_READY
+    assert cuda.cuEventSynchronize(event) == SUCCESS
+    assert cuda.cuEventQuery(event) == SUCCESS
+    cuda.cuStreamDestroy_v2(stream)
+    cuda.cuEventDestroy_v2(event)
+    cuda.cuMemFree_v2(device)
+    sim.set_delay_us(2000)
+
+
+def test_counters_count_calls_and_host_synchronizations(cuda, sim, on_device):
+    on_device(0)
+    before = sim.counters()
+    cuda.cuStreamSynchronize(None)
+    after = sim.counters()
+    assert after["cuStreamSynchronize"] == before["cuStreamSynchronize"] + 1
+    assert after["host_synchronizations"] == before["host_synchronizations"] + 1
+
+
+def test_what_was_never_released_is_reported_at_exit(tmp_path):
+    report = tmp_path / "report.txt"
+    code = textwrap.dedent(f"""
+        import ctypes
+        cuda = ctypes.CDLL({PATH!r})
+        cuda.cuInit(0)
+        context = ctypes.c_void_p()
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
+        cuda.cuCtxPushCurrent_v2(context)
+        cuda.cuMemAlloc_v2(ctypes.byref(ctypes.c_uint64()), 16)
+        cuda.cuEventCreate(ctypes.byref(ctypes.c_void_p()), 0)
+    """)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60, env={"CUDASIM_REPORT": str(report), "PATH": "/usr/bin"})
+    assert child.returncode == 0, child.stderr
+    assert report.read_text() == ("cudasim: at exit, never released: 1 allocations, 1 events, "
+                                  "0 streams\n")
+
+
+def test_nothing_is_left_alive_by_these_tests(sim):
+    assert sim.live() == (0, 0, 0)

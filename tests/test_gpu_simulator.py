@@ -1,0 +1,186 @@
+"""arrayport's CUDA half on the CUDA driver simulator (issue 32), `pytest -m gpu`: device
+memory the host cannot read, contexts per thread, streams that run asynchronously, events
+per context. Producers are device arrays made through the driver API
+(tests/helpers/sim_arrays.py). On a machine with a GPU, ARRAYPORT_GPU=hardware runs the
+same tests on the real driver. The main suite runs this file in a process of its own
+(tests/test_gpu_suite.py)."""
+
+import ctypes
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport import _cuda_driver
+
+pytestmark = pytest.mark.gpu
+
+try:
+    _cuda_driver.driver.library.get()
+except BufferError as error:
+    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+
+import cudasim  # noqa: E402
+from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
+
+SIMULATED = "CUDASIM_LIBRARY" in os.environ
+simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"]) if SIMULATED else None
+needs_simulator = pytest.mark.skipif(not SIMULATED, reason="counts and delays are the "
+                                                           "simulator's")
+
+VALUES = np.arange(24, dtype=np.float32).reshape(4, 6)
+
+
+@pytest.fixture
+def slow_streams():
+    """Asynchronous work takes 30 ms per item, so a missing wait is caught."""
+    if simulator is not None:
+        simulator.set_delay_us(30000)
+    yield
+    if simulator is not None:
+        simulator.set_delay_us(2000)
+
+
+@pytest.fixture
+def nothing_leaks():
+    before = simulator.live() if simulator else None
+    yield
+    if simulator is not None:
+        import gc
+        gc.collect()
+        assert simulator.live() == before, "device memory, events or streams left behind"
+
+
+def in_fresh_thread(call):
+    """``call()`` on a thread that has never touched CUDA (no current context)."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(("returned", call()))
+        except Exception as error:   # the caller judges
+            outcome.append(("raised", error))
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    kind, value = outcome[0]
+    if kind == "raised":
+        raise value
+    return value
+
+
+# ---- where memory lives -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, expected", [("device", (2, 1)), ("pinned", (3, 0)),
+                                            ("managed", (13, 0))])
+def test_the_driver_locates_memory_from_a_thread_without_a_context(kind, expected,
+                                                                   nothing_leaks):
+    # Class 1: a pointer lookup on a thread that never touched CUDA.
+    array = DeviceArray(VALUES, device=1 if kind == "device" else 0, kind=kind)
+    try:
+        assert in_fresh_thread(lambda: _cuda_driver.driver.locate_pointer(array.ptr)) \
+            == expected
+    finally:
+        array.free()
+
+
+def test_pageable_host_memory_is_not_cuda_memory():
+    with pytest.raises(BufferError, match="is not memory CUDA knows"):
+        in_fresh_thread(lambda: _cuda_driver.driver.locate_pointer(VALUES.ctypes.data))
+
+
+def test_the_host_cannot_read_device_memory_without_a_copy(nothing_leaks):
+    array = DeviceArray(VALUES, device=0)
+    try:
+        view = ap.view(array)
+        assert str(view.device) == "cuda:0"
+        with pytest.raises((BufferError, TypeError), match="cuda"):
+            np.asarray(view)
+        with pytest.raises(BufferError):
+            memoryview(view)
+        np.testing.assert_array_equal(ap.to_numpy(view.copy(device="cpu")), VALUES)
+    finally:
+        array.free()
+
+
+# ---- copies -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("device", ["cuda:0", "cuda:1"])
+def test_host_to_device_and_back(layout, device, nothing_leaks):
+    source = {"contiguous": VALUES, "transposed": VALUES.T, "strided": VALUES[::2, ::-3]}[layout]
+    on_device = ap.view(source).copy(device=device)
+    assert str(on_device.device) == device
+    np.testing.assert_array_equal(ap.to_numpy(on_device.copy(device="cpu")), source)
+    del on_device
+
+
+def test_pinned_copies_from_a_thread_without_a_context(nothing_leaks):
+    # Class 1: cuMemHostAlloc with no current context is error 201 on the driver.
+    pinned = in_fresh_thread(lambda: ap.view(VALUES).copy(device="cuda_host"))
+    assert str(pinned.device) == "cuda_host"
+    np.testing.assert_array_equal(ap.to_numpy(pinned), VALUES)
+    in_fresh_thread(lambda: pinned.copy(device="cpu"))   # and freed from anywhere
+    del pinned
+
+
+def test_peer_copy_of_a_source_with_pending_work(slow_streams, nothing_leaks):
+    # Class 2: the event must belong to the source's context, where it is recorded.
+    stream = Stream(0)
+    array = DeviceArray(VALUES, device=0, stream=stream)
+    try:
+        copied = ap.view(array).copy(device="cuda:1")
+        np.testing.assert_array_equal(ap.to_numpy(copied.copy(device="cpu")), VALUES)
+        del copied
+    finally:
+        stream.synchronize()
+        array.free()
+        stream.close()
+
+
+# ---- stream order ------------------------------------------------------------------------------
+
+def copy_to_host_of_pending(sync):
+    """A device array whose values are still being written on the producer's stream,
+    copied to the host by arrayport, with implicit synchronization on or off."""
+    stream = Stream(0)
+    array = DeviceArray(VALUES, device=0, stream=stream, busy=3)
+    try:
+        view = ap.view(array)
+        if sync:
+            host = view.copy(device="cpu")
+        else:
+            with ap.no_implicit_sync():
+                host = view.copy(device="cpu")
+        return ap.to_numpy(host).copy()
+    finally:
+        stream.synchronize()
+        array.free()
+        stream.close()
+
+
+def test_the_race_is_lost_without_synchronization_and_won_with_events(slow_streams,
+                                                                      nothing_leaks):
+    np.testing.assert_array_equal(copy_to_host_of_pending(sync=True), VALUES)
+    if SIMULATED:   # on hardware, the race may be won by luck
+        assert not np.array_equal(copy_to_host_of_pending(sync=False), VALUES)
+
+
+@needs_simulator
+def test_a_cai_import_with_a_stream_needs_no_host_synchronization(nothing_leaks):
+    producer, consumer = Stream(0), Stream(0)
+    array = DeviceArray(VALUES, device=0, stream=producer)
+    try:
+        before = simulator.counters()
+        view = ap.view(array, stream=int(consumer))
+        after = simulator.counters()
+        assert after["host_synchronizations"] == before["host_synchronizations"]
+        assert after["cuStreamWaitEvent"] == before["cuStreamWaitEvent"] + 1
+        del view
+    finally:
+        producer.synchronize()
+        array.free()
+        producer.close()
+        consumer.close()
