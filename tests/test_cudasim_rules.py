@@ -303,6 +303,8 @@ def test_the_legacy_stream_waits_for_blocking_streams_and_the_per_thread_one_doe
     for name, reader in (("legacy", LEGACY), ("per-thread", PER_THREAD)):
         device = alloc(cuda, 4)
         out = np.zeros(4, np.uint8)
+        for _ in range(3):   # earlier work: the write of 9s runs 80 ms from now, the read 20
+            cuda.cuMemsetD8Async(device, 0, 4, blocking)
         cuda.cuMemsetD8Async(device, 9, 4, blocking)
         cuda.cuMemcpyDtoHAsync_v2(out.ctypes.data, device, 4, reader)
         cuda.cuStreamSynchronize(reader)

@@ -184,3 +184,27 @@ def test_a_cai_import_with_a_stream_needs_no_host_synchronization(nothing_leaks)
         array.free()
         producer.close()
         consumer.close()
+
+
+def test_the_producer_stream_waits_for_copies_of_what_it_handed_over(slow_streams,
+                                                                      nothing_leaks):
+    # Class 3: after ap.view(obj, stream=C) the View remembered only C; a copy on stream X
+    # made C wait, never the producer's stream P, which could then overwrite the data
+    # while X still read it.
+    producer, consumer, copier = Stream(0), Stream(0), Stream(0)
+    array = DeviceArray(VALUES, device=0, stream=producer)
+    busy = DeviceArray(np.zeros(4, np.uint8), device=0, stream=copier, busy=2)  # X is late
+    try:
+        view = ap.view(array, stream=int(consumer))
+        copied = view.copy(stream=int(copier))               # enqueued behind X's work
+        with Context(0):                                     # the producer writes again
+            array.driver.cuMemsetD8Async(array.ptr, 0xFF, array.nbytes, producer.handle)
+        copier.synchronize()
+        np.testing.assert_array_equal(ap.to_numpy(copied.copy(device="cpu")), VALUES)
+        del copied, view
+    finally:
+        producer.synchronize()
+        busy.free()
+        array.free()
+        for stream in (producer, consumer, copier):
+            stream.close()

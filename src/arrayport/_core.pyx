@@ -122,6 +122,9 @@ cdef class View:
     cdef str _protocol
     cdef object _lease          # a _BufferLease whose Py_buffer this View reads, or None
     cdef object _stream         # CUDA stream with pending work on the data (CAI), or None
+    cdef object _producer_stream  # the CAI producer's own stream, when the data was handed
+                                # over to another (_stream): it must not write again
+                                # before work arrayport enqueues on the data is done
     cdef Py_ssize_t* _buffer_dims  # shape, byte strides for buffer exports (lazy; owned)
     cdef object __weakref__
 
@@ -1007,6 +1010,12 @@ def implicit_sync_enabled():
 def pending_stream(View v):
     """The stream with work pending on ``v``'s data (CUDA/ROCm), or None."""
     return v._stream
+
+
+def producer_stream(View v):
+    """The stream a CUDA Array Interface producer wrote ``v``'s data on, when its import
+    moved the data into a consumer's stream order (``pending_stream``); else None."""
+    return v._producer_stream
 
 
 def set_pending_stream(View v, stream):

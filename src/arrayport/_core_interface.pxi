@@ -323,6 +323,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
     if producer_stream is not None and consumer_stream is not None and consumer_stream != -1:
         driver.make_stream_wait(v._t.device.device_id, consumer_stream, producer_stream)
         v._stream = consumer_stream  # the data is now ready in the consumer's stream order
+        v._producer_stream = producer_stream  # ... and the producer may write again on its own
     return v
 
 

@@ -37,6 +37,7 @@ cdef View _derived(View base, int ndim):
     v._t.ndim = ndim
     v._flags = base._flags
     v._stream = base._stream
+    v._producer_stream = base._producer_stream
     v._protocol = base._protocol
     if base._managed != NULL or base._lease is not None:
         v._owner = base       # the base's deleter / buffer release waits for this View

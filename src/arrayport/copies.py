@@ -97,8 +97,9 @@ def _driver_copy(view, source, target, driver, stream):
                                                             packed.itemsize):
                 driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
                                      pitch, width, height, stream)
-    # The producer's stream waits for this copy before reusing the memory it read.
-    gpu.order_after(driver, ordinal, gpu.stream_of_producer(view, source.type), stream)
+    # The streams that may write the source wait for this copy before they do.
+    for writer in gpu.streams_that_may_write(view, source.type):
+        gpu.order_after(driver, ordinal, writer, stream)
     if not gpu.is_device_memory(target.type):
         driver.synchronize(ordinal, stream)  # host memory: readable when we return
         stream = None

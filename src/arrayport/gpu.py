@@ -149,13 +149,19 @@ def pending_stream(view):
     return _core.pending_stream(view) if _core.implicit_sync_enabled() else None
 
 
-def stream_of_producer(view, device_type):
-    """The stream the producer of ``view`` uses: its pending stream, else the default
-    stream for GPU memory; None for host memory, which no stream orders."""
+def streams_that_may_write(view, device_type):
+    """The streams that must wait for work arrayport enqueues reading ``view`` before they
+    write it again: its pending stream (else the default stream, for GPU memory) and, when
+    a CUDA Array Interface import handed the data to a consumer's stream, the producer's
+    own stream too. Empty for host memory, which no stream orders, or with
+    synchronization off."""
     pending = pending_stream(view)
-    if pending is not None or not is_device_memory(device_type):
-        return pending
-    return _DEFAULT_STREAM[_vendor(device_type)]
+    if pending is None and not is_device_memory(device_type):
+        return ()
+    if pending is None:
+        pending = _DEFAULT_STREAM[_vendor(device_type)]
+    producer = _core.producer_stream(view) if _core.implicit_sync_enabled() else None
+    return (pending,) if producer in (None, pending) else (pending, producer)
 
 
 def order_after(driver, ordinal, consumer, producer) -> None:
