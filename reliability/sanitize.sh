@@ -27,8 +27,9 @@ UBSAN_LIB=$("${CC:-gcc}" -print-file-name=libubsan.so)
 echo "sanitized core: $(ls "$OUT"/arrayport/_core*.so)"
 export LD_PRELOAD="$ASAN_LIB $UBSAN_LIB"
 # A huge allocation fails as it does without ASan (NULL, then MemoryError): the tests ask
-# for copies of 2**61-byte broadcasts on purpose.
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:alloc_dealloc_mismatch=0:strict_string_checks=1:allocator_may_return_null=1"
+# for copies of 2**61-byte broadcasts on purpose, and the fuzzer's corpus makes pickle ask
+# for 22 GB; over 8 GiB counts as huge.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:alloc_dealloc_mismatch=0:strict_string_checks=1:allocator_may_return_null=1:max_allocation_size_mb=8192"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export PYTHONPATH="$PWD/$OUT${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONMALLOC=malloc   # let ASan see every Python allocation too
