@@ -52,3 +52,19 @@ def test_the_process_benchmark_prints_its_rows():
         assert row in result.stdout
     if importlib.util.find_spec("distributed"):
         assert "Dask LocalCluster round trip, 1 MiB" in result.stdout
+
+
+def test_the_driver_call_benchmark_counts_each_exchange():
+    import cudasim
+    if cudasim.library() is None:
+        pytest.skip(cudasim.unavailable())
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "bench_driver_calls.py"),
+                             "--repeat", "2"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = {line[:38].strip(): line[38:].split() for line in result.stdout.splitlines()[2:]}
+    assert set(rows) == {"CAI import, consumer stream", "DLPack export to a consumer stream",
+                         "device copy on a stream"}
+    for name in ("CAI import, consumer stream", "DLPack export to a consumer stream"):
+        calls, host_syncs, events = map(float, rows[name][:3])
+        assert host_syncs == 0 and events == 0, (name, rows[name])   # events are reused
+    assert "never released" not in result.stderr

@@ -80,13 +80,12 @@ def test_every_call_the_vendor_makes_is_declared():
         assert called <= set(module._SIGNATURES), called - set(module._SIGNATURES)
 
 
-def test_stream_wait_records_an_event_and_destroys_it(vendor):
+def test_stream_wait_records_an_event_made_once_per_context(vendor):
     module, recorder = vendor
     module.driver.make_stream_wait(0, 111, 222)
     names = recorder.names()
     symbols = module.driver.symbols
-    shared = [symbols.event_create, symbols.event_record, symbols.stream_wait_event,
-              symbols.event_destroy]
+    shared = [symbols.event_create, symbols.event_record, symbols.stream_wait_event]
     assert [name for name in names if name in shared] == shared
     record = dict(recorder.log)[symbols.event_record]
     assert record[1] == 222, "the event is recorded on the producer's stream"
@@ -100,6 +99,13 @@ def test_stream_wait_records_an_event_and_destroys_it(vendor):
         assert names[-1] == "cuCtxPopCurrent_v2"
         assert "cuDevicePrimaryCtxRelease_v2" not in names   # kept: see primary_context
     assert not any("Synchronize" in name for name in names), "no host wait"
+    assert not any("Destroy" in name for name in names), "the event is kept for reuse"
+    recorder.log.clear()
+    module.driver.make_stream_wait(0, 333, 222)     # the same context: the same event
+    again = recorder.names()
+    assert symbols.event_create not in again
+    assert dict(recorder.log)[symbols.event_record][0] == record[0]
+    assert [name for name in again if name in shared] == shared[1:]
 
 
 def test_equal_streams_need_no_call(vendor):
@@ -108,13 +114,12 @@ def test_equal_streams_need_no_call(vendor):
     assert recorder.log == []
 
 
-def test_a_failed_record_still_destroys_the_event_and_names_the_call(vendor):
+def test_a_failed_record_names_the_call_and_waits_for_nothing(vendor):
     module, recorder = vendor
     symbols = module.driver.symbols
     recorder.failing[symbols.event_record] = 700
     with pytest.raises(BufferError, match=f"{symbols.event_record} failed with error 700"):
         module.driver.make_stream_wait(0, 1, 2)
-    assert symbols.event_destroy in recorder.names()
     assert symbols.stream_wait_event not in recorder.names()
 
 

@@ -200,6 +200,26 @@ class CudaDriver(VendorDriver):
         finally:
             library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
 
+    def close(self) -> None:
+        super().close()
+        with self._contexts_lock:
+            contexts = self._contexts.pop(self.library, {})
+        for ordinal in contexts:
+            try:
+                self.library.get().cuDevicePrimaryCtxRelease_v2(ordinal)
+            except Exception:   # at exit: the library may be gone
+                pass
+
+    @contextlib.contextmanager
+    def _context_of_event(self, key):
+        """A cached event is keyed by its context's handle: push that context."""
+        library = self.library.get()
+        self._call("cuCtxPushCurrent_v2", c_handle(key))
+        try:
+            yield
+        finally:
+            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
+
     @contextlib.contextmanager
     def on_stream_context(self, stream: int, ordinal: int):
         """The context ``stream`` was created in, current for the duration; the default

@@ -15,8 +15,11 @@ Every driver is an instance that ``gpu.driver_for`` hands out; it satisfies
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
+import threading
+import weakref
 from typing import NamedTuple
 
 from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle
@@ -50,6 +53,32 @@ class VendorDriver:
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         self.library = library   # replaced by tests to play a machine without the driver
         self.symbols = symbols
+        # One event per context (per library: tests swap it), created on first use and
+        # reused by every stream wait; see make_stream_wait.
+        self._events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._events_lock = threading.Lock()
+        atexit.register(self.close)
+
+    def cached_events(self) -> int:
+        """How many events this driver keeps for reuse (one per context it waited in)."""
+        return len(self._events.get(self.library, {}))
+
+    def close(self) -> None:
+        """Give back what the driver keeps for the life of the process (its reused events;
+        the CUDA driver's retained primary contexts too): at exit, so that the driver sees
+        everything released. Never raises."""
+        with self._events_lock:
+            events = self._events.pop(self.library, {})
+        for key, event in events.items():
+            try:
+                with self._context_of_event(key):
+                    getattr(self.library.get(), self.symbols.event_destroy)(event)
+            except Exception:   # at exit: the library may be gone; nothing to save
+                pass
+
+    def _context_of_event(self, key) -> contextlib.AbstractContextManager:
+        """The context a cached event (keyed by ``make_stream_wait``) was made in."""
+        return self.on_device(key)
 
     @property
     def unavailable(self) -> type[BufferError]:
@@ -73,17 +102,21 @@ class VendorDriver:
             return
         names = self.symbols
         # The event belongs to the producer's stream's context, where it is recorded (the
-        # driver refuses a record on another context's stream); the wait may cross.
-        with self.on_stream_context(producer, ordinal):
-            event = c_handle()
-            self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
-            try:
-                self._call(names.event_record, event, producer)
-                self._call(names.stream_wait_event, consumer, event, 0)
-            finally:
-                # Destroying an event with a pending wait is allowed by both vendors: the
-                # driver frees it once the wait has completed.
-                getattr(self.library.get(), names.event_destroy)(event)
+        # driver refuses a record on another context's stream); the wait may cross. One
+        # event per context serves every wait: a wait uses the event's state *at the time
+        # of the call*, later records do not affect it (both vendors document this), so
+        # record-then-wait under a lock can reuse it at once — no create and destroy per
+        # exchange.
+        with self.on_stream_context(producer, ordinal) as context, self._events_lock:
+            events = self._events.setdefault(self.library, {})
+            key = getattr(context, "value", context)
+            event = events.get(key)
+            if event is None:
+                event = c_handle()
+                self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
+                events[key] = event
+            self._call(names.event_record, event, producer)
+            self._call(names.stream_wait_event, consumer, event, 0)
 
     def synchronize(self, ordinal: int, stream: int) -> None:
         """Block the host until ``stream``'s work so far is done: only where the host itself

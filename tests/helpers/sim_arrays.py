@@ -35,6 +35,7 @@ def cuda():
             "cuStreamDestroy_v2": [handle], "cuStreamSynchronize": [handle],
             "cudasim_set_delay_us": [ctypes.c_long]}.items():
         getattr(library, name).argtypes = argtypes
+    check(library.cuInit(0), "cuInit")
     return library
 
 
