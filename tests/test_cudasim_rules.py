@@ -272,6 +272,8 @@ def race(cuda, sim, wait):
     cuda.cuStreamCreate(ctypes.byref(consumer), NON_BLOCKING)
     cuda.cuEventCreate(ctypes.byref(event), 2)
     out = np.zeros(8, np.uint8)
+    for _ in range(3):   # earlier work: the write of 7s runs 80 ms from now, the read 20
+        assert cuda.cuMemsetD8Async(device, 0, 8, producer) == SUCCESS
     assert cuda.cuMemsetD8Async(device, 7, 8, producer) == SUCCESS
     if wait:
         assert cuda.cuEventRecord(event, producer) == SUCCESS

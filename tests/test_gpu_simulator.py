@@ -133,9 +133,10 @@ def test_pinned_copies_from_a_thread_without_a_context(nothing_leaks):
 
 
 def test_peer_copy_of_a_source_with_pending_work(slow_streams, nothing_leaks):
-    # Class 2: the event must belong to the source's context, where it is recorded.
+    # Class 2: the event must belong to the source's context, where it is recorded; and
+    # the destination's default stream (not the source device's) must be the one waiting.
     stream = Stream(0)
-    array = DeviceArray(VALUES, device=0, stream=stream)
+    array = DeviceArray(VALUES, device=0, stream=stream, busy=3)
     try:
         copied = ap.view(array).copy(device="cuda:1")
         np.testing.assert_array_equal(ap.to_numpy(copied.copy(device="cpu")), VALUES)

@@ -112,7 +112,7 @@ _SYMBOLS = VendorSymbols(
     stream_synchronize="cuStreamSynchronize", allocate="cuMemAlloc_v2", free="cuMemFree_v2",
     host_allocate="cuMemHostAlloc", host_free="cuMemFreeHost", copy="cuMemcpyAsync",
     event_disable_timing=_CU_EVENT_DISABLE_TIMING,
-    host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE)
+    host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE, default_streams=(0, 1, 2))
 
 
 class CudaDriver(VendorDriver):
@@ -224,7 +224,7 @@ class CudaDriver(VendorDriver):
     def on_stream_context(self, stream: int, ordinal: int):
         """The context ``stream`` was created in, current for the duration; the default
         streams (1, 2) belong to the current context: device ``ordinal``'s primary one."""
-        if stream in (1, 2):
+        if self.is_default_stream(stream):
             with self.on_device(ordinal) as context:
                 yield context
             return

@@ -43,6 +43,7 @@ class VendorSymbols(NamedTuple):
     event_disable_timing: int
     host_allocate_portable: int
     copy_kind: tuple = ()
+    default_streams: tuple = ()   # stream values that name the current device's stream
 
 
 class VendorDriver:
@@ -94,11 +95,17 @@ class VendorDriver:
         self._call(self.symbols.device_count, ctypes.byref(count))
         return count.value
 
-    def make_stream_wait(self, ordinal: int, consumer: int, producer: int) -> None:
-        """Order ``consumer`` after the work queued on ``producer`` so far, on the GPU: record
-        an event on the producer's stream and make the consumer's stream wait on it. The
-        host never blocks. Equal streams need nothing."""
-        if consumer == producer:
+    def make_stream_wait(self, ordinal: int, consumer: int, producer: int,
+                         producer_ordinal: int | None = None) -> None:
+        """Order ``consumer`` (a stream of device ``ordinal``) after the work queued on
+        ``producer`` (of device ``producer_ordinal``, default the same) so far, on the GPU:
+        record an event on the producer's stream and make the consumer's stream wait on it.
+        The host never blocks. The same stream of the same device needs nothing. A default
+        stream value (CUDA's 1 and 2, HIP's 0) names that stream of whichever device is
+        current, so each call runs with its stream's device current."""
+        if producer_ordinal is None:
+            producer_ordinal = ordinal
+        if consumer == producer and ordinal == producer_ordinal:
             return
         names = self.symbols
         # The event belongs to the producer's stream's context, where it is recorded (the
@@ -107,7 +114,7 @@ class VendorDriver:
         # of the call*, later records do not affect it (both vendors document this), so
         # record-then-wait under a lock can reuse it at once — no create and destroy per
         # exchange.
-        with self.on_stream_context(producer, ordinal) as context, self._events_lock:
+        with self.on_stream_context(producer, producer_ordinal) as context, self._events_lock:
             events = self._events.setdefault(self.library, {})
             key = getattr(context, "value", context)
             event = events.get(key)
@@ -116,7 +123,10 @@ class VendorDriver:
                 self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
                 events[key] = event
             self._call(names.event_record, event, producer)
-            self._call(names.stream_wait_event, consumer, event, 0)
+            waiting_device = (self.on_device(ordinal) if self.is_default_stream(consumer)
+                              else contextlib.nullcontext())
+            with waiting_device:
+                self._call(names.stream_wait_event, consumer, event, 0)
 
     def synchronize(self, ordinal: int, stream: int) -> None:
         """Block the host until ``stream``'s work so far is done: only where the host itself
@@ -171,6 +181,11 @@ class VendorDriver:
 
     def on_device(self, ordinal: int) -> contextlib.AbstractContextManager:
         raise NotImplementedError
+
+    def is_default_stream(self, stream: int) -> bool:
+        """Whether ``stream`` is a default-stream value, which names a stream of whichever
+        device is current rather than one stream."""
+        return stream in self.symbols.default_streams
 
     def on_stream_context(self, stream: int, ordinal: int) -> contextlib.AbstractContextManager:
         """The context ``stream`` belongs to, current for the duration (device ``ordinal``

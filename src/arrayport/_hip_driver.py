@@ -104,7 +104,8 @@ _SYMBOLS = VendorSymbols(
     allocate="hipMalloc", free="hipFree", host_allocate="hipHostMalloc",
     host_free="hipHostFree", copy="hipMemcpyAsync",
     event_disable_timing=_HIP_EVENT_DISABLE_TIMING,
-    host_allocate_portable=_HIP_HOST_MALLOC_PORTABLE, copy_kind=(_HIP_MEMCPY_DEFAULT,))
+    host_allocate_portable=_HIP_HOST_MALLOC_PORTABLE, copy_kind=(_HIP_MEMCPY_DEFAULT,),
+    default_streams=(0,))
 
 
 class HipDriver(VendorDriver):

@@ -78,7 +78,7 @@ def _driver_copy(view, source, target, driver, stream):
         memory = driver.allocate_device(target.id, nbytes)
     else:
         memory = driver.allocate_pinned(nbytes)
-    gpu.order_after(driver, ordinal, stream, gpu.pending_stream(view))
+    gpu.order_after(driver, ordinal, stream, gpu.pending_stream(view), source.id)
     packed = view
     if not view.is_c_contiguous and not gpu.is_device_memory(source.type):
         packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
@@ -99,7 +99,7 @@ def _driver_copy(view, source, target, driver, stream):
                                      pitch, width, height, stream)
     # The streams that may write the source wait for this copy before they do.
     for writer in gpu.streams_that_may_write(view, source.type):
-        gpu.order_after(driver, ordinal, writer, stream)
+        gpu.order_after(driver, source.id, writer, stream, ordinal)
     if not gpu.is_device_memory(target.type):
         driver.synchronize(ordinal, stream)  # host memory: readable when we return
         stream = None

@@ -164,13 +164,14 @@ def streams_that_may_write(view, device_type):
     return (pending,) if producer in (None, pending) else (pending, producer)
 
 
-def order_after(driver, ordinal, consumer, producer) -> None:
-    """``consumer`` waits (on the GPU) for ``producer``'s queued work, when both are
+def order_after(driver, ordinal, consumer, producer, producer_ordinal=None) -> None:
+    """``consumer`` (a stream of device ``ordinal``) waits, on the GPU, for the work queued
+    on ``producer`` (of device ``producer_ordinal``, default the same), when both are
     streams and synchronization is on."""
-    if consumer is None or producer is None or consumer == producer:
+    if consumer is None or producer is None:
         return
     if _core.implicit_sync_enabled():
-        driver.make_stream_wait(ordinal, consumer, producer)
+        driver.make_stream_wait(ordinal, consumer, producer, producer_ordinal)
 
 
 def wait_for_pending(view, driver) -> None:

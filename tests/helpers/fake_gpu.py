@@ -53,7 +53,9 @@ class FakeCuda:
         self.log.append(("copy_peer_async", dst_ordinal, src_ordinal, nbytes, stream))
         ctypes.memmove(dst, src, nbytes)
 
-    def make_stream_wait(self, ordinal, consumer, producer):
+    def make_stream_wait(self, ordinal, consumer, producer, producer_ordinal=None):
+        if consumer == producer and producer_ordinal in (None, ordinal):
+            return   # the driver's own rule: the same stream of one device waits for nothing
         self.log.append(("make_stream_wait", ordinal, consumer, producer))
 
     def synchronize(self, ordinal, stream):
