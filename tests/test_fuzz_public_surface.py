@@ -3,8 +3,6 @@ replayed over its seed corpus without atheris or instrumentation: every input th
 starts from — and every finding once fixed, which joins the corpus — runs in the suite,
 in a child process (a crash is a failed test, not a dead run)."""
 
-import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -20,19 +18,22 @@ def test_the_seed_corpus_covers_every_producer_and_operation():
     assert {f"kind{p}-op{o}" for p in range(4) for o in range(7)} <= names
 
 
-def _bounded_memory():
-    """The replay's address space capped at 8 GiB, as the fuzzer caps allocations (4 GiB):
-    an input that makes pickle allocate 22 GB gets a MemoryError, not the machine's memory.
-    Under AddressSanitizer (whose shadow needs terabytes of address space) its own
-    max_allocation_size_mb does this instead (reliability/sanitize.sh)."""
-    if "asan" not in os.environ.get("LD_PRELOAD", ""):
-        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+# The replay's address space capped at 8 GiB, as the fuzzer caps allocations (4 GiB): an
+# input that makes pickle allocate 22 GB gets a MemoryError, not the machine's memory. Set
+# by the child itself (a preexec_fn would fork this multithreaded process). Under
+# AddressSanitizer, whose shadow needs terabytes of address space, its own
+# max_allocation_size_mb does this instead (reliability/sanitize.sh).
+_BOUNDED = ("import os, resource, runpy, sys\n"
+            "if 'asan' not in os.environ.get('LD_PRELOAD', ''):\n"
+            "    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+            "sys.argv = sys.argv[1:]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
 def test_the_harness_replays_its_seed_corpus_cleanly():
-    child = subprocess.run([sys.executable, "-X", "faulthandler", str(HARNESS), "--replay",
-                            *map(str, CORPUS)], capture_output=True, text=True, timeout=600,
-                           preexec_fn=_bounded_memory)
+    child = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _BOUNDED, str(HARNESS),
+                            "--replay", *map(str, CORPUS)], capture_output=True, text=True,
+                           timeout=600)
     assert child.returncode == 0, child.stdout[-2000:] + child.stderr[-3000:]
 
 
