@@ -248,6 +248,12 @@ def test_the_creators_end_removes_the_segment(ending, kind):
     (dict(shape=(100,)), BufferError, "shared: the array reaches bytes 0..800 of a 32-byte"),
     (dict(kind="cuda-ipc"), BufferError, "handles of kind 'cuda-ipc' are not supported"),
     (dict(readonly=1), ValueError, "readonly must be a bool"),
+    (dict(item=(99, 8, 1, False)), BufferError, "shared: unknown dtype code 99"),
+    (dict(item=(2, 64, 1)), ValueError, "item must be DLPack's \\(code, bits, lanes, padded\\)"),
+    (dict(item=(2, 64, 1, 0)), ValueError, "item must be DLPack's"),
+    (dict(strides=(1000,)), BufferError, "shared: the array reaches bytes"),
+    (dict(strides=(-8,)), BufferError, "shared: the array reaches bytes"),
+    (dict(shape=(2**62,), strides=(0,)), BufferError, "holds more bytes than fit in int64"),
 ])
 def test_bad_handles_are_clear_errors(change, error, message, kind, no_leftovers, live):
     handle = ap.view(np.arange(4.0)).share()

@@ -231,6 +231,11 @@ def _check_handle(handle) -> None:
                          f"segment")
     if type(handle.nbytes) is not int or handle.nbytes < 0:
         raise ValueError(f"from_shared: nbytes must be an int >= 0, got {handle.nbytes!r}")
+    item = handle.item
+    if (type(item) is not tuple or len(item) != 4 or any(type(x) is not int for x in item[:3])
+            or type(item[3]) is not bool):
+        raise ValueError(f"from_shared: item must be DLPack's (code, bits, lanes, padded), got "
+                         f"{item!r}")
     if type(handle.readonly) is not bool:
         raise ValueError(f"from_shared: readonly must be a bool, got {handle.readonly!r}")
     if handle.kind == "memfd":
