@@ -24,6 +24,15 @@ MEMORYTYPE_HOST, MEMORYTYPE_DEVICE = 1, 2
 ATTR_MEMORY_TYPE, ATTR_IS_MANAGED, ATTR_DEVICE_ORDINAL = 2, 8, 9
 
 u64, handle = ctypes.c_uint64, ctypes.c_void_p
+# A child process's start: the simulator loaded, device 0's primary context current.
+CHILD_ON_DEVICE_0 = f"""
+import ctypes, sys
+cuda = ctypes.CDLL({PATH!r})
+cuda.cuInit(0)
+context = ctypes.c_void_p()
+cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
+cuda.cuCtxPushCurrent_v2(context)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -173,13 +182,7 @@ def test_an_event_records_only_on_its_own_contexts_streams(cuda, on_device):
 def test_device_memory_cannot_be_read_by_the_host():
     # As on a GPU, a host read of a device pointer is a crash, not a value; pinned and
     # managed memory read fine.
-    code = textwrap.dedent(f"""
-        import ctypes, sys
-        cuda = ctypes.CDLL({PATH!r})
-        cuda.cuInit(0)
-        context = ctypes.c_void_p()
-        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
-        cuda.cuCtxPushCurrent_v2(context)
+    code = CHILD_ON_DEVICE_0 + textwrap.dedent("""
         managed, device = ctypes.c_uint64(), ctypes.c_uint64()
         cuda.cuMemAllocManaged(ctypes.byref(managed), 8, 1)
         print("managed", ctypes.c_uint64.from_address(managed.value).value, flush=True)
@@ -348,13 +351,7 @@ def test_counters_count_calls_and_host_synchronizations(cuda, sim, on_device):
 
 def test_what_was_never_released_is_reported_at_exit(tmp_path):
     report = tmp_path / "report.txt"
-    code = textwrap.dedent(f"""
-        import ctypes
-        cuda = ctypes.CDLL({PATH!r})
-        cuda.cuInit(0)
-        context = ctypes.c_void_p()
-        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
-        cuda.cuCtxPushCurrent_v2(context)
+    code = CHILD_ON_DEVICE_0 + textwrap.dedent("""
         cuda.cuMemAlloc_v2(ctypes.byref(ctypes.c_uint64()), 16)
         cuda.cuEventCreate(ctypes.byref(ctypes.c_void_p()), 0)
     """)

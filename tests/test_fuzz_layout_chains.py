@@ -20,6 +20,7 @@ import os
 import re
 
 from isolated import run_isolated
+from optional import needs
 
 EXAMPLES = int(os.environ.get("ARRAYPORT_FUZZ_EXAMPLES", "300"))
 
@@ -187,6 +188,7 @@ print("summary:", " ".join(f"{k.replace(' ', '_')}={v}" for k, v in counts.items
 """
 
 
+@needs("hypothesis")
 def test_layout_chains_over_huge_broadcasts_match_numpy_in_a_child():
     output = run_isolated(f"EXAMPLES = {EXAMPLES}\n", _CHILD, timeout=1200)
     summary = re.search(r"summary: chains=(\d+) operations=(\d+) refused_together=(\d+) "
