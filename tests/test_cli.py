@@ -19,7 +19,10 @@ def test_main_prints_version_and_libraries():
 
 
 def test_importing_arrayport_loads_no_gpu_or_framework_library():
-    code = ("import sys, arrayport; bad = [m for m in ('torch', 'jax', 'cupy', 'numba', "
-            "'cuda', 'pyarrow', 'ml_dtypes') if m in sys.modules]; print(bad)")
+    # Modules already loaded at start-up are not arrayport's doing: cuda-bindings and
+    # numba-cuda install .pth files that import the "cuda" package in every interpreter.
+    code = ("import sys; before = set(sys.modules); import arrayport; "
+            "bad = [m for m in ('torch', 'jax', 'cupy', 'numba', 'cuda', 'pyarrow', "
+            "'ml_dtypes') if m in sys.modules and m not in before]; print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr

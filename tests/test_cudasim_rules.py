@@ -364,3 +364,162 @@ def test_what_was_never_released_is_reported_at_exit(tmp_path):
 
 def test_nothing_is_left_alive_by_these_tests(sim):
     assert sim.live() == (0, 0, 0)
+
+
+# ---- pageable host memory: the API synchronization rules ------------------------------------
+
+def test_a_copy_into_pageable_memory_returns_only_once_done(cuda, sim, on_device):
+    # "For transfers from device memory to pageable host memory, the function will return
+    # only once the copy has completed" — even the Async variant (numba-cuda relies on it).
+    on_device(0)
+    sim.set_delay_us(20000)
+    stream = handle()
+    cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    device = alloc(cuda, 8)
+    out = np.zeros(8, np.uint8)
+    cuda.cuMemsetD8Async(device, 5, 8, stream)
+    before = sim.counters()["host_synchronizations"]
+    assert cuda.cuMemcpyDtoHAsync_v2(out.ctypes.data, device, 8, stream) == SUCCESS
+    assert out.tolist() == [5] * 8                      # no synchronize needed
+    assert sim.counters()["host_synchronizations"] == before + 1
+    cuda.cuStreamDestroy_v2(stream)
+    cuda.cuMemFree_v2(device)
+    sim.set_delay_us(2000)
+
+
+def test_a_copy_from_pageable_memory_is_staged_at_once(cuda, sim, on_device):
+    # "host memory is copied to a staging buffer immediately": the caller may reuse its
+    # source as soon as the call returns, though the copy itself runs later.
+    on_device(0)
+    sim.set_delay_us(20000)
+    stream = handle()
+    cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    device = alloc(cuda, 8)
+    host = np.full(8, 3, np.uint8)
+    before = sim.counters()["host_synchronizations"]
+    assert cuda.cuMemcpyHtoDAsync_v2(device, host.ctypes.data, 8, stream) == SUCCESS
+    assert sim.counters()["host_synchronizations"] == before   # did not wait
+    host[:] = 9                                                # reused at once
+    cuda.cuStreamSynchronize(stream)
+    out = np.zeros(8, np.uint8)
+    cuda.cuMemcpyDtoH_v2(out.ctypes.data, device, 8)
+    assert out.tolist() == [3] * 8
+    cuda.cuStreamDestroy_v2(stream)
+    cuda.cuMemFree_v2(device)
+    sim.set_delay_us(2000)
+
+
+def test_pinned_memory_is_not_staged(cuda, sim, on_device):
+    # Pinned memory is read by the copy itself, when it runs: changed before then, the new
+    # bytes are what arrives (the hazard pinned buffers carry, and pageable ones do not).
+    on_device(0)
+    sim.set_delay_us(20000)
+    stream, pinned = handle(), handle()
+    cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    assert cuda.cuMemHostAlloc(ctypes.byref(pinned), 8, 0) == SUCCESS
+    host = np.ctypeslib.as_array((ctypes.c_uint8 * 8).from_address(pinned.value))
+    host[:] = 3
+    device = alloc(cuda, 8)
+    cuda.cuMemcpyHtoDAsync_v2(device, pinned, 8, stream)
+    host[:] = 9
+    cuda.cuStreamSynchronize(stream)
+    out = np.zeros(8, np.uint8)
+    cuda.cuMemcpyDtoH_v2(out.ctypes.data, device, 8)
+    assert out.tolist() == [9] * 8
+    cuda.cuStreamDestroy_v2(stream)
+    cuda.cuMemFree_v2(device)
+    cuda.cuMemFreeHost(pinned)
+    sim.set_delay_us(2000)
+
+
+def test_memset_of_pageable_memory_is_refused(cuda, on_device):
+    on_device(0)
+    host = np.zeros(8, np.uint8)
+    assert cuda.cuMemsetD8Async(host.ctypes.data, 1, 8, None) == INVALID_VALUE
+
+
+def test_the_per_thread_stream_is_ordered_after_the_legacy_stream(cuda, sim, on_device):
+    # "The per-thread default stream is not a non-blocking stream and will synchronize
+    # with the legacy default stream."
+    on_device(0)
+    sim.set_delay_us(20000)
+    device = alloc(cuda, 4)
+    for _ in range(3):
+        cuda.cuMemsetD8Async(device, 0, 4, LEGACY)
+    cuda.cuMemsetD8Async(device, 6, 4, LEGACY)
+    out = np.zeros(4, np.uint8)
+    cuda.cuMemcpyDtoHAsync_v2(out.ctypes.data, device, 4, PER_THREAD)
+    assert out.tolist() == [6] * 4
+    cuda.cuMemFree_v2(device)
+    sim.set_delay_us(2000)
+
+
+# ---- how NVIDIA's libraries find the driver ---------------------------------------------------
+
+GET_PROC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(handle), ctypes.c_int,
+                            u64, ctypes.POINTER(ctypes.c_int))
+PROC_SUCCESS, PROC_SYMBOL_NOT_FOUND, PROC_VERSION_NOT_SUFFICIENT = 0, 1, 2
+NOT_FOUND = 500
+
+
+@pytest.mark.parametrize("symbol, version, exported, status", [
+    ("cuMemAlloc", 12000, "cuMemAlloc_v2", PROC_SUCCESS),
+    ("cuStreamDestroy", 12000, "cuStreamDestroy_v2", PROC_SUCCESS),
+    ("cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2", PROC_SUCCESS),   # a variant by name
+    ("cuDeviceGetUuid", 11000, "cuDeviceGetUuid", PROC_SUCCESS),      # ... older callers
+    ("cuMemAlloc", 3000, None, PROC_VERSION_NOT_SUFFICIENT),          # only the 64-bit ABI
+    ("cuGraphLaunch", 12000, None, PROC_SYMBOL_NOT_FOUND),            # not simulated
+])
+def test_get_proc_address_answers_by_name_and_version(sim, symbol, version, exported, status):
+    lookup = GET_PROC(("cuGetProcAddress_v2", sim.cuda))
+    pointer, found = handle(), ctypes.c_int(-1)
+    result = lookup(symbol.encode(), ctypes.byref(pointer), version, 0, ctypes.byref(found))
+    assert found.value == status
+    if exported is None:
+        assert (result, pointer.value) == (NOT_FOUND, None)
+    else:
+        expected = ctypes.cast(getattr(sim.cuda, exported), handle).value
+        assert (result, pointer.value) == (SUCCESS, expected)
+
+
+def test_get_proc_address_refuses_unknown_flags(sim):
+    lookup = GET_PROC(("cuGetProcAddress_v2", sim.cuda))
+    pointer = handle()
+    assert lookup(b"cuInit", ctypes.byref(pointer), 12000, 1 << 8, None) == INVALID_VALUE
+    assert lookup(None, ctypes.byref(pointer), 12000, 0, None) == INVALID_VALUE
+
+
+def test_stream_priorities_are_clamped_to_the_context_range(cuda, on_device):
+    least, greatest = ctypes.c_int(), ctypes.c_int()
+    assert cuda.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest)) \
+        == INVALID_CONTEXT
+    on_device(0)
+    assert cuda.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest)) \
+        == SUCCESS
+    assert greatest.value < least.value
+    stream, priority, flags = handle(), ctypes.c_int(), ctypes.c_uint()
+    cuda.cuStreamCreateWithPriority.argtypes = [ctypes.POINTER(handle), ctypes.c_uint,
+                                                ctypes.c_int]
+    assert cuda.cuStreamCreateWithPriority(ctypes.byref(stream), NON_BLOCKING, -100) == SUCCESS
+    cuda.cuStreamGetPriority.argtypes = cuda.cuStreamGetFlags.argtypes = [handle, handle]
+    assert cuda.cuStreamGetPriority(stream, ctypes.byref(priority)) == SUCCESS
+    assert cuda.cuStreamGetFlags(stream, ctypes.byref(flags)) == SUCCESS
+    assert (priority.value, flags.value) == (greatest.value, NON_BLOCKING)
+    cuda.cuStreamDestroy_v2(stream)
+
+
+def test_address_ranges_answer_for_driver_allocations_only(cuda, on_device):
+    on_device(0)
+    device = alloc(cuda, 100)
+    base, size = u64(), ctypes.c_size_t()
+    cuda.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(u64), ctypes.POINTER(ctypes.c_size_t),
+                                             u64]
+    assert cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), device + 40) \
+        == SUCCESS
+    assert (base.value, size.value) == (device, 100)
+    host = np.zeros(4)
+    assert cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size),
+                                        host.ctypes.data) == NOT_FOUND
+    assert cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size),
+                                        device + 100) == NOT_FOUND
+    cuda.cuMemFree_v2(device)

@@ -22,41 +22,11 @@ try:
 except BufferError as error:
     pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
 
-import cudasim  # noqa: E402
+from on_simulator import (SIMULATED, needs_simulator, nothing_leaks,  # noqa: E402,F401
+                          simulator, slow_streams)
 from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
 
-SIMULATED = "CUDASIM_LIBRARY" in os.environ
-simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"]) if SIMULATED else None
-needs_simulator = pytest.mark.skipif(not SIMULATED, reason="counts and delays are the "
-                                                           "simulator's")
-
 VALUES = np.arange(24, dtype=np.float32).reshape(4, 6)
-
-
-@pytest.fixture
-def slow_streams():
-    """Asynchronous work takes 30 ms per item, so a missing wait is caught."""
-    if simulator is not None:
-        simulator.set_delay_us(30000)
-    yield
-    if simulator is not None:
-        simulator.set_delay_us(2000)
-
-
-@pytest.fixture
-def nothing_leaks():
-    """No allocation, stream or event outlives the test — but the one event per context
-    the driver keeps for reuse (released at exit: tests/test_gpu_suite.py checks that)."""
-    before = simulator.live() if simulator else None
-    cached = _cuda_driver.driver.cached_events()
-    yield
-    if simulator is not None:
-        import gc
-        gc.collect()
-        allocations, events, streams = simulator.live()
-        kept = _cuda_driver.driver.cached_events() - cached
-        assert (allocations, events - kept, streams) == before, \
-            "device memory, events or streams left behind"
 
 
 def in_fresh_thread(call):

@@ -26,7 +26,7 @@ Who owns what:
 #   _core_buffer.pxi: _fill_buffer, _view_from_buffer
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
-#   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook, _driver_for,
+#   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook,
 #       _from_dlpack_options_hook, _from_shared_hook, _hook, _ndarray_fallback_hook,
 #       _reduce_view_hook, _share_hook
 #   _core_layout.pxi: _as_readonly, _data_is_address, _getitem, _is_integer_index, _permuted,
@@ -39,6 +39,8 @@ Who owns what:
 #   _core_producers.pxi: NeedsCopy, _finish_import, _producer_failure,
 #       _paddle_tracks_grad, _producer_kind, _producer_refusal, _refuse_masked,
 #       _refuse_unexportable, _resolved_view, _torch_before_export
+#   _core_streams.pxi: _dlpack_import_needs_streams, _host_wait_for_pending,
+#       _note_dlpack_import, _order_after_pending, _stream_argument, _stream_to_ask_producer
 include "_core_base.pxi"
 
 
@@ -430,7 +432,7 @@ cdef class View:
         cdef int32_t target_id = self._t.device.device_id
         if dl_device is not None:
             target_type, target_id = _parse_dl_device(dl_device)
-        check_stream(stream, target_type)
+        stream = check_stream(stream, target_type)
         same_device = (target_type == self._t.device.device_type
                        and target_id == self._t.device.device_id)
         if not same_device:
@@ -963,49 +965,7 @@ cdef tuple _parse_dl_device(dl_device):
     return (<int32_t>device_type, <int32_t>device_id)
 
 
-def check_stream(stream, int32_t device_type):
-    """Validate a DLPack ``stream`` argument for memory of ``device_type`` (spec rules):
-    CUDA kinds: None, -1, 1 (legacy default), 2 (per-thread default) or a stream handle > 2,
-    never 0; ROCm kinds: None, -1, 0 or a handle > 2; every other device: only None."""
-    if stream is None:
-        return
-    cdef bint cuda = _cuda_kind(device_type)
-    cdef bint rocm = device_type == APDL_ROCM
-    if not (cuda or rocm):
-        raise ValueError(f"dlpack: stream must be None for {_device_type_label(device_type)} "
-                         f"memory, got {stream!r}")
-    if isinstance(stream, bool) or not isinstance(stream, int):
-        raise TypeError(f"dlpack: stream must be an int or None, got {type(stream).__name__}")
-    stream = _plain_int(stream)
-    if stream < -1:
-        raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
-    if cuda and stream == 0:
-        raise ValueError("dlpack: stream 0 is ambiguous on CUDA and disallowed; use 1 (legacy "
-                         "default stream), 2 (per-thread default stream) or a stream handle")
-    if rocm and (stream == 1 or stream == 2):
-        raise ValueError(f"dlpack: stream {stream} is not supported on ROCm; use 0 (default "
-                         f"stream) or a stream handle")
-
-
-# ---- streams: arrayport.gpu owns the rules; these are the C-level pieces -----------------
-
-# Implicit synchronization (arrayport.gpu): on unless ARRAYPORT_IMPLICIT_SYNC=0 says off.
-cdef bint _implicit_sync = _os.environ.get("ARRAYPORT_IMPLICIT_SYNC", "1").strip().lower() \
-    not in ("0", "false", "off", "no")
-# The stream a DLPack stream of None stands for, per device type (spec: the legacy default).
-cdef dict _NONE_STREAM = {APDL_CUDA: 1, APDL_CUDA_MANAGED: 1, APDL_ROCM: 0}
-
-
-def set_implicit_sync(bint enabled):
-    global _implicit_sync
-    previous = _implicit_sync
-    _implicit_sync = enabled
-    return previous
-
-
-def implicit_sync_enabled():
-    return _implicit_sync
-
+# ---- streams: _core_streams.pxi owns every rule; these read and set a View's stream facts ----
 
 def pending_stream(View v):
     """The stream with work pending on ``v``'s data (CUDA/ROCm), or None."""
@@ -1028,33 +988,6 @@ def mark_copied(View v, stream):
     v._flags |= APDL_FLAG_IS_COPIED
     v._stream = stream
     return v
-
-
-cdef int _order_after_pending(View v, consumer) except -1:
-    """The consumer's stream (DLPack value; None: the default stream) waits, on the GPU,
-    for the work pending on ``v``: an event recorded on the pending stream. -1, no pending
-    work, or synchronization switched off: nothing. Pinned host memory has no stream in
-    DLPack (its consumers may be the CPU): its pending work is waited for on the host."""
-    if v._stream is None or not _implicit_sync or consumer == -1:
-        return 0
-    cdef int32_t device_type = v._t.device.device_type
-    if device_type == APDL_CUDA_HOST or device_type == APDL_ROCM_HOST:
-        return _host_wait_for_pending(v)
-    if consumer is None:
-        consumer = _NONE_STREAM.get(device_type)
-        if consumer is None:
-            return 0
-    _driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
-    return 0
-
-
-cdef int _host_wait_for_pending(View v) except -1:
-    """Block until work pending on ``v`` is done: the spec's rule for CPU exports of
-    memory a GPU may still be writing."""
-    if v._stream is None or not _implicit_sync:
-        return 0
-    _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
-    return 0
 
 
 cdef inline int _count_elements(View v, str protocol) except -1:
@@ -1278,10 +1211,10 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     cdef uintptr_t api
     cdef View v
     cdef int32_t gpu_type = 0
-    if stream is not None or not _implicit_sync:
+    if _dlpack_import_needs_streams(stream):
+        stream = _stream_argument(stream)
         gpu_type = _check_stream_for_producer(x, stream)
-        if not _implicit_sync and gpu_type != 0:
-            stream = -1  # synchronization off: the producer must not synchronize either
+        stream = _stream_to_ask_producer(stream, gpu_type)
     if stream is not None or exchange_tried:
         pass  # straight to __dlpack__
     elif _is_ndarray_type(type(x)):
@@ -1322,8 +1255,7 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     v = _view_from_capsule(capsule, x)
     if requires_grad:
         v._flags |= APDL_FLAG_READ_ONLY
-    if gpu_type != 0 and stream is not None and stream != -1:
-        v._stream = stream  # the producer ordered its work before this stream
+    _note_dlpack_import(v, gpu_type, stream)
     return v
 
 
@@ -1462,6 +1394,7 @@ def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, ow
 
 
 include "_core_hooks.pxi"
+include "_core_streams.pxi"
 include "_core_buffer.pxi"
 include "_core_interface.pxi"
 include "_core_producers.pxi"

@@ -14,9 +14,10 @@
 # (or deleted at once when that fails).
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _order_after_pending, _request_capsule, _view_from_capsule
+#   _core.pyx: _request_capsule, _view_from_capsule
 #   _core_dispatch.pxi: _view
 #   _core_exchange.pxi: _exchange_api_for, _view_owning_versioned
+#   _core_streams.pxi: _order_default_stream_after_pending
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_New
@@ -54,16 +55,6 @@ cdef int _exchange_from_py_object(void* py_object, APDLManagedTensorVersioned** 
             v = _view(obj, None)
     _order_default_stream_after_pending(v)
     out[0] = v._export_managed(False)
-    return 0
-
-
-cdef inline int _order_default_stream_after_pending(View v) except -1:
-    """The exchange API's "no sync" exports leave ordering to the consumer, which orders
-    its stream after our current work stream: the default stream (NULL, below). A View
-    with work pending on another stream first makes the default stream wait for it (an
-    event, on the GPU), so that ordering is enough."""
-    if v._stream is not None:
-        _order_after_pending(v, None)
     return 0
 
 

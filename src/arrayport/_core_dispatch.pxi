@@ -18,13 +18,14 @@
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _dlpack_view, _order_after_pending, _view_from_capsule
+#   _core.pyx: _dlpack_view, _view_from_capsule
 #   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_interface.pxi: _AI, _CAI, _view_from_ai_dict, _view_from_array_method,
 #       _view_from_cai_dict
 #   _core_numpy.pxi: _numpy_ndarray, _view_of_ndarray
 #   _core_producers.pxi: NeedsCopy, _refuse_masked
+#   _core_streams.pxi: _order_after_pending
 
 cdef enum _Protocol:
     _P_MASK_CHECK = 0  # numpy.ma.MaskedArray: refuse if any element is masked
@@ -169,8 +170,8 @@ def view(obj, /, *, stream=None):
 cdef View _view(obj, stream):
     if type(obj) is View:
         if stream is not None:
-            check_stream(stream, (<View>obj)._t.device.device_type)
-            _order_after_pending(<View>obj, stream)
+            _order_after_pending(<View>obj,
+                                 check_stream(stream, (<View>obj)._t.device.device_type))
         return obj
     if PyCapsule_CheckExact(obj):
         if stream is not None:

@@ -13,13 +13,14 @@
 # the View holds that buffer (a _BufferLease) and the layout is checked against its length.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _copy_elements, _dlpack_view, _implicit_sync
+#   _core.pyx: _adopt, _copy_elements, _dlpack_view
 #   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
 #   _core_hooks.pxi: _driver_for
 #   _core_layout.pxi: _plain_int
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
 #   _core_producers.pxi: NeedsCopy, _finish_import, _producer_kind, _refuse_lazy,
 #       _refuse_lazy_labelled, _refuse_unexportable
+#   _core_streams.pxi: _cai_export_stream, _cai_stream, _order_cai_import
 
 
 cdef str _AI = "array_interface"
@@ -265,22 +266,6 @@ cdef View _view_from_cai_object(obj, stream=None):
     return _view_from_cai_dict(d, obj, stream)
 
 
-cdef object _cai_stream(dict d):
-    """The producer's stream entry: None or a stream handle (1 legacy, 2 per-thread)."""
-    stream = d.get("stream")
-    if stream is None:
-        return None
-    if isinstance(stream, bool) or not isinstance(stream, int):
-        raise TypeError(f"{_CAI}: stream must be None or an int, got {type(stream).__name__}")
-    stream = _plain_int(stream)
-    if stream == 0:
-        raise ValueError(f"{_CAI}: stream 0 is disallowed (ambiguous between None and the "
-                         f"legacy and per-thread default streams); use None, 1 or 2")
-    if stream < 0:
-        raise ValueError(f"{_CAI}: stream {stream} is not a stream handle")
-    return stream
-
-
 cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
     """Validate a CUDA Array Interface dict entirely, then ask the driver where the
     pointer lives. Versions 0-3 are read; a newer version is refused (its synchronization
@@ -307,8 +292,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
         raise BufferError(f"{_CAI}: masked arrays are not supported (a mask marks elements "
                           f"as invalid; DLPack cannot carry one)")
     producer_stream = _cai_stream(interface)
-    if consumer_stream is not None:
-        check_stream(consumer_stream, 2)
+    consumer_stream = check_stream(consumer_stream, APDL_CUDA)
     cdef View v = _view_from_layout(pointer, shape, interface.get("strides"), item, readonly,
                                     owner, _CAI)
     # Everything is validated; only now touch the driver.
@@ -317,13 +301,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
         v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
     else:
         v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
-    if not _implicit_sync:
-        return v  # the CAI spec's consumer option: act as if the producer gave no stream
-    v._stream = producer_stream
-    if producer_stream is not None and consumer_stream is not None and consumer_stream != -1:
-        driver.make_stream_wait(v._t.device.device_id, consumer_stream, producer_stream)
-        v._stream = consumer_stream  # the data is now ready in the consumer's stream order
-        v._producer_stream = producer_stream  # ... and the producer may write again on its own
+    _order_cai_import(v, driver, producer_stream, consumer_stream)
     return v
 
 
@@ -368,9 +346,7 @@ cdef dict _cuda_array_interface_of(View v):
     d = _interface_of(v, "__cuda_array_interface__")
     if v._size == 0:
         d["data"] = (0, v.readonly)  # the spec's rule for zero-size arrays
-    # Honest: the stream with pending work, or None (also when synchronization is off: the
-    # CAI spec's producer option).
-    d["stream"] = v._stream if _implicit_sync else None
+    d["stream"] = _cai_export_stream(v)
     return d
 
 

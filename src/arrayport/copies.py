@@ -12,11 +12,11 @@ Where the bytes go:
 
 Streams (CUDA, ROCm): the transfers are enqueued on ``stream`` — a stream of the
 destination device for copies to a device, of the source device otherwise; None means the
-default stream (CUDA's legacy stream 1, ROCm's 0). With implicit synchronization on (the
-default, see ``arrayport.gpu``) the copy first waits, on the GPU, for work pending on
-the source (an event), and the source's stream then waits for the copy, so the producer
-cannot overwrite or free what is being read. A copy that lands in host memory is complete
-when ``copy`` returns (the host must be able to read it): that one waits on the host.
+default stream (CUDA's legacy stream 1, ROCm's 0). Every stream rule is the core's
+(``_core_streams.pxi``), asked here at each step: the copy first waits, on the GPU, for
+work pending on the source (an event), and the streams that may write the source then
+wait for the copy, so the producer cannot overwrite or free what is being read; a copy
+that lands in host memory is complete when ``copy`` returns.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def copy_view(view, device=None, stream=None, who="copy"):
     cannot = f"{who}: cannot copy {source} memory to {target}"
     driver = gpu.driver_for(source.type) or gpu.driver_for(target.type)
     if driver is None:
-        _core.check_stream(stream, int(DeviceType.CPU))
+        _core.check_stream(stream, DeviceType.CPU)
         if target.type is not DeviceType.CPU or not source.type.is_host_accessible:
             end = target if source.type.is_host_accessible else source
             raise BufferError(f"{cannot}: arrayport has no driver for {end.type.label} devices")
@@ -53,14 +53,14 @@ def copy_view(view, device=None, stream=None, who="copy"):
     # both are), else the pinned end (a CPU <-> pinned copy: no stream, the default one).
     ends = [end for end in (target, source) if end.type is not DeviceType.CPU]
     gpu_end = next((end for end in ends if gpu.is_device_memory(end.type)), ends[0])
-    _core.check_stream(stream, int(gpu_end.type))
+    stream = _core.check_stream(stream, gpu_end.type)
     try:
         if target.type is DeviceType.CPU and not gpu.is_device_memory(source.type):
             # Pinned host memory to the CPU: a host copy once pending GPU work is done.
-            gpu.wait_for_pending(view, driver)
+            _core.host_wait_for_pending(view)
             return view.host_copy()
         return _driver_copy(view, source, target, driver,
-                            gpu.work_stream(stream, gpu_end.type))
+                            _core.copy_work_stream(stream, gpu_end.type))
     except BufferError as error:  # the driver's own errors, with what was being done
         raise type(error)(f"{cannot}: {error}") from None  # CudaUnavailable stays itself
 
@@ -78,7 +78,7 @@ def _driver_copy(view, source, target, driver, stream):
         memory = driver.allocate_device(target.id, nbytes)
     else:
         memory = driver.allocate_pinned(nbytes)
-    gpu.order_after(driver, ordinal, stream, gpu.pending_stream(view), source.id)
+    _core.order_copy_after_source(driver, view, ordinal, stream)
     packed = view
     if not view.is_c_contiguous and not gpu.is_device_memory(source.type):
         packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
@@ -97,12 +97,8 @@ def _driver_copy(view, source, target, driver, stream):
                                                             packed.itemsize):
                 driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
                                      pitch, width, height, stream)
-    # The streams that may write the source wait for this copy before they do.
-    for writer in gpu.streams_that_may_write(view, source.type):
-        gpu.order_after(driver, source.id, writer, stream, ordinal)
-    if not gpu.is_device_memory(target.type):
-        driver.synchronize(ordinal, stream)  # host memory: readable when we return
-        stream = None
+    _core.order_writers_after_copy(driver, view, ordinal, stream)
+    stream = _core.finish_copy(driver, ordinal, stream, not gpu.is_device_memory(target.type))
     # The result keeps the source (and what was packed) alive as long as it lives.
     result = _core.view_from_pointer(
         memory.address, view.shape, None, view.dtype, readonly=False,

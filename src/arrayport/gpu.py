@@ -1,5 +1,7 @@
-"""GPU devices and stream ordering: which driver serves a device, and the switch for
-arrayport's implicit synchronization.
+"""GPU devices and stream ordering: which driver serves a device, and the public switch
+for arrayport's implicit synchronization. The stream rules themselves (what a stream value
+means, who waits for whom, and where the switch is read) have one owner, the core's
+``_core_streams.pxi``; this module only turns the switch.
 
 Implicit synchronization (on by default) is everything arrayport does so that data is
 safe to use on the stream a consumer names, without the user thinking about it:
@@ -36,8 +38,6 @@ __all__ = ["set_implicit_sync", "implicit_sync_enabled", "no_implicit_sync", "dr
 _CUDA_KINDS = frozenset({DeviceType.CUDA, DeviceType.CUDA_HOST, DeviceType.CUDA_MANAGED})
 _ROCM_KINDS = frozenset({DeviceType.ROCM, DeviceType.ROCM_HOST})
 _DEVICE_MEMORY = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
-# The stream a None stream argument stands for (DLPack: the legacy default stream).
-_DEFAULT_STREAM = {"cuda": 1, "rocm": 0}
 
 
 def set_implicit_sync(enabled: bool) -> bool:
@@ -130,52 +130,3 @@ def driver_status() -> list[tuple[str, str]]:
 def is_device_memory(device_type) -> bool:
     """Memory on a GPU (CUDA, CUDA managed, ROCm), which arrayport reads through a driver."""
     return device_type in _DEVICE_MEMORY
-
-
-def _vendor(device_type) -> str:
-    return "cuda" if DeviceType(device_type) in _CUDA_KINDS else "rocm"
-
-
-def work_stream(stream, device_type) -> int:
-    """The stream handle a copy runs on: ``stream``, or the default stream for None."""
-    if stream == -1:
-        raise ValueError("copy: stream=-1 names no stream; a copy needs one to run on (None "
-                         "for the default stream)")
-    return _DEFAULT_STREAM[_vendor(device_type)] if stream is None else stream
-
-
-def pending_stream(view):
-    """The stream with work pending on ``view``'s data, when synchronization is on."""
-    return _core.pending_stream(view) if _core.implicit_sync_enabled() else None
-
-
-def streams_that_may_write(view, device_type):
-    """The streams that must wait for work arrayport enqueues reading ``view`` before they
-    write it again: its pending stream (else the default stream, for GPU memory) and, when
-    a CUDA Array Interface import handed the data to a consumer's stream, the producer's
-    own stream too. Empty for host memory, which no stream orders, or with
-    synchronization off."""
-    pending = pending_stream(view)
-    if pending is None and not is_device_memory(device_type):
-        return ()
-    if pending is None:
-        pending = _DEFAULT_STREAM[_vendor(device_type)]
-    producer = _core.producer_stream(view) if _core.implicit_sync_enabled() else None
-    return (pending,) if producer in (None, pending) else (pending, producer)
-
-
-def order_after(driver, ordinal, consumer, producer, producer_ordinal=None) -> None:
-    """``consumer`` (a stream of device ``ordinal``) waits, on the GPU, for the work queued
-    on ``producer`` (of device ``producer_ordinal``, default the same), when both are
-    streams and synchronization is on."""
-    if consumer is None or producer is None:
-        return
-    if _core.implicit_sync_enabled():
-        driver.make_stream_wait(ordinal, consumer, producer, producer_ordinal)
-
-
-def wait_for_pending(view, driver) -> None:
-    """Block the host until work pending on ``view`` is done (before the host reads it)."""
-    pending = pending_stream(view)
-    if pending is not None:
-        driver.synchronize(view.device.id, pending)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
-from arrayport import _core, gpu
+from arrayport import _core
 from arrayport.dtypes import DType
 
 __all__ = ["device_pickling", "set_device_pickling", "reduce_view"]
@@ -106,8 +106,7 @@ def reduce_view(view, protocol):
 def _host_readable(view):
     """``view`` when the host may read it (after its pending GPU work), else the policy."""
     if view.device.type.is_host_accessible:
-        if _core.pending_stream(view) is not None:
-            gpu.wait_for_pending(view, gpu.driver_for(view.device.type))
+        _core.host_wait_for_pending(view)
         return view
     if _device_policy == "host":
         return view.copy(device="cpu")

@@ -20,8 +20,12 @@
  *     order, each item after CUDASIM_DELAY_US microseconds (default 2000), so a consumer
  *     that does not wait reads stale or half-written data; the legacy default stream
  *     (NULL or CU_STREAM_LEGACY) synchronizes with the context's blocking streams, the
- *     per-thread one (CU_STREAM_PER_THREAD) and non-blocking streams do not;
+ *     per-thread one (CU_STREAM_PER_THREAD) among them; non-blocking streams do not;
  *   - copies: bounds of every allocation, 2-D pitches and CU_DEVICE_ATTRIBUTE_MAX_PITCH;
+ *     the API synchronization rules for pageable host memory (an asynchronous copy from it
+ *     stages the source at once, a copy into it returns when done);
+ *   - cuGetProcAddress with the header's versions, the way NVIDIA's Python libraries
+ *     (cuda-bindings, cuda-core, numba-cuda) find every entry point;
  *   - at exit, a report of allocations, streams and events never released (to stderr, or
  *     to the file CUDASIM_REPORT names).
  * What it counts (cudasim_counters): driver calls by name, host synchronizations, events
@@ -51,6 +55,7 @@ enum { CTX_MAGIC = 0x43545831, STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x45564e
 
 struct CUctx_st {
     int magic, device;
+    unsigned long long id;            /* unique in the process, new at each (re)creation */
     struct CUstream_st *legacy;       /* this context's NULL / CU_STREAM_LEGACY stream */
 };
 
@@ -59,6 +64,8 @@ struct CUstream_st {
     int magic;
     struct CUctx_st *ctx;
     unsigned flags;                   /* CU_STREAM_NON_BLOCKING, or 0 (blocking) */
+    int priority;                     /* kept and reported; scheduling ignores it */
+    unsigned long long id;            /* unique in the process (cuStreamGetId) */
     int per_thread;                   /* the per-thread default stream of one thread */
     pthread_t owner_thread;
     uint64_t issued, done;            /* work items enqueued / finished, in order */
@@ -85,6 +92,7 @@ struct op {
     unsigned char *dst, *src;
     size_t width, height, dst_pitch, src_pitch;
     unsigned char value;
+    unsigned char *staging;           /* a pageable source's bytes, copied at issue; freed */
     op *next;
 };
 
@@ -125,7 +133,10 @@ static __thread int ctx_depth;
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) \
     X(cuMemcpy2DAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuStreamCreate) \
     X(cuStreamDestroy) X(cuStreamGetCtx) X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) \
-    X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuEventSynchronize) X(cuEventQuery)
+    X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuEventSynchronize) X(cuEventQuery) \
+    X(cuGetProcAddress) X(cuCtxGetStreamPriorityRange) X(cuStreamCreateWithPriority) \
+    X(cuStreamGetFlags) X(cuStreamGetPriority) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) \
+    X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_N };
@@ -180,6 +191,8 @@ static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int 
     s->ctx = ctx;
     s->flags = flags;
     s->per_thread = per_thread;
+    static unsigned long long next_id;
+    s->id = ++next_id;
     s->owner_thread = pthread_self();
     s->next = streams;
     streams = s;
@@ -216,8 +229,7 @@ static void enqueue(struct CUstream_st *s, op *o) {
     if (!ctx->legacy) ctx->legacy = new_stream(ctx, 0, 0);
     if (s == ctx->legacy) {
         for (struct CUstream_st *t = streams; t; t = t->next) {
-            if (t == s || t->ctx != ctx || (t->flags & CU_STREAM_NON_BLOCKING) || t->per_thread)
-                continue;
+            if (t == s || t->ctx != ctx || (t->flags & CU_STREAM_NON_BLOCKING)) continue;
             op *barrier = calloc(1, sizeof *barrier);   /* wait for t's work so far */
             barrier->kind = OP_MARK;
             barrier->deps[0].stream = t;
@@ -227,7 +239,7 @@ static void enqueue(struct CUstream_st *s, op *o) {
             if (s->tail) s->tail->next = barrier; else s->head = barrier;
             s->tail = barrier;
         }
-    } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && !s->per_thread) {
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
         o->deps[o->ndeps].stream = ctx->legacy;
         o->deps[o->ndeps].seq = ctx->legacy->issued;
         o->ndeps++;
@@ -264,6 +276,7 @@ static void *worker(void *arg) {
         s->head = o->next;
         if (!s->head) s->tail = NULL;
         s->done = o->seq;
+        free(o->staging);
         free(o);
         pthread_cond_broadcast(&progress);
     }
@@ -347,13 +360,46 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute 
     return CUDA_SUCCESS;
 }
 
+/* Each simulated device's memory, as reported (allocations are not limited by it). */
+#define DEVICE_MEMORY ((size_t)16 << 30)
+
+static CUresult device_uuid(CUuuid *uuid, CUdevice device) {
+    REQUIRE_INIT();
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    memset(uuid->bytes, 0, sizeof uuid->bytes);
+    memcpy(uuid->bytes, "cudasim", 7);
+    uuid->bytes[15] = (char)device;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice device) {
+    COUNT(cuDeviceGetUuid);
+    return device_uuid(uuid, device);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device) {
+    COUNT(cuDeviceGetUuid_v2);
+    return device_uuid(uuid, device);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice device) {
+    COUNT(cuDeviceTotalMem);
+    REQUIRE_INIT();
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = DEVICE_MEMORY;
+    return CUDA_SUCCESS;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
     COUNT(cuDevicePrimaryCtxRetain);
     REQUIRE_INIT();
     if (!ctx) return CUDA_ERROR_INVALID_VALUE;
     if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&lock);
-    primary_retained[device]++;
+    static unsigned long long contexts_created;
+    if (primary_retained[device]++ == 0) primary[device].id = ++contexts_created;
     *ctx = &primary[device];
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
@@ -426,6 +472,18 @@ SIM_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
     *device = current()->device;
     return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id) {
+    COUNT(cuCtxGetId);
+    REQUIRE_INIT();
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx) ctx = current();
+    pthread_mutex_lock(&lock);
+    int ok = ctx && valid_ctx(ctx);
+    if (ok) *id = (unsigned long long)ctx->id;
+    pthread_mutex_unlock(&lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
@@ -543,6 +601,37 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p) {
     return release((uintptr_t)p, MEM_PINNED);
 }
 
+SIM_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    COUNT(cuMemGetInfo);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
+    size_t used = 0;
+    pthread_mutex_lock(&lock);
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->kind == MEM_DEVICE && a->device == ctx->device) used += a->size;
+    pthread_mutex_unlock(&lock);
+    *total_bytes = DEVICE_MEMORY;
+    *free_bytes = used < DEVICE_MEMORY ? DEVICE_MEMORY - used : 0;
+    return CUDA_SUCCESS;
+}
+
+/* The allocation (device or managed, from cuMemAlloc*) holding ptr: its base and size. */
+SIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *base, size_t *size,
+                                                 CUdeviceptr ptr) {
+    COUNT(cuMemGetAddressRange);
+    REQUIRE_INIT();
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    allocation *a = find((uintptr_t)ptr, 0);
+    int found = a && a->kind != MEM_PINNED && (uintptr_t)ptr < a->base + a->size;
+    if (found && base) *base = (CUdeviceptr)a->base;
+    if (found && size) *size = a->size;
+    pthread_mutex_unlock(&lock);
+    return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
 static void set_attribute(CUpointer_attribute attribute, void *data, const allocation *a) {
     switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a ? a->ctx : NULL; break;
@@ -606,12 +695,30 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    int device;
-    unsigned char *to = bytes_of(dst, dst_span, &device);
-    unsigned char *from = set ? NULL : bytes_of(src, src_span, &device);
+    int dst_device, src_device = 0;
+    unsigned char *to = bytes_of(dst, dst_span, &dst_device);
+    unsigned char *from = set ? NULL : bytes_of(src, src_span, &src_device);
     if (s && (!to || (!set && !from))) status = CUDA_ERROR_INVALID_VALUE;
+    if (getenv("CUDASIM_TRACE"))
+        fprintf(stderr, "cudasim: %s %#lx <- %#lx, %zu x %zu bytes, stream %p: %d\n",
+                set ? "set" : "copy", (unsigned long)dst, (unsigned long)src, height, width,
+                (void *)handle, status);
     if (status != CUDA_SUCCESS) { pthread_mutex_unlock(&lock); return status; }
+    /* The driver's API synchronization rules for pageable host memory (bytes_of's device
+     * -1): an asynchronous copy from it is staged at once, so the caller may reuse the
+     * source on return; a copy into it returns only once done, as does host to host. */
+    int pageable_dst = dst_device < 0, pageable_src = !set && src_device < 0;
+    if (set && pageable_dst) { pthread_mutex_unlock(&lock); return CUDA_ERROR_INVALID_VALUE; }
+    if (pageable_dst) synchronous = 1;
+    unsigned char *staging = NULL;
+    if (pageable_src && !synchronous) {
+        staging = malloc(src_span);
+        if (!staging) { pthread_mutex_unlock(&lock); return CUDA_ERROR_OUT_OF_MEMORY; }
+        memcpy(staging, from, src_span);
+        from = staging;
+    }
     op *o = calloc(1, sizeof *o);
+    o->staging = staging;
     o->kind = set ? OP_SET : OP_COPY;
     o->dst = to;
     o->src = from;
@@ -708,16 +815,73 @@ SIM_EXPORT CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx
 
 /* ---- streams and events ---------------------------------------------------------------------- */
 
-SIM_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *stream, unsigned int flags) {
-    COUNT(cuStreamCreate);
+SIM_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream handle, unsigned long long *id) {
+    COUNT(cuStreamGetId);
+    REQUIRE_INIT();
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s) *id = s->id;
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+/* Stream priorities: lower numbers are higher priority; the range is the context's. */
+enum { LEAST_PRIORITY = 0, GREATEST_PRIORITY = -5 };
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    COUNT(cuCtxGetStreamPriorityRange);
+    REQUIRE_INIT();
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (least) *least = LEAST_PRIORITY;
+    if (greatest) *greatest = GREATEST_PRIORITY;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *stream, unsigned int flags,
+                                                       int priority) {
+    COUNT(cuStreamCreateWithPriority);
     REQUIRE_INIT();
     if (!stream || (flags & ~CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    /* Outside the range the driver clamps (documented), it does not fail. */
+    if (priority > LEAST_PRIORITY) priority = LEAST_PRIORITY;
+    if (priority < GREATEST_PRIORITY) priority = GREATEST_PRIORITY;
     pthread_mutex_lock(&lock);
     *stream = new_stream(ctx, flags, 0);
+    if (*stream) (*stream)->priority = priority;
     pthread_mutex_unlock(&lock);
     return *stream ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *stream, unsigned int flags) {
+    COUNT(cuStreamCreate);
+    return cuStreamCreateWithPriority(stream, flags, LEAST_PRIORITY);
+}
+
+/* A stream's flags or priority (which: 0 flags, 1 priority). */
+static CUresult stream_property(CUstream handle, int which, void *out) {
+    REQUIRE_INIT();
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s && which == 0) *(unsigned *)out = s->flags;
+    if (s && which == 1) *(int *)out = s->priority;
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamGetFlags(CUstream handle, unsigned int *flags) {
+    COUNT(cuStreamGetFlags);
+    return stream_property(handle, 0, flags);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamGetPriority(CUstream handle, int *priority) {
+    COUNT(cuStreamGetPriority);
+    return stream_property(handle, 1, priority);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream handle) {
@@ -924,6 +1088,76 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char **name) {
 
 SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) {
     return cuGetErrorName(error, text);
+}
+
+/* ---- cuGetProcAddress: how NVIDIA's libraries find every entry point --------------------- */
+
+/* Each entry point by its base name, with the CUDA version that introduced the ABI variant
+ * exported here (the header's macros pick the variant: cuMemAlloc is cuMemAlloc_v2, from
+ * 3.2). A request names a base name and the CUDA version the caller was built for; the
+ * driver answers with the newest variant not newer than that version. */
+#define PROCS(X) X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) \
+    X(cuDeviceGetCount, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceGetName, 2000) \
+    X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
+    X(cuCtxPushCurrent, 4000) X(cuCtxPopCurrent, 4000) X(cuCtxSetCurrent, 4000) \
+    X(cuCtxGetCurrent, 4000) X(cuCtxGetDevice, 2000) X(cuCtxSynchronize, 2000) \
+    X(cuPointerGetAttribute, 4000) X(cuPointerGetAttributes, 7000) X(cuMemAlloc, 3020) \
+    X(cuMemFree, 3020) X(cuMemAllocManaged, 6000) X(cuMemHostAlloc, 2020) \
+    X(cuMemAllocHost, 3020) X(cuMemFreeHost, 2000) X(cuMemcpyAsync, 4000) X(cuMemcpy, 4000) \
+    X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020) X(cuMemcpyHtoDAsync, 3020) \
+    X(cuMemcpyDtoHAsync, 3020) X(cuMemcpy2DAsync, 3020) X(cuMemcpyPeerAsync, 4000) \
+    X(cuMemsetD8Async, 3020) X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) \
+    X(cuStreamGetCtx, 9020) X(cuStreamSynchronize, 2000) X(cuStreamQuery, 2000) \
+    X(cuStreamWaitEvent, 3020) X(cuEventCreate, 2000) X(cuEventRecord, 2000) \
+    X(cuEventDestroy, 4000) X(cuEventSynchronize, 2000) X(cuEventQuery, 2000) \
+    X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuGetProcAddress, 12000) \
+    X(cuCtxGetStreamPriorityRange, 5050) X(cuStreamCreateWithPriority, 5050) \
+    X(cuStreamGetFlags, 5050) X(cuStreamGetPriority, 5050) \
+    X(cuDeviceGetUuid, 9020) X(cuDeviceTotalMem, 3020) X(cuMemGetInfo, 3020) \
+    X(cuMemGetAddressRange, 3020) X(cuCtxGetId, 12000) X(cuStreamGetId, 12000)
+
+/* Entry points whose newer variant has a name of its own in the header rather than a macro
+ * (cuDeviceGetUuid_v2): the base name, the variant, the version that introduced it. */
+#define VARIANTS(Y) Y(cuDeviceGetUuid, cuDeviceGetUuid_v2, 11040)
+
+typedef struct { const char *name; int version; void *entry; } proc;
+#define AS_PROC(name, version) {#name, version, (void *)&name},
+#define AS_VARIANT(name, entry, version) {#name, version, (void *)&entry},
+static const proc procs[] = {PROCS(AS_PROC) VARIANTS(AS_VARIANT)};
+
+SIM_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+                                             cuuint64_t flags,
+                                             CUdriverProcAddressQueryResult *status) {
+    COUNT(cuGetProcAddress);
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = NULL;
+    int known = 0;
+    /* Per-thread-default-stream variants (_ptsz/_ptds) are not provided: asked for, an entry
+     * point that takes a stream is reported missing rather than silently given the legacy
+     * semantics (CU_STREAM_PER_THREAD passed explicitly is kept by every entry point). */
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        if (strcmp(procs[i].name, symbol) != 0) continue;
+        known = 1;
+    }
+    /* Several variants of one name: the newest the caller's version allows wins. */
+    int chosen = 0;
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
+        if (!strcmp(procs[i].name, symbol) && procs[i].version <= cuda_version &&
+            procs[i].version >= chosen) {
+            chosen = procs[i].version;
+            *pfn = procs[i].entry;
+        }
+    if (getenv("CUDASIM_TRACE") && !*pfn)
+        fprintf(stderr, "cudasim: cuGetProcAddress(%s, %d): %s\n", symbol, cuda_version,
+                known ? "version not sufficient" : "not provided");
+    if (status)
+        *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS
+                  : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                          : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 /* ---- the simulator's own controls (not CUDA's) -------------------------------------------- */

@@ -1,0 +1,244 @@
+# Included by _core.pyx. Stream order, the one owner (issue 32). Every rule about CUDA and
+# ROCm streams lives here and nowhere else:
+#   - what a stream value means: DLPack's None, -1, 1, 2 or a handle (check_stream); the
+#     CUDA Array Interface's None, 1, 2 or a handle (_cai_stream); an object with cuda-core's
+#     __cuda_stream__ protocol, wherever arrayport takes a stream (_stream_argument);
+#   - which stream None stands for (_NONE_STREAM);
+#   - whether arrayport orders anything: the implicit-synchronization switch, read only in
+#     this file (_implicit_sync; arrayport.gpu holds its public functions);
+#   - who waits for whom, and how: an event recorded on the producer's stream and waited on
+#     by the consumer's (the driver's make_stream_wait); the host blocks only where host
+#     memory must be readable when a call returns.
+# Every path asks it: DLPack export (View.__dlpack__, ap.view of a View) and import
+# (_dlpack_view), the CUDA Array Interface both ways, the DLPack exchange API and the C API,
+# copies on one device, between devices and to the host (arrayport/copies.py, through the
+# def functions at the end), and pickling.
+#
+# A View carries two stream facts, set only here: _stream, the stream with work pending on
+# its data (None: none), and _producer_stream, a CUDA Array Interface producer's own
+# stream once the import has handed the data over to a consumer's stream.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_hooks.pxi: _driver_for
+#   _core_layout.pxi: _plain_int
+
+
+# Implicit synchronization: on unless ARRAYPORT_IMPLICIT_SYNC=0 (or false/off/no) says off.
+cdef bint _implicit_sync = _os.environ.get("ARRAYPORT_IMPLICIT_SYNC", "1").strip().lower() \
+    not in ("0", "false", "off", "no")
+# The stream None stands for, per device type (DLPack: the legacy default stream; ROCm's
+# null stream). The pinned-host kinds: the stream a copy to or from them runs on.
+cdef dict _NONE_STREAM = {APDL_CUDA: 1, APDL_CUDA_MANAGED: 1, APDL_CUDA_HOST: 1,
+                          APDL_ROCM: 0, APDL_ROCM_HOST: 0}
+
+
+def set_implicit_sync(bint enabled):
+    global _implicit_sync
+    previous = _implicit_sync
+    _implicit_sync = enabled
+    return previous
+
+
+def implicit_sync_enabled():
+    return _implicit_sync
+
+
+# ---- what a stream value means --------------------------------------------------------------
+
+cdef object _stream_argument(stream):
+    """A stream argument as a plain int (or None): an int, or the handle an object's
+    ``__cuda_stream__()`` gives — cuda-core's protocol, answering (0, handle), with 1 and 2
+    for the legacy and per-thread default streams as in DLPack."""
+    if stream is None or type(stream) is int:
+        return stream
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return _plain_int(stream)
+    method = getattr(type(stream), "__cuda_stream__", None)
+    if method is None or isinstance(stream, bool):
+        raise TypeError(f"dlpack: stream must be an int or None (or offer __cuda_stream__), "
+                        f"got {type(stream).__name__}")
+    answer = method(stream)
+    if (type(answer) is not tuple or len(<tuple>answer) != 2 or answer[0] != 0
+            or isinstance(answer[1], bool) or not isinstance(answer[1], int)):
+        raise TypeError(f"dlpack: {type(stream).__qualname__}.__cuda_stream__() returned "
+                        f"{answer!r}, not (0, handle)")
+    return _plain_int(answer[1])
+
+
+def check_stream(stream, int32_t device_type):
+    """The DLPack ``stream`` argument for memory of ``device_type``, validated (spec rules)
+    and returned as a plain int or None: CUDA kinds take None, -1, 1 (legacy default), 2
+    (per-thread default) or a stream handle > 2, never 0; ROCm kinds None, -1, 0 or a
+    handle > 2; every other device only None."""
+    if stream is None:
+        return None
+    cdef bint cuda = _cuda_kind(device_type)
+    cdef bint rocm = device_type == APDL_ROCM
+    if not (cuda or rocm):
+        raise ValueError(f"dlpack: stream must be None for {_device_type_label(device_type)} "
+                         f"memory, got {stream!r}")
+    stream = _stream_argument(stream)
+    if stream < -1:
+        raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
+    if cuda and stream == 0:
+        raise ValueError("dlpack: stream 0 is ambiguous on CUDA and disallowed; use 1 (legacy "
+                         "default stream), 2 (per-thread default stream) or a stream handle")
+    if rocm and (stream == 1 or stream == 2):
+        raise ValueError(f"dlpack: stream {stream} is not supported on ROCm; use 0 (default "
+                         f"stream) or a stream handle")
+    return stream
+
+
+cdef object _cai_stream(dict d):
+    """A CUDA Array Interface producer's ``stream`` entry: None or a stream handle (1
+    legacy, 2 per-thread); 0 is disallowed by the spec."""
+    stream = d.get("stream")
+    if stream is None:
+        return None
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError(f"cuda_array_interface: stream must be None or an int, got "
+                        f"{type(stream).__name__}")
+    stream = _plain_int(stream)
+    if stream == 0:
+        raise ValueError("cuda_array_interface: stream 0 is disallowed (ambiguous between "
+                         "None and the legacy and per-thread default streams); use None, "
+                         "1 or 2")
+    if stream < 0:
+        raise ValueError(f"cuda_array_interface: stream {stream} is not a stream handle")
+    return stream
+
+
+# ---- exports: the consumer waits for what is pending ------------------------------------------
+
+cdef int _order_after_pending(View v, consumer) except -1:
+    """The consumer's stream (DLPack value; None: the default stream) waits, on the GPU,
+    for the work pending on ``v``: an event recorded on the pending stream. -1, no pending
+    work, or synchronization switched off: nothing. Pinned host memory has no stream in
+    DLPack (its consumers may be the CPU): its pending work is waited for on the host."""
+    if v._stream is None or not _implicit_sync or consumer == -1:
+        return 0
+    cdef int32_t device_type = v._t.device.device_type
+    if _host_accessible(device_type):
+        return _host_wait_for_pending(v)
+    if consumer is None:
+        consumer = _NONE_STREAM.get(device_type)
+        if consumer is None:
+            return 0
+    _driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
+    return 0
+
+
+cdef int _order_default_stream_after_pending(View v) except -1:
+    """The exchange API's "no sync" exports leave ordering to the consumer, which orders
+    its stream after our current work stream: the default stream (NULL, below). A View
+    with work pending on another stream first makes the default stream wait for it (an
+    event, on the GPU), so that ordering is enough."""
+    return _order_after_pending(v, None)
+
+
+cdef int _host_wait_for_pending(View v) except -1:
+    """Block until work pending on ``v`` is done: before the host reads it (the spec's rule
+    for CPU exports of memory a GPU may still be writing)."""
+    if v._stream is None or not _implicit_sync:
+        return 0
+    _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
+    return 0
+
+
+def host_wait_for_pending(View v):
+    """``_host_wait_for_pending`` for the Python layers (copies, pickling)."""
+    _host_wait_for_pending(v)
+
+
+cdef object _cai_export_stream(View v):
+    """The ``stream`` entry of ``v``'s CUDA Array Interface: honestly the stream with
+    pending work, or None (also with synchronization off: the spec's producer option)."""
+    return v._stream if _implicit_sync else None
+
+
+# ---- imports: what the producer is told, and what the View remembers ----------------------
+
+cdef object _stream_to_ask_producer(stream, int32_t gpu_type):
+    """The ``stream`` to pass to a DLPack producer whose data is on ``gpu_type`` (0: not a
+    stream-ordered GPU): the consumer's, or -1 ("do not synchronize") when synchronization
+    is off, so that the producer does not order anything either."""
+    if not _implicit_sync and gpu_type != 0:
+        return -1
+    return stream
+
+
+cdef bint _dlpack_import_needs_streams(stream):
+    """Whether a DLPack import must look at streams (a consumer stream was named, or
+    synchronization is off and the producer must be told so)."""
+    return stream is not None or not _implicit_sync
+
+
+cdef int _note_dlpack_import(View v, int32_t gpu_type, stream) except -1:
+    """After the producer ordered its work before the consumer's ``stream``: the data is
+    ready in that stream's order."""
+    if gpu_type != 0 and stream is not None and stream != -1:
+        v._stream = stream
+    return 0
+
+
+cdef int _order_cai_import(View v, driver, producer, consumer) except -1:
+    """A CUDA Array Interface import: with synchronization on, the consumer's stream (if
+    named) waits for the producer's, the data then being ready in the consumer's order, and
+    the producer's stream is remembered (it must wait for what arrayport enqueues on the
+    data before writing again). Off: act as if the producer gave no stream (the spec's
+    consumer option)."""
+    if not _implicit_sync:
+        return 0
+    v._stream = producer
+    if producer is not None and consumer is not None and consumer != -1:
+        driver.make_stream_wait(v._t.device.device_id, consumer, producer)
+        v._stream = consumer
+        v._producer_stream = producer
+    return 0
+
+
+# ---- copies (arrayport/copies.py) ------------------------------------------------------------
+
+def copy_work_stream(stream, int32_t device_type):
+    """The stream handle a copy involving ``device_type`` memory runs on: ``stream``, or
+    the default stream for None. -1 names no stream, so a copy cannot run on it."""
+    if stream == -1:
+        raise ValueError("copy: stream=-1 names no stream; a copy needs one to run on (None "
+                         "for the default stream)")
+    return _NONE_STREAM[device_type] if stream is None else stream
+
+
+def order_copy_after_source(driver, View source, int ordinal, stream):
+    """The copy's ``stream`` (of device ``ordinal``) waits for the work pending on
+    ``source``, recorded on the source's own device."""
+    if source._stream is not None and _implicit_sync:
+        driver.make_stream_wait(ordinal, stream, source._stream, source._t.device.device_id)
+
+
+def order_writers_after_copy(driver, View source, int ordinal, stream):
+    """The streams that may write ``source`` again wait for the copy enqueued on
+    ``stream`` (of device ``ordinal``): its pending stream (else, for device memory, the
+    default stream) and, when a CUDA Array Interface import handed the data to a consumer,
+    the producer's own stream. Host memory without pending work: nothing orders it."""
+    if not _implicit_sync:
+        return
+    cdef int32_t device_type = source._t.device.device_type
+    cdef int32_t device_id = source._t.device.device_id
+    pending, producer = source._stream, source._producer_stream
+    if pending is None and _host_accessible(device_type):
+        return
+    if pending is None:
+        pending = _NONE_STREAM[device_type]
+    driver.make_stream_wait(device_id, pending, stream, ordinal)
+    if producer is not None and producer != pending:
+        driver.make_stream_wait(device_id, producer, stream, ordinal)
+
+
+def finish_copy(driver, int ordinal, stream, bint lands_on_host):
+    """The stream with the copy's work pending, for its result: None once a copy that
+    lands in host memory is done (the host must be able to read it when ``copy`` returns,
+    so that one wait is on the host, whatever the switch says)."""
+    if lands_on_host:
+        driver.synchronize(ordinal, stream)
+        return None
+    return stream

@@ -1,0 +1,44 @@
+"""What the GPU suite's files share (``pytest -m gpu``, issue 32): whether this process
+runs on the CUDA driver simulator, its controls, and the fixtures that slow its streams
+down and check that nothing is left behind. On a real GPU (ARRAYPORT_GPU=hardware) the
+simulator's counts and delays are not there, and the tests that need them skip."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+import cudasim
+from arrayport import _cuda_driver
+
+SIMULATED = "CUDASIM_LIBRARY" in os.environ
+simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"]) if SIMULATED else None
+needs_simulator = pytest.mark.skipif(not SIMULATED, reason="counts and delays are the "
+                                                           "simulator's")
+
+
+@pytest.fixture
+def slow_streams():
+    """Asynchronous work takes 30 ms per item, so a missing wait is caught."""
+    if simulator is not None:
+        simulator.set_delay_us(30000)
+    yield
+    if simulator is not None:
+        simulator.set_delay_us(2000)
+
+
+@pytest.fixture
+def nothing_leaks():
+    """No allocation, stream or event outlives the test — but the one event per context
+    the driver keeps for reuse (released at exit: tests/test_gpu_suite.py checks that)."""
+    before = simulator.live() if simulator else None
+    cached = _cuda_driver.driver.cached_events()
+    yield
+    if simulator is not None:
+        gc.collect()
+        allocations, events, streams = simulator.live()
+        kept = _cuda_driver.driver.cached_events() - cached
+        assert (allocations, events - kept, streams) == before, \
+            "device memory, events or streams left behind"
