@@ -1,14 +1,22 @@
 """What a GPU exchange costs where no GPU can be timed: CUDA driver calls, host
 synchronizations and events created per exchange, counted by the CUDA driver simulator
-(tests/cudasim/, issue 32).
+(tests/cudasim/, issue 32), for arrayport and, beside it, NVIDIA's cuda-core doing the same
+exchange (when installed).
 
     python benchmarks/bench_driver_calls.py [--repeat N]
 
-Exchanges: a CUDA Array Interface import with a consumer stream (the consumer waits on the
-producer's stream), a DLPack export of a View with pending work to a consumer stream, and
-a device-to-device copy on a stream. Counts are per exchange, averaged over N (they do not
-vary: the figures are exact). The first exchange of each kind is left out (it retains the
-primary context once for the process).
+Exchanges, each with device 0's primary context current (as cuda-core's
+``Device.set_current()`` leaves it, and as a CUDA user's thread has it):
+- a CUDA Array Interface import with a consumer stream (the consumer waits on the
+  producer's stream): ``ap.view(x, stream=C)`` / ``StridedMemoryView.from_cuda_array_interface``;
+- a DLPack export, to a consumer stream, of memory with work pending on another stream:
+  ``View.__dlpack__(stream=C)`` / ``Buffer.__dlpack__(stream=C)`` (a cuda-core Buffer does
+  not track pending work, so it orders nothing: its count is what ordering nothing costs);
+- a device-to-device copy on a stream: ``View.copy(stream=C)`` /
+  ``Buffer.copy_to(stream=C)``.
+Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
+first exchange of each kind is left out (it retains the primary context, creates the event
+it reuses).
 """
 
 from __future__ import annotations
@@ -45,14 +53,48 @@ def cpu_model() -> str:
 
 
 def counted(exchange, repeat):
-    """Driver calls by name per exchange (the first, warming, run left out)."""
-    exchange()
+    """Driver calls by name per exchange (the first, warming, run left out). Results are
+    kept until the count is taken: freeing one is not part of the exchange (and freeing
+    memory with work pending synchronizes with the host, on the driver as here)."""
+    kept = [exchange()]
     before = SIM.counters()
     for _ in range(repeat):
-        exchange()
+        kept.append(exchange())
     after = SIM.counters()
+    kept.clear()
     return {name: (after[name] - before[name]) / repeat for name in after
             if after[name] != before[name]}
+
+
+def cuda_core_exchanges(values, producer, consumer):
+    """cuda-core's side of each exchange (None where cuda-core is not installed), and what
+    to close afterwards."""
+    try:
+        from cuda.core import Device
+        from cuda.core.utils import StridedMemoryView
+    except ImportError:
+        return {}, []
+    device = Device(0)
+    device.set_current()
+    stream = device.create_stream()
+    buffer = device.allocate(values.nbytes, stream=stream)
+    array = DeviceArray(values, device=0, stream=producer)
+    exchanges = {
+        "CAI import, consumer stream": lambda: StridedMemoryView.from_cuda_array_interface(
+            array, stream_ptr=int(consumer)),
+        "DLPack export to a consumer stream": lambda: buffer.__dlpack__(
+            stream=int(consumer), max_version=(1, 3)),
+        "device copy on a stream": lambda: buffer.copy_to(stream=stream),
+    }
+    return exchanges, [lambda: buffer.close(stream), stream.sync, stream.close, array.free]
+
+
+def summary(counts):
+    """(calls, host synchronizations, events created, calls by name) of one exchange."""
+    counts = dict(counts)
+    syncs = counts.pop("host_synchronizations", 0)
+    detail = ", ".join(f"{k} {v:g}" for k, v in sorted(counts.items()))
+    return sum(counts.values()), syncs, counts.get("cuEventCreate", 0), detail
 
 
 def main():
@@ -62,6 +104,9 @@ def main():
     SIM.set_delay_us(0)
     producer, consumer = Stream(0), Stream(0)
     values = np.arange(1024, dtype=np.float32)
+    core, cleanup = cuda_core_exchanges(values, producer, consumer)
+    if not core:
+        print("(cuda-core is not installed: arrayport's counts only)")
     array = DeviceArray(values, device=0, stream=producer)
     pending = ap.view(array)          # a View whose data is pending on the producer's stream
 
@@ -72,17 +117,18 @@ def main():
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
     }
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
-    print(f"{'exchange':38} {'calls':>6} {'host syncs':>10} {'events':>7}  calls by name")
+    print(f"{'exchange':38} {'library':10} {'calls':>6} {'host syncs':>10} {'events':>7}  "
+          f"calls by name")
     for name, exchange in exchanges.items():
-        counts = counted(exchange, args.repeat)
-        syncs = counts.pop("host_synchronizations", 0)
-        calls = sum(counts.values())
-        events = counts.get("cuEventCreate", 0)
-        detail = ", ".join(f"{k} {v:g}" for k, v in sorted(counts.items()))
-        print(f"{name:38} {calls:6g} {syncs:10g} {events:7g}  {detail}")
+        sides = [("arrayport", exchange)] + ([("cuda-core", core[name])] if core else [])
+        for library, run in sides:
+            calls, syncs, events, detail = summary(counted(run, args.repeat))
+            print(f"{name:38} {library:10} {calls:6g} {syncs:10g} {events:7g}  {detail}")
     producer.synchronize()
     del pending
     array.free()
+    for step in cleanup:
+        step()
     producer.close()
     consumer.close()
 

@@ -80,6 +80,15 @@ def test_plan_uses_few_transfers():
     assert plan_runs((3, 0), (4, 4), 4) == []
 
 
+def test_rows_farther_apart_than_the_device_allows_are_copied_one_by_one():
+    a = np.zeros((8, 32), np.float32)[:, :16]          # rows 128 bytes apart, 64 wide
+    assert plan_runs(a.shape, a.strides, 4, max_pitch=128) == [(0, 0, 64, 8, 128)]
+    runs = plan_runs(a.shape, a.strides, 4, max_pitch=127)
+    assert runs == [(128 * row, 64 * row, 64, 1, 64) for row in range(8)]
+    b = np.zeros((4, 2, 32), np.float32)[:, :, :16]     # outer axes stay one run per row
+    assert len(plan_runs(b.shape, b.strides, 4, max_pitch=127)) == 8
+
+
 # ---- copies in every direction --------------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(layouts()))

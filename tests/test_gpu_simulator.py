@@ -185,3 +185,39 @@ def test_the_producer_stream_waits_for_copies_of_what_it_handed_over(slow_stream
         array.free()
         for stream in (producer, consumer, copier):
             stream.close()
+
+
+@needs_simulator
+def test_rows_farther_apart_than_the_device_allows_are_copied_row_by_row(nothing_leaks):
+    # Class 4: a 2-D transfer whose pitch passes CU_DEVICE_ATTRIBUTE_MAX_PITCH is refused
+    # by the driver (CUDA_ERROR_INVALID_VALUE); such rows go one transfer each.
+    wide = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
+    on_device = ap.view(wide).copy(device="cuda:0")
+    simulator.set_max_pitch(128)                  # rows 256 bytes apart, 64 bytes wide
+    try:
+        before = simulator.counters()["cuMemcpy2DAsync"]
+        strided = on_device[:, :16]
+        np.testing.assert_array_equal(ap.to_numpy(strided.copy(device="cpu")), wide[:, :16])
+        assert simulator.counters()["cuMemcpy2DAsync"] - before == 8
+    finally:
+        simulator.set_max_pitch(0)
+    del on_device, strided
+
+
+def test_a_strided_peer_copy_on_the_destination_s_stream(slow_streams, nothing_leaks):
+    # Class 4: a strided source on device 0, still being written, copied to device 1 on a
+    # stream of device 1: packed on device 0 after the pending work, then sent across.
+    producer, destination = Stream(0), Stream(1)
+    array = DeviceArray(VALUES, device=0, stream=producer, busy=2)
+    try:
+        strided = ap.view(array)[:, ::2]
+        copied = strided.copy(device="cuda:1", stream=int(destination))
+        assert str(copied.device) == "cuda:1"
+        np.testing.assert_array_equal(ap.to_numpy(copied.copy(device="cpu")), VALUES[:, ::2])
+        del copied, strided
+    finally:
+        producer.synchronize()
+        destination.synchronize()
+        array.free()
+        producer.close()
+        destination.close()

@@ -45,6 +45,7 @@ _CUDA_ERROR_INVALID_CONTEXT = 201
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
+_CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11
 
 # DLPack device types this module reports.
 _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = (
@@ -72,11 +73,13 @@ _SIGNATURES = {
     "cuInit": (_INT, [ctypes.c_uint]),
     "cuDeviceGetCount": (_INT, [ctypes.POINTER(_INT)]),
     "cuDeviceGet": (_INT, [ctypes.POINTER(_INT), _INT]),
+    "cuDeviceGetAttribute": (_INT, [ctypes.POINTER(_INT), _INT, _INT]),
     "cuDevicePrimaryCtxRetain": (_INT, [ctypes.POINTER(c_handle), _INT]),
     "cuDevicePrimaryCtxRelease_v2": (_INT, [_INT]),
     "cuCtxPushCurrent_v2": (_INT, [c_handle]),
     "cuCtxPopCurrent_v2": (_INT, [ctypes.POINTER(c_handle)]),
     "cuCtxGetDevice": (_INT, [ctypes.POINTER(_INT)]),
+    "cuCtxGetCurrent": (_INT, [ctypes.POINTER(c_handle)]),
     "cuStreamGetCtx": (_INT, [c_handle, ctypes.POINTER(c_handle)]),
     "cuPointerGetAttributes": (_INT, [ctypes.c_uint, ctypes.POINTER(_INT),
                                       ctypes.POINTER(ctypes.c_void_p), c_address]),
@@ -111,6 +114,7 @@ _SYMBOLS = VendorSymbols(
     event_destroy="cuEventDestroy_v2", stream_wait_event="cuStreamWaitEvent",
     stream_synchronize="cuStreamSynchronize", allocate="cuMemAlloc_v2", free="cuMemFree_v2",
     host_allocate="cuMemHostAlloc", host_free="cuMemFreeHost", copy="cuMemcpyAsync",
+    device_attribute="cuDeviceGetAttribute", max_pitch_attribute=_CU_DEVICE_ATTRIBUTE_MAX_PITCH,
     event_disable_timing=_CU_EVENT_DISABLE_TIMING,
     host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE, default_streams=(0, 1, 2))
 
@@ -189,16 +193,26 @@ class CudaDriver(VendorDriver):
         return context
 
     @contextlib.contextmanager
-    def on_device(self, ordinal: int):
-        """Device ``ordinal``'s primary context current on this thread for the duration;
-        yields that context."""
-        context = self.primary_context(ordinal)
+    def _made_current(self, context: c_handle):
+        """``context`` current on this thread for the duration: pushed on the thread's
+        context stack and popped after, unless it is current already (one call instead of
+        two: the thread of a CUDA user mostly has the right one)."""
         library = self.library.get()
+        current = c_handle()
+        if library.cuCtxGetCurrent(ctypes.byref(current)) == 0 and current.value and \
+                current.value == context.value:
+            yield context
+            return
         self._call("cuCtxPushCurrent_v2", context)
         try:
             yield context
         finally:
             library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
+
+    def on_device(self, ordinal: int):
+        """Device ``ordinal``'s primary context current on this thread for the duration;
+        yields that context."""
+        return self._made_current(self.primary_context(ordinal))
 
     def close(self) -> None:
         super().close()
@@ -210,15 +224,9 @@ class CudaDriver(VendorDriver):
             except Exception:   # at exit: the library may be gone
                 pass
 
-    @contextlib.contextmanager
     def _context_of_event(self, key):
-        """A cached event is keyed by its context's handle: push that context."""
-        library = self.library.get()
-        self._call("cuCtxPushCurrent_v2", c_handle(key))
-        try:
-            yield
-        finally:
-            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
+        """A cached event is keyed by its context's handle: that context, current."""
+        return self._made_current(c_handle(key))
 
     @contextlib.contextmanager
     def on_stream_context(self, stream: int, ordinal: int):
@@ -228,14 +236,10 @@ class CudaDriver(VendorDriver):
             with self.on_device(ordinal) as context:
                 yield context
             return
-        library = self.library.get()
         context = c_handle()
         self._call("cuStreamGetCtx", stream, ctypes.byref(context))
-        self._call("cuCtxPushCurrent_v2", context)
-        try:
+        with self._made_current(context):
             yield context
-        finally:
-            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
 
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
         address = c_address(0)

@@ -40,7 +40,9 @@ class VendorSymbols(NamedTuple):
     host_allocate: str
     host_free: str
     copy: str
+    device_attribute: str         # (int *value, attribute, device ordinal)
     event_disable_timing: int
+    max_pitch_attribute: int      # the device attribute: the largest pitch of a 2-D copy
     host_allocate_portable: int
     copy_kind: tuple = ()
     default_streams: tuple = ()   # stream values that name the current device's stream
@@ -167,6 +169,14 @@ class VendorDriver:
             with self.on_device(0):
                 self._call(names.host_free, pointer, what=f"{names.host_free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
+
+    def max_pitch(self, ordinal: int) -> int:
+        """The largest row pitch, in bytes, a 2-D copy on device ``ordinal`` accepts (a
+        device attribute; 2**31 - 1 on the GPUs of today)."""
+        value = ctypes.c_int(0)
+        self._call(self.symbols.device_attribute, ctypes.byref(value),
+                   self.symbols.max_pitch_attribute, ordinal)
+        return value.value
 
     def copy_async(self, ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
         """``nbytes`` from ``src`` to ``dst`` (any memory the driver can address: device,

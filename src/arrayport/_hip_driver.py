@@ -36,6 +36,7 @@ _HIP_ERROR_INVALID_VALUE = 1
 _HIP_EVENT_DISABLE_TIMING = 0x2
 _HIP_HOST_MALLOC_PORTABLE = 0x1
 _HIP_MEMCPY_DEFAULT = 4
+_HIP_DEVICE_ATTRIBUTE_MAX_PITCH = 58   # hipDeviceAttributeMaxPitch (HIP 6)
 _HIP_MINIMUM_VERSION = 60000000   # HIP_VERSION = major * 10^7 + minor * 10^5 + patch
 
 # DLPack device types this module reports. ROCm managed memory has no DLPack type of its
@@ -60,6 +61,7 @@ _SIGNATURES = {
     "hipGetDeviceCount": (_INT, [ctypes.POINTER(_INT)]),
     "hipGetDevice": (_INT, [ctypes.POINTER(_INT)]),
     "hipSetDevice": (_INT, [_INT]),
+    "hipDeviceGetAttribute": (_INT, [ctypes.POINTER(_INT), _INT, _INT]),
     "hipPointerGetAttributes": (_INT, [ctypes.POINTER(_PointerAttributes), _VOIDP]),
     "hipEventCreateWithFlags": (_INT, [ctypes.POINTER(c_handle), ctypes.c_uint]),
     "hipEventRecord": (_INT, [c_handle, c_handle]),
@@ -103,6 +105,7 @@ _SYMBOLS = VendorSymbols(
     stream_wait_event="hipStreamWaitEvent", stream_synchronize="hipStreamSynchronize",
     allocate="hipMalloc", free="hipFree", host_allocate="hipHostMalloc",
     host_free="hipHostFree", copy="hipMemcpyAsync",
+    device_attribute="hipDeviceGetAttribute", max_pitch_attribute=_HIP_DEVICE_ATTRIBUTE_MAX_PITCH,
     event_disable_timing=_HIP_EVENT_DISABLE_TIMING,
     host_allocate_portable=_HIP_HOST_MALLOC_PORTABLE, copy_kind=(_HIP_MEMCPY_DEFAULT,),
     default_streams=(0,))

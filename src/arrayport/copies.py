@@ -94,7 +94,8 @@ def _driver_copy(view, source, target, driver, stream):
                 driver.copy_async(ordinal, memory.address, packed.ptr, nbytes, stream)
         else:
             for src, dst, width, height, pitch in plan_runs(packed.shape, packed.strides,
-                                                            packed.itemsize):
+                                                            packed.itemsize,
+                                                            driver.max_pitch(ordinal)):
                 driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
                                      pitch, width, height, stream)
     _core.order_writers_after_copy(driver, view, ordinal, stream)
@@ -116,14 +117,14 @@ class _CopyOwner:
         self.memory, self.source, self.packed = memory, source, packed
 
 
-def plan_runs(shape, byte_strides, itemsize):
+def plan_runs(shape, byte_strides, itemsize, max_pitch=None):
     """The 2-D transfers that copy a strided layout into C order: tuples (source offset,
     destination offset, width, height, source pitch) in bytes — ``height`` rows of
     ``width`` contiguous bytes, ``pitch`` apart in the source, back to back in the
     destination. Contiguous runs are as long as the layout allows; the two innermost
     (merged) dimensions make one transfer, outer dimensions one transfer each. A pitch a
-    transfer cannot use (negative, or smaller than a row: overlapping or broadcast
-    memory) becomes one transfer per row."""
+    transfer cannot use (negative, smaller than a row — overlapping or broadcast memory —
+    or larger than the device's ``max_pitch``) becomes one transfer per row."""
     dims = []
     for extent, stride in zip(shape, byte_strides):
         if extent == 0:
@@ -141,7 +142,8 @@ def plan_runs(shape, byte_strides, itemsize):
         width = itemsize
     rows, pitch = dims.pop() if dims else (1, width)
     outer = dims
-    if pitch < width:  # negative, zero or overlapping: rows one by one
+    if pitch < width or (max_pitch is not None and rows > 1 and pitch > max_pitch):
+        # negative, zero, overlapping or too far apart for one transfer: rows one by one
         outer = outer + [(rows, pitch)]
         rows, pitch = 1, width
     runs = []

@@ -111,6 +111,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
 static int initialised, device_count = 2;
 static long delay_us = 2000;
+/* CU_DEVICE_ATTRIBUTE_MAX_PITCH of every device, and the limit 2-D copies keep (a GPU's is
+ * 2**31 - 1; CUDASIM_MAX_PITCH or cudasim_set_max_pitch lower it, so that a test can reach
+ * it without gigabytes of memory). */
+static size_t max_pitch = 2147483647u;
 static struct CUctx_st primary[MAX_DEVICES];
 static int primary_retained[MAX_DEVICES];
 static struct CUstream_st *streams;
@@ -160,6 +164,8 @@ static void configure(void) {
     if (device_count < 1) device_count = 1;
     if (device_count > MAX_DEVICES) device_count = MAX_DEVICES;
     if (delay) delay_us = atol(delay);
+    const char *pitch = getenv("CUDASIM_MAX_PITCH");
+    if (pitch && atol(pitch) > 0) max_pitch = (size_t)atol(pitch);
 }
 
 /* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). */
@@ -284,8 +290,9 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static void wait_for(struct CUstream_st *s, uint64_t seq) {   /* caller holds the lock */
-    COUNT(HOST_SYNCS);
+/* The host blocks until s has done its work up to seq (caller holds the lock). Callers
+ * count one host synchronization per blocking call, however many streams it waits for. */
+static void wait_for(struct CUstream_st *s, uint64_t seq) {
     while (s->done < seq) pthread_cond_wait(&progress, &lock);
 }
 
@@ -349,7 +356,7 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute 
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
     switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *value = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *value = (int)max_pitch; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 8; break;
@@ -491,6 +498,7 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
     REQUIRE_INIT();
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    COUNT(HOST_SYNCS);
     pthread_mutex_lock(&lock);
     for (struct CUstream_st *s = streams; s; s = s->next)
         if (s->ctx == ctx) wait_for(s, s->issued);
@@ -537,8 +545,10 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
      * cudaFree, waits for the device before it frees). */
     int pending = 0;
     for (struct CUstream_st *s = streams; s; s = s->next) pending |= s->done < s->issued;
-    if (pending)
+    if (pending) {
+        COUNT(HOST_SYNCS);
         for (struct CUstream_st *s = streams; s; s = s->next) wait_for(s, s->issued);
+    }
     allocation **link = &allocations;
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
                                              (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))))
@@ -688,7 +698,7 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     if (height == 0 || width == 0) return CUDA_SUCCESS;
     if (height > 1 && (width > dst_pitch || (!set && width > src_pitch)))
         return CUDA_ERROR_INVALID_VALUE;
-    if (height > 1 && (dst_pitch > 2147483647u || (!set && src_pitch > 2147483647u)))
+    if (height > 1 && (dst_pitch > max_pitch || (!set && src_pitch > max_pitch)))
         return CUDA_ERROR_INVALID_VALUE;                   /* CU_DEVICE_ATTRIBUTE_MAX_PITCH */
     size_t dst_span = (height - 1) * dst_pitch + width;
     size_t src_span = set ? 0 : (height - 1) * src_pitch + width;
@@ -728,7 +738,10 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     o->src_pitch = src_pitch;
     o->value = value;
     enqueue(s, o);
-    if (synchronous) wait_for(s, s->issued);
+    if (synchronous) {
+        COUNT(HOST_SYNCS);
+        wait_for(s, s->issued);
+    }
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
@@ -924,7 +937,10 @@ SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream handle) {
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    if (s) wait_for(s, s->issued);
+    if (s) {
+        COUNT(HOST_SYNCS);
+        wait_for(s, s->issued);
+    }
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -1016,6 +1032,7 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
     REQUIRE_INIT();
     pthread_mutex_lock(&lock);
     struct CUevent_st *e = valid_event(event);
+    if (e) COUNT(HOST_SYNCS);
     if (e && e->stream) wait_for(e->stream, e->seq);
     pthread_mutex_unlock(&lock);
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
@@ -1172,6 +1189,10 @@ SIM_EXPORT int cudasim_counters(const char **names, long *values, int n) {
 }
 
 SIM_EXPORT void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
+
+SIM_EXPORT void cudasim_set_max_pitch(long bytes) {
+    max_pitch = bytes > 0 && bytes <= 2147483647 ? (size_t)bytes : 2147483647u;
+}
 
 /* Allocations, events and user streams not released so far. */
 SIM_EXPORT void cudasim_live(long *allocations_out, long *events_out, long *streams_out) {

@@ -73,6 +73,7 @@ class Simulator:
         self.cuda.cudasim_counters.argtypes = [ctypes.POINTER(ctypes.c_char_p),
                                                ctypes.POINTER(ctypes.c_long), ctypes.c_int]
         self.cuda.cudasim_set_delay_us.argtypes = [ctypes.c_long]
+        self.cuda.cudasim_set_max_pitch.argtypes = [ctypes.c_long]
         self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
 
     def counters(self) -> dict[str, int]:
@@ -83,6 +84,10 @@ class Simulator:
 
     def set_delay_us(self, microseconds: int) -> None:
         self.cuda.cudasim_set_delay_us(microseconds)
+
+    def set_max_pitch(self, nbytes: int) -> None:
+        """Every device's maximum 2-D copy pitch (0: back to a GPU's 2**31 - 1)."""
+        self.cuda.cudasim_set_max_pitch(nbytes)
 
     def live(self) -> tuple[int, int, int]:
         """(allocations, events, user streams) not released."""

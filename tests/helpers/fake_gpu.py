@@ -12,7 +12,7 @@ from arrayport import _core, _cuda_driver
 
 DRIVER_FUNCTIONS = ("allocate_device", "allocate_pinned", "copy_async", "copy_2d_async",
                     "copy_peer_async", "make_stream_wait", "synchronize", "locate_pointer",
-                    "current_device")
+                    "current_device", "max_pitch")
 
 
 class FakeMemory:
@@ -48,6 +48,9 @@ class FakeCuda:
         self.log.append(("copy_2d_async", ordinal, width, height, stream))
         for row in range(height):
             ctypes.memmove(dst + row * dst_pitch, src + row * src_pitch, width)
+
+    def max_pitch(self, ordinal):
+        return 2**31 - 1
 
     def copy_peer_async(self, dst_ordinal, dst, src_ordinal, src, nbytes, stream):
         self.log.append(("copy_peer_async", dst_ordinal, src_ordinal, nbytes, stream))
