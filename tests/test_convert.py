@@ -224,8 +224,9 @@ def test_to_torch_devices_and_streams():
 
 @needs('torch')
 def test_to_names_its_targets_and_refuses_unknown_ones():
-    assert set(ap.convert.TARGETS) == {"numpy", "torch", "jax", "cupy", "tvm_ffi", "pyarrow",
-                                       "pyarrow.Tensor", "tensorflow", "mlx", "paddle", "warp"}
+    assert set(ap.convert.TARGETS) == {"numpy", "torch", "jax", "cupy", "numba", "cuda.core",
+                                       "tvm_ffi", "pyarrow", "pyarrow.Tensor", "tensorflow",
+                                       "mlx", "paddle", "warp"}
     assert ap.to(np.arange(2), "torch").tolist() == [0, 1]
     with pytest.raises(ValueError, match="unknown target 'keras'; choose one of numpy"):
         ap.to(np.arange(2), "keras")

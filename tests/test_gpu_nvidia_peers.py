@@ -221,3 +221,41 @@ def test_arrayport_copies_between_numba_arrays_on_two_devices(numba_cuda, nothin
     np.testing.assert_array_equal(host_values(copied), VALUES)
     del copied, array
     release(cuda)
+
+
+# ---- ap.to(x, "numba") and ap.to(x, "cuda.core") ---------------------------------------------
+
+def test_to_numba_shares_device_memory_and_copies_what_numba_cannot_hold(numba_cuda,
+                                                                         nothing_leaks):
+    on_device = ap.view(VALUES).copy(device="cuda:0")
+    array = ap.to(on_device, "numba")
+    assert array.__cuda_array_interface__["data"][0] == on_device.ptr       # shared
+    # numba's arrays are always writable: read-only memory arrives as a copy by default
+    frozen = on_device.as_readonly()
+    copied = ap.to(frozen, "numba")
+    assert copied.__cuda_array_interface__["data"][0] != on_device.ptr
+    np.testing.assert_array_equal(copied.copy_to_host(), VALUES)
+    with pytest.raises(BufferError, match="read-only"):
+        ap.to(frozen, "numba", copy=False)
+    host = ap.to(VALUES, "numba")                                          # host data: copied
+    np.testing.assert_array_equal(host.copy_to_host(), VALUES)
+    with pytest.raises(BufferError, match="needs a copy, but copy=False"):
+        ap.to(VALUES, "numba", copy=False)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(TypeError, match="numba-cuda has no type for bfloat16"):
+        ap.to(VALUES.astype(ml_dtypes.bfloat16), "numba")
+    del array, copied, host, frozen, on_device
+    release(numba_cuda)
+
+
+def test_to_cuda_core_keeps_read_only_and_refuses_types_it_cannot_name(core, nothing_leaks):
+    on_device = ap.view(VALUES).copy(device="cuda:0")
+    memory = ap.to(on_device.as_readonly(), "cuda.core")
+    assert (memory.ptr, memory.readonly, memory.device_id) == (on_device.ptr, True, 0)
+    host = ap.to(VALUES, "cuda.core")                       # host memory, viewed as it is
+    assert (host.ptr, host.is_device_accessible) == (VALUES.ctypes.data, False)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(TypeError, match="cuda-core has no type for float8_e4m3fn"):
+        ap.to(ap.view(VALUES.astype(ml_dtypes.float8_e4m3fn)).copy(device="cuda:0"),
+              "cuda.core")
+    del memory, host, on_device

@@ -270,6 +270,49 @@ def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
     return cupy.asarray(to_numpy(view))
 
 
+def _on_cuda(view, copy, stream, who, library):
+    """``view`` in CUDA device memory: as it is, or copied to the current CUDA device."""
+    if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
+        return _placed(view, None, copy)
+    if copy is False:
+        raise BufferError(f"{who}: the data is on {view.device}; {library} arrays live in "
+                          f"CUDA memory, so this needs a copy, but copy=False")
+    from arrayport import gpu
+    ordinal = gpu.driver_for(DeviceType.CUDA).current_device()
+    return view.copy(device=Device(DeviceType.CUDA, ordinal), stream=stream)
+
+
+def _to_numba(x, *, copy=None, stream=None, readonly="copy"):
+    """A numba-cuda device array. numba's arrays are always writable (it ignores the CUDA
+    Array Interface's read-only flag), so the read-only policy applies."""
+    from numba import cuda
+
+    _check_copy(copy, "to(numba)")
+    _check_readonly_policy(readonly, "to(numba)")
+    view = _on_cuda(_core.view_or_copy(x, stream=stream, copy=copy), copy, stream,
+                    "to(numba)", "numba-cuda")
+    if not view.dtype.numpy_native:   # numba's arrays would hold raw bytes ('V2')
+        raise no_type_for("to(numba)", "numba-cuda", view.dtype)
+    return cuda.as_cuda_array(_writable_for(view, readonly, copy, "to(numba)", "numba-cuda"))
+
+
+def _to_cuda_core(x, *, copy=None, stream=None):
+    """A cuda-core ``StridedMemoryView`` (host or device memory; read-only stays read-only),
+    ordered for ``stream`` (None: the legacy default stream)."""
+    from cuda.core.utils import StridedMemoryView
+
+    _check_copy(copy, "to(cuda.core)")
+    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
+    on_device = not view.device.type.is_host_accessible
+    result = StridedMemoryView.from_dlpack(   # host memory: no stream (-1)
+        view, stream_ptr=(1 if stream is None else stream) if on_device else -1)
+    try:
+        result.dtype   # cuda-core takes some types in that it cannot name (float8)
+    except TypeError:
+        raise no_type_for("to(cuda.core)", "cuda-core", view.dtype) from None
+    return result
+
+
 def _pyarrow_type(view, who):
     import pyarrow as pa
 
@@ -315,12 +358,14 @@ TARGETS = {
     "torch": to_torch,
     "jax": _to_jax,
     "cupy": _to_cupy,
+    "numba": _to_numba,
+    "cuda.core": _to_cuda_core,
     "tvm_ffi": _to_tvm_ffi,
     "pyarrow": _to_pyarrow,
     "pyarrow.Tensor": _to_pyarrow_tensor,
 }
 # The module each target imports, where it is not the target's first word.
-_TARGET_MODULES = {"pyarrow.Tensor": "pyarrow", "mlx": "mlx.core"}
+_TARGET_MODULES = {"pyarrow.Tensor": "pyarrow", "mlx": "mlx.core", "numba": "numba.cuda"}
 
 
 def to(x, target, /, **options):
@@ -334,8 +379,9 @@ def to(x, target, /, **options):
         Anything ``arrayport.view`` accepts.
     target : str
         One of ``arrayport.convert.TARGETS``: ``"numpy"``, ``"torch"``, ``"jax"``,
-        ``"cupy"``, ``"tvm_ffi"``, ``"pyarrow"``, ``"pyarrow.Tensor"``, ``"tensorflow"``,
-        ``"mlx"``, ``"paddle"``, ``"warp"``.
+        ``"cupy"``, ``"numba"`` (numba-cuda device arrays), ``"cuda.core"`` (a cuda-core
+        ``StridedMemoryView``), ``"tvm_ffi"``, ``"pyarrow"``, ``"pyarrow.Tensor"``,
+        ``"tensorflow"``, ``"mlx"``, ``"paddle"``, ``"warp"``.
     **options
         The target converter's own: ``copy``, ``device``, ``stream``, ``readonly`` where the
         target has them.
