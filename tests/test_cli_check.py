@@ -14,8 +14,9 @@ import pytest
 HELPERS = str(Path(__file__).parent / "helpers")
 
 
-def check(target):
-    env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def check(target, **more_env):
+    env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           **more_env}
     result = subprocess.run([sys.executable, "-m", "arrayport", "check", target, "--format",
                              "json"], capture_output=True, text=True, timeout=600, env=env)
     report = json.loads(result.stdout) if result.stdout.strip() else None
@@ -48,7 +49,10 @@ def test_the_same_producer_unbroken_passes():
 def test_arrayport_passes_every_check():
     result, report = check("arrayport")
     assert result.returncode == 0
-    assert {row["status"] for row in report["results"]} == {"pass"}
+    # Every check passes but the CUDA one, which host arrays skip, saying so.
+    rows = statuses(report)
+    assert rows.pop("producer.stream-cuda")["reason"] == "not a CUDA array"
+    assert {row["status"] for row in rows.values()} == {"pass"}
     assert all(row["clause"] for row in report["results"])
 
 
@@ -108,3 +112,38 @@ def test_unusual_kinds_of_numpy_include_masked_arrays():
     rows = statuses(report)
     assert rows["unusual.masked"]["status"] == "fail"  # ndarray's __dlpack__ drops the mask
     assert rows["unusual.byteswapped"]["status"] == "pass"
+
+
+# ---- CUDA libraries, on the CUDA driver simulator --------------------------------------------
+
+@pytest.fixture(scope="module")
+def on_simulator():
+    """The environment that makes a child process's libcuda.so.1 the CUDA driver simulator."""
+    import cudasim
+    library = cudasim.library()
+    if library is None:
+        pytest.skip(cudasim.unavailable())
+    return {"LD_LIBRARY_PATH": os.path.dirname(library)}
+
+
+def test_cuda_core_is_checked_on_device_memory(on_simulator):
+    if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.core") is None:
+        pytest.skip("needs cuda-core (pip install -e '.[test]')")
+    result, report = check("cuda.core", **on_simulator)
+    assert result.returncode in (0, 1), result.stderr
+    rows = statuses(report)
+    assert rows["producer.dlpack-device"]["reason"] == "(2, 0)"      # CUDA memory, really
+    for passing in ("producer.tensor", "producer.deleter-consumed", "consumer.capsule"):
+        assert rows[passing]["status"] == "pass", rows[passing]
+    # The CUDA stream clause is exercised (cuda-core 1.2 accepts the disallowed stream 0).
+    assert rows["producer.stream-cuda"]["status"] in ("pass", "fail")
+    assert not [row for row in report["results"] if row["status"] == "crash"]
+
+
+def test_numba_cuda_is_checked_through_its_cuda_array_interface(on_simulator):
+    if importlib.util.find_spec("numba") is None:
+        pytest.skip("needs numba-cuda (pip install -e '.[test]')")
+    result, report = check("numba.cuda", **on_simulator)
+    assert result.returncode == 0, result.stderr
+    row = statuses(report)["producer.cuda-array-interface"]
+    assert row["status"] == "pass" and row["reason"].startswith("version 3"), row

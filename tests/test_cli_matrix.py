@@ -185,3 +185,45 @@ def test_reports_name_libraries_left_out_or_imported_first():
                  html_report.render_html(report)):
         assert "library broken_lib left out: crashed the process while importing" in text
         assert "library paddle killed the process when imported after tensorflow" in text
+
+
+# ---- CUDA memory, on the CUDA driver simulator ------------------------------------------------
+
+def test_the_gpu_matrix_runs_on_the_simulator_with_nvidia_s_libraries(tmp_path):
+    """The matrix's CUDA libraries (arrayport's device Views, numba-cuda, cuda-core) on the
+    CUDA driver simulator, reached as any libcuda.so.1 is: through LD_LIBRARY_PATH. Direct
+    routes record the libraries' own findings; routes through arrayport have none."""
+    import os
+
+    import cudasim
+    missing = [name for name in ("numba", "cuda") if importlib.util.find_spec(name) is None]
+    if missing or importlib.util.find_spec("cuda.core") is None:
+        pytest.skip("needs numba-cuda and cuda-core (pip install -e '.[test]')")
+    library = cudasim.library()
+    if library is None:
+        pytest.skip(cudasim.unavailable())
+    env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(library)}
+    result = arrayport_cli("matrix", "--libraries", "arrayport-cuda,numba,cuda_core",
+                           "--dtypes", "float32,bool", "--layouts",
+                           "contiguous,transposed,negative,read-only", "--format", "json",
+                           "--no-progress", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert not report["libraries_broken"]
+    # Every pair exchanges device memory, zero-copy, both ways.
+    for producer, consumer, route in [("numba", "arrayport-cuda", "cuda_array_interface"),
+                                      ("arrayport-cuda", "numba", "cuda_array_interface"),
+                                      ("arrayport-cuda", "cuda_core", "dlpack"),
+                                      ("cuda_core", "arrayport-cuda", "dlpack"),
+                                      ("numba", "cuda_core", "cuda_array_interface")]:
+        assert cell(report, producer, consumer, route, "float32", "transposed")["status"] \
+            == "zero-copy", (producer, consumer, route)
+    # numba-cuda ignores the interface's read-only flag: a writable alias, found directly;
+    # through arrayport (ap.to(x, "numba")) the read-only data is copied instead.
+    assert cell(report, "arrayport-cuda", "numba", "cuda_array_interface", "float32",
+                "read-only")["status"] == "wrong"
+    assert cell(report, "arrayport-cuda", "numba", "arrayport", "float32",
+                "read-only")["status"] == "copy"
+    through_arrayport = [c for c in report["cells"] if c["route"] == "arrayport"]
+    assert through_arrayport and not [c for c in through_arrayport
+                                      if c["status"] in ("wrong", "crashed")]

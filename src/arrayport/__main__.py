@@ -9,7 +9,7 @@ import json
 import platform
 import sys
 
-from arrayport.cli.libraries import LIBRARIES, installed
+from arrayport.cli.libraries import LIBRARIES, exercisable, installed
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -85,7 +85,7 @@ class _ProgressBar:
 def _matrix(args) -> int:
     from arrayport.cli import html_report, matrix, report, samples
 
-    available = [library.name for library, _ in installed() if library.make]
+    available = [library.name for library, _ in installed() if exercisable(library)]
     libraries = _split(args.libraries) or available
     unknown = [name for name in libraries if name not in available]
     if unknown:

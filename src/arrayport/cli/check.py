@@ -91,8 +91,28 @@ def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | No
                  lambda x: warp_runtime().from_dlpack(x), None),
         # A labelled array around NumPy's; xarray has no DLPack of its own.
         "xarray": (lambda a: module("xarray").DataArray(a), None, None),
+        # CUDA memory (a GPU, or the CUDA driver simulator as libcuda.so.1): numba-cuda's
+        # device arrays, cuda-core's StridedMemoryView of device memory.
+        "numba.cuda": (lambda a: module("numba.cuda").to_device(a), None, None),
+        "cuda.core": (lambda a: _cuda_core_view(arrayport.view(a).copy(device="cuda:0")),
+                      _cuda_core_from_dlpack,
+                      lambda a: _cuda_core_view(
+                          arrayport.view(a).copy(device="cuda:0").as_readonly())),
     })
     return table
+
+
+def _cuda_core_view(x):
+    from cuda.core.utils import StridedMemoryView
+    return StridedMemoryView.from_dlpack(x, stream_ptr=1)
+
+
+def _cuda_core_from_dlpack(x):
+    """cuda-core's consumer: on the legacy default stream for device memory, with no
+    stream (-1) for host memory, as cuda-core requires."""
+    from cuda.core.utils import StridedMemoryView
+    host = int(x.__dlpack_device__()[0]) in (1, 3, 11, 13)
+    return StridedMemoryView.from_dlpack(x, stream_ptr=-1 if host else 1)
 
 
 @dataclass
@@ -162,8 +182,12 @@ def _same_values(got, expected: np.ndarray, what: str) -> None:
 
 
 def _read(capsule) -> np.ndarray:
+    """The values a capsule holds, copied to the host first when they are on a device."""
     import arrayport
-    return np.array(arrayport.to_numpy(arrayport.from_dlpack(capsule)))
+    view = arrayport.from_dlpack(capsule)
+    if not view.device.type.is_host_accessible:
+        view = view.copy(device="cpu")
+    return np.array(arrayport.to_numpy(view))
 
 
 @check("producer.dlpack-device", "__dlpack_device__() returns (device_type, device_id), "
@@ -401,16 +425,56 @@ def _(target):
 
 
 @check("producer.cuda-array-interface", "__cuda_array_interface__ is offered only for CUDA "
-       "memory")
+       "memory; there: version 3, the data pointer DLPack gives, a stream of None or a "
+       "handle (0 is disallowed), the values")
 def _(target):
-    _, x = _sample(target)
+    import arrayport
+    source, x = _sample(target)
     if not hasattr(type(x), "__cuda_array_interface__"):
         raise Skip("not offered")
     device = int(x.__dlpack_device__()[0]) if hasattr(type(x), "__dlpack_device__") else None
     present = hasattr(x, "__cuda_array_interface__")
     if device == 1 and present:
         raise Fail("a CPU array offers __cuda_array_interface__")
-    return "absent on host memory"
+    if not present:
+        return "absent on host memory"
+    interface = x.__cuda_array_interface__
+    if interface.get("version") != 3:
+        raise Warn(f"version {interface.get('version')!r}; 3 is current (streams)")
+    stream = interface.get("stream")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)
+                               or stream < 1):
+        raise Fail(f"stream {stream!r}: must be None or a stream handle (1, 2 or larger)")
+    if hasattr(type(x), "__dlpack__"):
+        info = capsules.describe(_export_best(x))
+        if interface["data"][0] != info["data"] + info["byte_offset"]:
+            raise Fail("the data pointer differs from the one DLPack exports")
+    view = arrayport.View.from_cuda_array_interface(x).copy(device="cpu")
+    _same_values(arrayport.to_numpy(view), source, "values read through the interface")
+    return f"version 3, stream {stream!r}"
+
+
+@check("producer.stream-cuda", "on CUDA memory __dlpack__ takes stream=None, -1, 1 "
+       "(legacy default), 2 (per-thread default) or a handle, and refuses 0 (ambiguous)")
+def _(target):
+    _, x = _producer(target)
+    if int(x.__dlpack_device__()[0]) not in (2, 13):
+        raise Skip("not a CUDA array")
+    refused = []
+    for stream in (None, -1, 1, 2):
+        try:
+            _export(x, max_version=(1, 3), stream=stream)
+        except Exception as exc:
+            refused.append(f"{stream}: {type(exc).__name__}")
+    if refused:
+        raise Fail(f"refused valid streams ({'; '.join(refused)})")
+    try:
+        _export(x, max_version=(1, 3), stream=0)
+    except (ValueError, BufferError, TypeError) as exc:
+        return f"0 refused with {type(exc).__name__}"
+    except Exception as exc:
+        raise Warn(f"0 refused with {type(exc).__name__}; a bad argument is a ValueError")
+    raise Fail("accepted stream=0, which the spec disallows on CUDA")
 
 
 def _dtype_check(dtype: str):

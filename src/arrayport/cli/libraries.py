@@ -31,6 +31,9 @@ class Library:
     routes: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     via_arrayport: Callable[[Any], Any] | None = None      # the same target through arrayport
     note: str = ""                 # why a known library is not exercised
+    # Where its arrays live: "host", or "cuda" (exercised only where a CUDA driver answers;
+    # the matrix pairs a producer only with consumers of the same memory).
+    memory: str = "host"
 
 
 # --- producers --------------------------------------------------------------------------------
@@ -158,6 +161,42 @@ def _make_warp(base, layout):
         raise NotOffered(str(exc)) from None
 
 
+# The layouts of the 3 x 4 sample, made on a device by indexing device memory (a View, a
+# numba device array): the host layout classes, but "read-only", which each library marks
+# its own way (or not at all).
+_DEVICE_INDEXING = {
+    "contiguous": lambda a: a, "transposed": lambda a: a.T, "sliced": lambda a: a[1:, 1:],
+    "negative": lambda a: a[::-1], "0-d": lambda a: a[1, 2], "size-0": lambda a: a[:0],
+}
+
+
+def _make_arrayport_cuda(base, layout):
+    import arrayport
+    on_device = arrayport.view(base).copy(device="cuda:0")
+    if layout == "read-only":
+        return on_device.as_readonly()
+    return _DEVICE_INDEXING[layout](on_device)
+
+
+def _make_numba(base, layout):
+    from numba import cuda
+    if layout not in _DEVICE_INDEXING or layout == "0-d":   # numba indexes to a host scalar
+        raise NotOffered(f"numba device arrays cannot be {layout}")
+    try:
+        if layout == "transposed":   # numba transposes device arrays with a kernel: copy the
+            return cuda.to_device(base.T)   # F-ordered host layout across instead
+        return _DEVICE_INDEXING[layout](cuda.to_device(base))
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        raise NotOffered(f"numba: {exc}") from None
+
+
+def _make_cuda_core(base, layout):
+    """A cuda-core StridedMemoryView of device memory (cuda-core's array-like: it exports
+    DLPack, with the C exchange API, and the CUDA Array Interface)."""
+    from cuda.core.utils import StridedMemoryView
+    return StridedMemoryView.from_dlpack(_make_arrayport_cuda(base, layout), stream_ptr=1)
+
+
 def _make_xarray(base, layout):
     import xarray as xr
     return xr.DataArray(numpy_layout(base, layout))
@@ -217,6 +256,29 @@ _ROUTES = {
 }
 
 
+def _numba_cuda_array(x):
+    from numba import cuda
+    return cuda.as_cuda_array(x)
+
+
+def _cuda_core_routes():
+    """cuda-core's consumers, on the legacy default stream (1): the producer orders its
+    pending work before it."""
+    def from_dlpack(x):
+        from cuda.core.utils import StridedMemoryView
+        return StridedMemoryView.from_dlpack(x, stream_ptr=1)
+
+    def from_cuda_array_interface(x):
+        from cuda.core.utils import StridedMemoryView
+        return StridedMemoryView.from_cuda_array_interface(x, stream_ptr=1)
+    return {"dlpack": from_dlpack, "cuda_array_interface": from_cuda_array_interface}
+
+
+def _arrayport_cuda_routes():
+    from arrayport import View
+    return {"dlpack": View.from_dlpack, "cuda_array_interface": View.from_cuda_array_interface}
+
+
 def _arrayport_routes():
     from arrayport import View
     return {"dlpack": View.from_dlpack, "array_interface": View.from_array_interface,
@@ -242,7 +304,7 @@ def _xarray_via_view(x):
     return xr.DataArray(arrayport.to_numpy(x))
 
 
-CUDA_ONLY = "CUDA-only: exercised by the GPU matrix, which comes with the device layer"
+CUDA_ONLY = "CUDA-only: arrayport has no CuPy adapter for the matrix yet"
 
 LIBRARIES = [
     Library("numpy", "numpy", "numpy", _make_numpy, _numpy_routes(), _to("numpy")),
@@ -256,7 +318,13 @@ LIBRARIES = [
             _ROUTES["array_api_strict"], _call("array_api_strict", "from_dlpack", _view)),
     Library("ml_dtypes", "ml_dtypes", "ml_dtypes", note="dtypes for NumPy, not an array type"),
     Library("cupy", "cupy", "cupy", note=CUDA_ONLY),
-    Library("numba", "numba", "numba", note=CUDA_ONLY),
+    # CUDA memory: arrayport's own device Views, numba-cuda and cuda-core.
+    Library("arrayport-cuda", "arrayport", "arrayport", _make_arrayport_cuda,
+            _arrayport_cuda_routes(), _view, memory="cuda"),
+    Library("numba", "numba.cuda", "numba-cuda", _make_numba,
+            {"cuda_array_interface": _numba_cuda_array}, _to("numba"), memory="cuda"),
+    Library("cuda_core", "cuda.core", "cuda-core", _make_cuda_core, _cuda_core_routes(),
+            _to("cuda.core"), memory="cuda"),
     # PaddlePaddle before TensorFlow: imported after it, it kills the process (3.3 / 2.21);
     # the isolation worker would reorder them anyway, at the cost of a restart.
     Library("paddle", "paddle", "paddlepaddle", _make_paddle, _ROUTES["paddle"],
@@ -291,6 +359,22 @@ def installed_version(library: Library) -> str | None:
     return "installed"
 
 
+def cuda_devices() -> int:
+    """How many CUDA devices the driver reports (0 without one): the libraries of CUDA
+    memory are exercised only where it answers (a GPU, or the CUDA driver simulator)."""
+    from arrayport import gpu
+    from arrayport.devices import DeviceType
+    try:
+        return gpu.driver_for(DeviceType.CUDA).device_count()
+    except BufferError:
+        return 0
+
+
+def exercisable(library: Library) -> bool:
+    """Whether the matrix can run this library's cells on this machine."""
+    return library.make is not None and (library.memory == "host" or cuda_devices() > 0)
+
+
 def installed() -> list[tuple[Library, str]]:
     found = []
     for library in LIBRARIES:
@@ -311,6 +395,8 @@ def element0_address(x) -> int:
         return x.data_ptr()
     if hasattr(x, "unsafe_buffer_pointer"):              # jax
         return x.unsafe_buffer_pointer()
+    if type(x).__module__.startswith("cuda.core"):       # a StridedMemoryView
+        return x.ptr
     import arrayport
     return arrayport.view(x).ptr
 
@@ -328,6 +414,8 @@ def is_writable(x) -> bool:
         return not x.readonly
     if module == "array_api_strict":
         return bool(np.asarray(x._array).flags.writeable)
+    if module == "cuda":                                 # a cuda-core StridedMemoryView
+        return not x.readonly
     return True  # torch and tvm-ffi tensors have no read-only state
 
 
@@ -347,7 +435,23 @@ def to_host_numpy(x) -> np.ndarray:
         return to_host_numpy(x.data)
     if module == "tensorflow":
         return _tensorflow_values(x)
-    return np.array(arrayport.to_numpy(x, copy=True))
+    view = _strided_memory_view(x) if module == "cuda" else arrayport.view(x)
+    if not view.device.type.is_host_accessible:          # device memory: copied across
+        view = view.copy(device="cpu")
+    return np.array(arrayport.to_numpy(view, copy=True))
+
+
+def _strided_memory_view(x):
+    """A View of a cuda-core StridedMemoryView, read from its fields: its own exports
+    refuse the types it holds but cannot name in DLPack (bfloat16, float8), and the matrix
+    judges the result, not the result's exports."""
+    import arrayport
+    from arrayport import _core
+    strides = None if x.strides is None else tuple(s * x.dtype.itemsize for s in x.strides)
+    device = (2, x.device_id) if x.is_device_accessible else (1, 0)
+    return _core.view_from_pointer(x.ptr, tuple(x.shape), strides, arrayport.DType(x.dtype),
+                                   readonly=x.readonly, owner=x, device=device,
+                                   protocol="cuda.core")
 
 
 def _tensorflow_values(x) -> np.ndarray:

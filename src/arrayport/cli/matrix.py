@@ -39,7 +39,7 @@ def plan(libraries: list[str], dtypes: list[str], layouts: list[str],
             continue
         for consumer in libraries:
             target = BY_NAME[consumer]
-            if target.via_arrayport is None:
+            if target.via_arrayport is None or target.memory != BY_NAME[producer].memory:
                 continue
             for route in [*target.routes, ARRAYPORT_ROUTE]:
                 for dtype in dtypes:
@@ -58,7 +58,7 @@ def plan_unusual(libraries: list[str]) -> list[dict]:
         for kind in kinds_of(BY_NAME[producer].module):
             for consumer in libraries:
                 target = BY_NAME[consumer]
-                if target.via_arrayport is None:
+                if target.via_arrayport is None or target.memory != BY_NAME[producer].memory:
                     continue
                 for route in [*target.routes, ARRAYPORT_ROUTE]:
                     cases.append({"producer": producer, "consumer": consumer, "route": route,
@@ -204,6 +204,14 @@ class _ArrayInterfaceOnly:
         self._producer = producer
 
 
+class _CudaArrayInterfaceOnly:
+    """Hands a consumer nothing but the producer's ``__cuda_array_interface__``."""
+
+    def __init__(self, producer):
+        self.__cuda_array_interface__ = producer.__cuda_array_interface__
+        self._producer = producer
+
+
 class _ArrayMethodOnly:
     """Hands a consumer nothing but the producer's ``__array__``."""
 
@@ -232,6 +240,8 @@ PROTOCOLS = {
     "array_interface": (lambda x: hasattr(type(x), "__array_interface__"), _ArrayInterfaceOnly),
     "buffer": (_offers_buffer, memoryview),
     "__array__": (lambda x: hasattr(type(x), "__array__"), _ArrayMethodOnly),
+    "cuda_array_interface": (lambda x: hasattr(type(x), "__cuda_array_interface__"),
+                             _CudaArrayInterfaceOnly),
 }
 
 
