@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-import fake_gpu
 from optional import needs, optional_module
 from producer import spec as tensor_spec
 
@@ -192,29 +191,8 @@ def test_dtype_choices_and_device_types_without_an_id():
     assert ap.require(np.zeros(2), device=["cuda", "cpu"], copy=False).device == "cpu"
 
 
-# ---- devices and streams (the fake CUDA driver) -----------------------------------------
+# ---- devices and streams (no driver asked: tests/test_gpu_copies_and_streams.py has the rest) --
 
-@pytest.fixture
-def cuda(monkeypatch):
-    return fake_gpu.FakeCuda(monkeypatch)
-
-
-def test_a_device_constraint_copies_to_the_device_on_the_callers_stream(cuda):
-    host = np.arange(6, dtype=np.float32)
-    on_gpu = ap.require(host, device="cuda", stream=77)
-    assert on_gpu.device == "cuda:0" and on_gpu.is_copy
-    assert cuda.calls("copy_async")[-1][-1] == 77
-    assert fake_gpu.contents(on_gpu) == host.tobytes()
-    back = ap.require(on_gpu, device="cpu")
-    np.testing.assert_array_equal(np.asarray(back), host)
-
-
-def test_device_memory_is_checked_without_touching_it(cuda):
-    on_gpu = fake_gpu.device_view(np.zeros((2, 3), np.float32))
-    assert ap.require(on_gpu, device="cuda:0", dtype="float32", copy=False) is on_gpu
-    with pytest.raises(ap.RequirementError, match="cast=True converts on the host, and the "
-                                                  "data is on cuda:0"):
-        ap.require(on_gpu, dtype="float64", cast=True)
 
 
 class StreamRecorder:
@@ -231,7 +209,7 @@ class StreamRecorder:
         return self.producer.capsule(tensor_spec((2, 3), device=(2, 0)))
 
 
-def test_the_decorator_passes_the_callers_stream(producer, cuda):
+def test_the_decorator_passes_the_callers_stream(producer):
     recorder = StreamRecorder(producer)
 
     @ap.accepts(x=ap.Spec(device="cuda"))

@@ -368,33 +368,37 @@ def test_nothing_is_left_alive_by_these_tests(sim):
 
 # ---- pageable host memory: the API synchronization rules ------------------------------------
 
-def test_a_copy_into_pageable_memory_returns_only_once_done(cuda, sim, on_device):
-    # "For transfers from device memory to pageable host memory, the function will return
-    # only once the copy has completed" — even the Async variant (numba-cuda relies on it).
+@pytest.fixture
+def slow_stream(cuda, sim, on_device):
+    """(a non-blocking stream of device 0, 8 bytes of its memory), work taking 20 ms."""
     on_device(0)
     sim.set_delay_us(20000)
     stream = handle()
     cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
     device = alloc(cuda, 8)
+    yield stream, device
+    cuda.cuStreamSynchronize(stream)
+    cuda.cuStreamDestroy_v2(stream)
+    cuda.cuMemFree_v2(device)
+    sim.set_delay_us(2000)
+
+
+def test_a_copy_into_pageable_memory_returns_only_once_done(cuda, sim, slow_stream):
+    # "For transfers from device memory to pageable host memory, the function will return
+    # only once the copy has completed" — even the Async variant (numba-cuda relies on it).
+    stream, device = slow_stream
     out = np.zeros(8, np.uint8)
     cuda.cuMemsetD8Async(device, 5, 8, stream)
     before = sim.counters()["host_synchronizations"]
     assert cuda.cuMemcpyDtoHAsync_v2(out.ctypes.data, device, 8, stream) == SUCCESS
     assert out.tolist() == [5] * 8                      # no synchronize needed
     assert sim.counters()["host_synchronizations"] == before + 1
-    cuda.cuStreamDestroy_v2(stream)
-    cuda.cuMemFree_v2(device)
-    sim.set_delay_us(2000)
 
 
-def test_a_copy_from_pageable_memory_is_staged_at_once(cuda, sim, on_device):
+def test_a_copy_from_pageable_memory_is_staged_at_once(cuda, sim, slow_stream):
     # "host memory is copied to a staging buffer immediately": the caller may reuse its
     # source as soon as the call returns, though the copy itself runs later.
-    on_device(0)
-    sim.set_delay_us(20000)
-    stream = handle()
-    cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
-    device = alloc(cuda, 8)
+    stream, device = slow_stream
     host = np.full(8, 3, np.uint8)
     before = sim.counters()["host_synchronizations"]
     assert cuda.cuMemcpyHtoDAsync_v2(device, host.ctypes.data, 8, stream) == SUCCESS
@@ -404,32 +408,23 @@ def test_a_copy_from_pageable_memory_is_staged_at_once(cuda, sim, on_device):
     out = np.zeros(8, np.uint8)
     cuda.cuMemcpyDtoH_v2(out.ctypes.data, device, 8)
     assert out.tolist() == [3] * 8
-    cuda.cuStreamDestroy_v2(stream)
-    cuda.cuMemFree_v2(device)
-    sim.set_delay_us(2000)
 
 
-def test_pinned_memory_is_not_staged(cuda, sim, on_device):
+def test_pinned_memory_is_not_staged(cuda, sim, slow_stream):
     # Pinned memory is read by the copy itself, when it runs: changed before then, the new
     # bytes are what arrives (the hazard pinned buffers carry, and pageable ones do not).
-    on_device(0)
-    sim.set_delay_us(20000)
-    stream, pinned = handle(), handle()
-    cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    stream, device = slow_stream
+    pinned = handle()
     assert cuda.cuMemHostAlloc(ctypes.byref(pinned), 8, 0) == SUCCESS
     host = np.ctypeslib.as_array((ctypes.c_uint8 * 8).from_address(pinned.value))
     host[:] = 3
-    device = alloc(cuda, 8)
     cuda.cuMemcpyHtoDAsync_v2(device, pinned, 8, stream)
     host[:] = 9
     cuda.cuStreamSynchronize(stream)
     out = np.zeros(8, np.uint8)
     cuda.cuMemcpyDtoH_v2(out.ctypes.data, device, 8)
     assert out.tolist() == [9] * 8
-    cuda.cuStreamDestroy_v2(stream)
-    cuda.cuMemFree_v2(device)
     cuda.cuMemFreeHost(pinned)
-    sim.set_delay_us(2000)
 
 
 def test_memset_of_pageable_memory_is_refused(cuda, on_device):

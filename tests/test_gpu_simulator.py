@@ -5,8 +5,6 @@ per context. Producers are device arrays made through the driver API
 same tests on the real driver. The main suite runs this file in a process of its own
 (tests/test_gpu_suite.py)."""
 
-import ctypes
-import os
 import threading
 
 import numpy as np

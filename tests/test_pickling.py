@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-import fake_gpu
 from producer import spec
 
 LAYOUTS = {
@@ -116,27 +115,6 @@ def test_the_pickle_holds_no_copy_of_the_data_out_of_band():
     assert "NEXT_BUFFER" in {op.name for op, _, _ in pickletools.genops(data)}
 
 
-def test_device_views_refuse_unless_asked(monkeypatch):
-    cuda = fake_gpu.FakeCuda(monkeypatch)
-    on_gpu = fake_gpu.device_view(np.arange(4.0))
-    with pytest.raises(BufferError, match="in cuda:0 memory, and pickling it would copy it to "
-                                          "the host; pickle view.copy\\(device='cpu'\\)"):
-        pickle.dumps(on_gpu, protocol=5)
-    assert cuda.calls("copy_async") == []
-    with ap.device_pickling("host"):
-        back = pickle.loads(pickle.dumps(on_gpu, protocol=5))
-    assert back.device == "cpu"
-    np.testing.assert_array_equal(np.asarray(back), np.arange(4.0))
-    assert len(cuda.calls("copy_async")) == 1
-    with pytest.raises(ValueError, match="policy must be 'refuse' or 'host'"):
-        ap.set_device_pickling("sometimes")
-
-
-def test_pinned_memory_waits_for_pending_work_then_travels_as_cpu(monkeypatch):
-    cuda = fake_gpu.FakeCuda(monkeypatch)
-    pinned = fake_gpu.device_view(np.arange(3.0), device=(3, 0), pending_stream=9)
-    back = pickle.loads(pickle.dumps(pinned, protocol=5))
-    assert back.device == "cpu" and cuda.calls("synchronize") == [(0, 9)]
 
 
 def test_copy_and_deepcopy():

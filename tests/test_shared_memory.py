@@ -386,10 +386,3 @@ def test_no_process_can_truncate_a_segment_under_its_readers(readonly, monkeypat
         assert float(np.asarray(reader).sum()) == sum(range(1024))   # alive, no SIGBUS
     finally:
         handle.unlink()
-
-
-def test_device_views_are_refused(monkeypatch):
-    import fake_gpu
-    fake_gpu.FakeCuda(monkeypatch)
-    with pytest.raises(BufferError, match="in cuda:0 memory; share a host copy"):
-        fake_gpu.device_view(np.zeros(2)).share()

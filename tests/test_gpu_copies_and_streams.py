@@ -1,0 +1,383 @@
+"""View.copy and the stream rules around copies and exports, on the CUDA driver simulator
+(`pytest -m gpu`; a GPU with ARRAYPORT_GPU=hardware): the bytes, and exactly what arrayport
+asks of the driver — which copies, on which stream, which event waits and host
+synchronizations — recorded while the driver does it (tests/helpers/driver_log.py). These
+were once run against a stand-in driver that succeeded at everything; on the simulator a
+wrong stream, context or handle is the driver's error, as on a GPU."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport import _cuda_driver
+
+pytestmark = pytest.mark.gpu
+
+try:
+    _cuda_driver.driver.library.get()
+except BufferError as error:
+    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+
+from copy_layouts import copy_layouts  # noqa: E402
+from driver_log import DriverLog, contents, device_array  # noqa: E402
+from on_simulator import nothing_leaks  # noqa: E402,F401
+from sim_arrays import Stream  # noqa: E402
+
+
+@pytest.fixture
+def cuda(monkeypatch, nothing_leaks):
+    return DriverLog(monkeypatch)
+
+
+class Streams:
+    """Three non-blocking streams of device 0 (``int()`` of each is its handle)."""
+
+    def __init__(self):
+        self.producer, self.consumer, self.other = Stream(0), Stream(0), Stream(0)
+
+    def close(self):
+        for stream in (self.producer, self.consumer, self.other):
+            stream.synchronize()
+            stream.close()
+
+
+@pytest.fixture
+def streams():
+    made = Streams()
+    yield made
+    gc.collect()
+    made.close()
+
+
+@pytest.fixture
+def sync_off():
+    with ap.no_implicit_sync():
+        yield
+
+
+# ---- copies in every direction --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(copy_layouts()))
+def test_host_to_device_and_back_bit_for_bit(cuda, name):
+    array = copy_layouts()[name]
+    on_device = ap.view(array).copy(device="cuda:0")
+    assert on_device.device == (2, 0) and on_device.is_copy and not on_device.readonly
+    assert on_device.is_c_contiguous and on_device.shape == array.shape
+    assert contents(on_device) == np.ascontiguousarray(array).tobytes()
+    back = on_device.copy(device="cpu")
+    assert back.device == (1, 0) and back.is_copy
+    assert ap.to_numpy(back).tobytes() == np.ascontiguousarray(array).tobytes()
+    # Host sources are packed on the host and sent whole: one transfer at most.
+    assert len(cuda.calls("copy_async")) == (2 if array.size else 0)
+    assert not cuda.calls("copy_2d_async")
+    del on_device, back
+
+
+@pytest.mark.parametrize("name", ["transposed", "sliced", "negative", "broadcast", "permuted"])
+def test_strided_device_data_moves_by_2d_transfers(cuda, name):
+    array = copy_layouts()[name]
+    source = device_array(array)
+    for target in ("cuda:0", "cpu"):
+        copy = source.copy(device=target)
+        assert copy.device == ap.Device(target) and copy.is_c_contiguous
+        assert contents(copy) == np.ascontiguousarray(array).tobytes()
+    assert cuda.calls("copy_2d_async") and not cuda.calls("copy_async")
+    del source, copy
+
+
+def test_device_to_device_across_gpus_is_a_peer_transfer(cuda, streams):
+    array = np.arange(12.0).reshape(3, 4)
+    on_device_1 = Stream(1)
+    try:
+        copy = device_array(array, (2, 1)).copy(device="cuda:0", stream=int(streams.consumer))
+        assert copy.device == (2, 0)
+        assert contents(copy) == array.tobytes()
+        assert cuda.calls("copy_peer_async") == [(0, 1, array.nbytes, int(streams.consumer))]
+        # Strided: packed on its own device first, then sent whole.
+        copy = device_array(array.T, (2, 1)).copy(device="cuda:0", stream=int(streams.consumer))
+        assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
+        assert cuda.calls("allocate_device")[-2:] == [(0, array.nbytes), (1, array.nbytes)]
+        del copy
+    finally:
+        on_device_1.close()
+
+
+def test_pinned_host_memory_target(cuda):
+    array = np.arange(6, dtype=np.uint16)
+    pinned = ap.view(array).copy(device="cuda_host")
+    assert pinned.device == (3, 0) and cuda.calls("allocate_pinned") == [(array.nbytes,)]
+    assert ap.to_numpy(pinned).tobytes() == array.tobytes()  # the CPU reads pinned memory
+    del pinned
+
+
+def test_same_device_copy_is_new_memory(cuda):
+    source = device_array(np.arange(5, dtype=np.int64))
+    copy = source.copy()
+    assert copy.device == (2, 0) and copy.ptr != source.ptr
+    assert contents(copy) == np.arange(5, dtype=np.int64).tobytes()
+    del source, copy
+
+
+def test_copy_keeps_its_source_alive_while_transfers_may_read_it(cuda):
+    source = device_array(np.arange(4.0))
+    watcher = weakref.ref(source)
+    copy = source.copy()
+    del source
+    gc.collect()
+    assert watcher() is not None  # the copy's owner holds the source
+    del copy
+    gc.collect()
+    assert watcher() is None
+
+
+def test_copy_to_a_device_without_a_driver_next_to_cuda(cuda):
+    with pytest.raises(BufferError, match="^copy: cannot copy cuda:0 memory to vulkan:0: "
+                                          "arrayport has no driver for vulkan devices"):
+        device_array(np.arange(3.0)).copy(device="vulkan:0")
+    with pytest.raises(BufferError, match="^copy: cannot copy cuda:0 memory to rocm:0: "
+                                          "arrayport cannot copy between cuda and rocm"):
+        device_array(np.arange(3.0)).copy(device="rocm:0")
+    assert not cuda.log
+    managed = device_array(np.arange(3.0), (13, 0))  # managed memory as a source
+    copy = managed.copy(device="cuda:0")
+    assert contents(copy) == np.arange(3.0).tobytes()
+    del managed, copy
+
+
+def test_managed_memory_copies_into_new_managed_memory(cuda):
+    managed = device_array(np.arange(3.0), (13, 0))
+    copy = managed.copy()
+    assert copy.device == (13, 0) and contents(copy) == np.arange(3.0).tobytes()
+    assert cuda.calls("allocate_device") == [(0, 24, "managed")]
+    del managed, copy
+
+
+def test_cpu_to_pinned_runs_on_the_cuda_default_stream(cuda):
+    pinned = ap.view(np.arange(3.0)).copy(device="cuda_host")
+    assert cuda.calls("copy_async") == [(0, 24, 1)]
+    with pytest.raises(ValueError, match="stream must be None for cuda_host memory"):
+        ap.view(np.arange(3.0)).copy(device="cuda_host", stream=5)
+    del pinned
+
+
+# ---- streams around copies ------------------------------------------------------------------
+
+def test_copy_orders_itself_between_the_producer_and_the_consumer(cuda, streams):
+    producer, consumer = int(streams.producer), int(streams.consumer)
+    source = device_array(np.arange(8.0), pending_on=streams.producer)
+    cuda.log.clear()
+    copy = source.copy(stream=consumer)
+    assert [entry[0] for entry in cuda.log] == [
+        "allocate_device", "make_stream_wait", "copy_async", "make_stream_wait"]
+    assert cuda.calls("make_stream_wait") == [(0, consumer, producer), (0, producer, consumer)]
+    assert not cuda.calls("synchronize")  # device results: no host wait
+    assert contents(copy) == np.arange(8.0).tobytes()
+    del source, copy
+
+
+def test_copy_result_has_work_pending_on_its_stream(cuda, streams):
+    consumer = int(streams.consumer)
+    copy = ap.view(np.arange(3.0)).copy(device="cuda:0", stream=consumer)
+    assert copy.__cuda_array_interface__["stream"] == consumer
+    assert cuda.calls("copy_async") == [(0, 24, consumer)]
+    del copy
+
+
+def test_default_stream_is_the_legacy_stream(cuda):
+    source = device_array(np.arange(3.0))
+    copy = source.copy()
+    assert cuda.calls("copy_async") == [(0, 24, 1)]
+    del source, copy
+
+
+def test_device_to_host_waits_on_the_host_for_its_own_transfer(cuda, streams):
+    source = device_array(np.arange(3.0), pending_on=streams.producer)
+    result = source.copy(device="cpu", stream=int(streams.consumer))
+    assert cuda.calls("synchronize") == [(0, int(streams.consumer))]
+    assert result.__array_interface__ and result.device == (1, 0)
+    assert ap.to_numpy(result).tolist() == [0.0, 1.0, 2.0]
+    del source, result
+
+
+def test_copies_with_sync_off_record_no_events(cuda, streams, sync_off):
+    source = device_array(np.arange(3.0), pending_on=streams.producer)
+    copy = source.copy(stream=int(streams.consumer))
+    host = source.copy(device="cpu", stream=int(streams.consumer))
+    assert not cuda.calls("make_stream_wait")
+    # the host result must still be complete
+    assert cuda.calls("synchronize") == [(0, int(streams.consumer))]
+    del source, copy, host
+
+
+@pytest.mark.parametrize("device,stream,message", [
+    ("cuda:0", 0, "stream 0 is ambiguous on CUDA"),
+    ("cuda:0", -1, "a copy needs one to run on"),
+    ("cpu", 5, "stream must be None for cpu memory"),
+])
+def test_copy_stream_values_are_validated(cuda, device, stream, message):
+    source = ap.view(np.arange(3.0))
+    with pytest.raises(ValueError, match=message):
+        source.copy(device=device, stream=stream)
+    assert not cuda.log
+
+
+# ---- DLPack export: the consumer's stream waits for pending work ---------------------------
+
+@pytest.mark.parametrize("consumer, waits", [
+    (None, [(0, 1, "producer")]),   # None: the legacy default stream
+    (2, [(0, 2, "producer")]),      # the per-thread default stream
+    ("consumer", [(0, "consumer", "producer")]),
+    ("producer", []),               # the same stream: nothing to do
+    (-1, []),                       # -1: no synchronization, by request
+])
+def test_export_orders_the_consumer_after_pending_work(cuda, streams, consumer, waits):
+    named = {"producer": int(streams.producer), "consumer": int(streams.consumer)}
+    view = device_array(np.arange(3.0), pending_on=streams.producer)
+    capsule = view.__dlpack__(stream=named.get(consumer, consumer), max_version=(1, 3))
+    assert cuda.calls("make_stream_wait") == [tuple(named.get(v, v) for v in wait)
+                                              for wait in waits]
+    assert not cuda.calls("synchronize")  # events, never a host wait
+    imported = ap.from_dlpack(capsule)
+    del view, imported, capsule
+
+
+def test_export_with_sync_off_records_no_event(cuda, streams, sync_off):
+    view = device_array(np.arange(3.0), pending_on=streams.producer)
+    capsule = view.__dlpack__(stream=int(streams.consumer), max_version=(1, 3))
+    assert not cuda.log
+    del view, capsule
+
+
+def test_cpu_export_of_pinned_memory_waits_on_the_host(cuda, streams):
+    """Spec: with dl_device=kDLCPU, stream is None and the producer synchronizes."""
+    view = device_array(np.arange(3.0), (3, 0), pending_on=streams.producer)
+    capsule = view.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+    assert cuda.calls("synchronize") == [(0, int(streams.producer))]
+    imported = ap.from_dlpack(capsule)
+    assert imported.device == (1, 0) and ap.to_numpy(imported).tolist() == [0.0, 1.0, 2.0]
+    del view, imported, capsule
+
+
+def test_pinned_memory_with_pending_work_is_waited_for_before_export(cuda, streams):
+    """Pinned host memory has no DLPack stream (its consumer may be the CPU): export waits
+    on the host for the GPU work pending on it."""
+    view = device_array(np.arange(3.0), (3, 0), pending_on=streams.producer)
+    imported = ap.from_dlpack(view.__dlpack__(max_version=(1, 3)))
+    assert cuda.calls("synchronize") == [(0, int(streams.producer))]
+    assert not cuda.calls("make_stream_wait")
+    with ap.no_implicit_sync():
+        capsule = view.__dlpack__(max_version=(1, 3))
+    assert len(cuda.calls("synchronize")) == 1
+    del view, imported, capsule
+
+
+def test_view_with_a_stream_orders_it_after_pending_work(cuda, streams):
+    view = device_array(np.arange(3.0), pending_on=streams.producer)
+    assert ap.view(view, stream=int(streams.consumer)) is view
+    assert cuda.calls("make_stream_wait") == [(0, int(streams.consumer),
+                                               int(streams.producer))]
+    with pytest.raises(ValueError, match="stream 0 is ambiguous"):
+        ap.view(view, stream=0)
+    del view
+
+
+# ---- the CUDA Array Interface with synchronization off --------------------------------------
+
+class CaiHolder:
+    """Offers a CUDA Array Interface dict, and keeps the memory it describes alive."""
+
+    def __init__(self, interface, memory):
+        self.__cuda_array_interface__, self.memory = interface, memory
+
+
+def test_cai_with_sync_off_ignores_and_hides_streams(cuda, streams):
+    memory = device_array(np.arange(4.0))
+    producer, consumer = int(streams.producer), int(streams.consumer)
+    holder = CaiHolder(dict(memory.__cuda_array_interface__, stream=producer), memory)
+    with ap.no_implicit_sync():
+        view = ap.view(holder, stream=consumer)
+        assert view.__cuda_array_interface__["stream"] is None
+    assert not cuda.calls("make_stream_wait")
+    view = ap.view(holder, stream=consumer)  # on again: wait, and the data is ready there
+    assert cuda.calls("make_stream_wait") == [(0, consumer, producer)]
+    assert view.__cuda_array_interface__["stream"] == consumer
+    del view, holder, memory
+
+
+# ---- the C exchange API: "no sync" exports order the default stream ------------------------
+
+def test_exchange_exports_order_the_default_stream_after_pending_work(cuda, streams,
+                                                                      capi_consumer):
+    """The table's current work stream is the default stream (NULL); a consumer orders
+    itself after it, so a View with work pending elsewhere first makes it wait (event)."""
+    producer = int(streams.producer)
+    view = device_array(np.arange(4.0), pending_on=streams.producer)
+    assert capi_consumer.exchange_import(view)["device"] == (2, 0)
+    assert cuda.calls("make_stream_wait") == [(0, 1, producer)]
+    capi_consumer.exchange_dltensor(view)
+    assert cuda.calls("make_stream_wait") == [(0, 1, producer)] * 2
+    with ap.no_implicit_sync():
+        capi_consumer.exchange_import(view)
+    assert len(cuda.calls("make_stream_wait")) == 2
+    idle = device_array(np.arange(4.0))
+    capi_consumer.exchange_import(idle)  # nothing pending
+    assert len(cuda.calls("make_stream_wait")) == 2
+    del view, idle
+
+
+# ---- contracts, pickling and shared memory with device data ---------------------------------
+
+def test_a_device_constraint_copies_to_the_device_on_the_callers_stream(cuda, streams):
+    host = np.arange(6, dtype=np.float32)
+    on_gpu = ap.require(host, device="cuda", stream=int(streams.consumer))
+    assert on_gpu.device == "cuda:0" and on_gpu.is_copy
+    assert cuda.calls("copy_async")[-1][-1] == int(streams.consumer)
+    assert contents(on_gpu) == host.tobytes()
+    back = ap.require(on_gpu, device="cpu")
+    np.testing.assert_array_equal(np.asarray(back), host)
+    del on_gpu, back
+
+
+def test_device_memory_is_checked_without_touching_it(cuda):
+    on_gpu = device_array(np.zeros((2, 3), np.float32))
+    assert ap.require(on_gpu, device="cuda:0", dtype="float32", copy=False) is on_gpu
+    with pytest.raises(ap.RequirementError, match="cast=True converts on the host, and the "
+                                                  "data is on cuda:0"):
+        ap.require(on_gpu, dtype="float64", cast=True)
+    assert not cuda.log
+    del on_gpu
+
+
+def test_device_views_refuse_to_pickle_unless_asked(cuda):
+    import pickle
+    on_gpu = device_array(np.arange(4.0))
+    with pytest.raises(BufferError, match="in cuda:0 memory, and pickling it would copy it to "
+                                          "the host; pickle view.copy\\(device='cpu'\\)"):
+        pickle.dumps(on_gpu, protocol=5)
+    assert cuda.calls("copy_async") == []
+    with ap.device_pickling("host"):
+        back = pickle.loads(pickle.dumps(on_gpu, protocol=5))
+    assert back.device == "cpu"
+    np.testing.assert_array_equal(np.asarray(back), np.arange(4.0))
+    assert len(cuda.calls("copy_async")) == 1
+    del on_gpu, back
+
+
+def test_pinned_memory_waits_for_pending_work_then_travels_as_cpu(cuda, streams):
+    import pickle
+    pinned = device_array(np.arange(3.0), device=(3, 0), pending_on=streams.producer)
+    back = pickle.loads(pickle.dumps(pinned, protocol=5))
+    assert back.device == "cpu" and cuda.calls("synchronize") == [(0, int(streams.producer))]
+    np.testing.assert_array_equal(np.asarray(back), np.arange(3.0))
+    del pinned, back
+
+
+def test_device_memory_is_not_shared_through_host_shared_memory(cuda):
+    on_gpu = device_array(np.zeros(2))
+    with pytest.raises(BufferError, match="in cuda:0 memory; share a host copy"):
+        on_gpu.share()
+    assert not cuda.log
+    del on_gpu
