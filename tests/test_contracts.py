@@ -402,3 +402,42 @@ def test_refusals_leak_nothing(producer, live):
             ap.require(producer.capsule(tensor_spec((2, 3))), ndim=1)
     gc.collect()
     assert live.delta() == {"producer_deleter_calls": 6}
+
+
+# ---- Python values: taken as numpy.asarray takes them, where a copy is allowed --------------
+
+@pytest.mark.parametrize("values, shape", [([[1, 2], [3, 4]], (2, 2)), ((1, 2, 3), (3,)),
+                                           (3, ()), (2.5, ()), (True, ())])
+def test_python_sequences_and_scalars_become_new_arrays_of_the_spec_s_dtype(values, shape):
+    view = ap.require(values, dtype="float32")
+    assert view.is_copy and not view.readonly and view.shape == shape
+    assert view.dtype == "float32"
+    np.testing.assert_array_equal(np.asarray(view), np.asarray(values, dtype=np.float32))
+
+
+def test_python_values_take_the_dtype_numpy_infers_without_one():
+    assert ap.require([1, 2]).dtype == np.asarray([1, 2]).dtype
+    assert ap.require([1.5]).dtype == "float64"
+    with pytest.raises(ap.RequirementError, match="expected 2 dimensions, got 1"):
+        ap.require([1, 2], ndim=2)
+
+
+def test_python_values_need_a_copy_and_say_so():
+    with pytest.raises(ap.NeedsCopy, match="the argument is a Python list, which holds no "
+                                           "array memory to share.*but copy=False"):
+        ap.require([1, 2], copy=False)
+    with pytest.raises(ValueError, match="cannot become an array as numpy.asarray would"):
+        ap.require([1, [2, 3]])
+
+
+def test_accepts_takes_lists_and_names_the_argument():
+    @ap.accepts(x=ap.Spec(dtype="float64", ndim=2), returns="like:x")
+    def double(x):
+        return np.asarray(x) * 2
+    np.testing.assert_array_equal(double([[1, 2]]), [[2.0, 4.0]])
+
+    @ap.accepts(x=ap.Spec(dtype="float64", copy=False))
+    def shared(x):
+        return x
+    with pytest.raises(ap.NeedsCopy, match="require: x is a Python list"):
+        shared([1.0])

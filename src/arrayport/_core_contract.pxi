@@ -9,7 +9,8 @@
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _require_fix_hook
 #   _core_layout.pxi: _as_readonly, _is_integer_index, _plain_int
-#   _core_producers.pxi: _view_or_copy
+#   _core_numpy.pxi: _load_numpy
+#   _core_producers.pxi: NeedsCopy, _view_or_copy
 
 # What a View can fail, in the order require checks (and fixes) them. contracts.py names
 # them: keep CONSTRAINTS in step.
@@ -403,7 +404,9 @@ def require(x, /, *, dtype=None, ndim=None, shape=None, order=None, device=None,
     Parameters
     ----------
     x : object
-        Any array ``arrayport.view`` accepts.
+        Any array ``arrayport.view`` accepts; or, where a copy is allowed, a Python list,
+        tuple or number, taken as ``numpy.asarray`` takes it (of the Spec's dtype when it
+        names exactly one).
     dtype, ndim, device : optional
         One value or a list/set of choices (``"cuda"`` matches every CUDA device).
     shape : tuple, optional
@@ -508,6 +511,8 @@ cdef object _require(Spec spec, x, copy, stream, name):
     import_stream = _import_stream(x, stream)
     if type(x) is View and import_stream is None:
         v = <View>x
+    elif type(x) in _PYTHON_VALUES:
+        v = _from_python_values(x, spec, copy, name)
     elif copy is False:
         v = _view(x, import_stream)
     else:
@@ -517,6 +522,37 @@ cdef object _require(Spec spec, x, copy, stream, name):
         return _as_readonly(v) if spec._writable == 0 else v
     return _hook(_require_fix_hook, "require_fix")(v, spec, CONSTRAINTS[failure], copy, stream,
                                                    name)
+
+
+# Python's own values, taken where a copy is allowed as numpy.asarray takes them: they hold
+# no array memory to share.
+cdef tuple _PYTHON_VALUES = (list, tuple, int, float, complex, bool)
+
+
+cdef View _from_python_values(x, Spec spec, copy, name):
+    """A new host array of a Python list, tuple or number — of the Spec's dtype when it
+    names exactly one NumPy can hold (the values are converted, as numpy.asarray(x, dtype)
+    does, so no cast=True is needed), else of the dtype NumPy infers. ``NeedsCopy`` with
+    ``copy=False``: there is nothing to share."""
+    what = name or "the argument"
+    if copy is False:
+        raise NeedsCopy(f"require: {what} is a Python {type(x).__name__}, which holds no array "
+                        f"memory to share: taking it needs a copy (as numpy.asarray makes), "
+                        f"but copy=False", lambda: _sys.modules["numpy"].asarray(x))
+    _load_numpy()
+    numpy = _sys.modules["numpy"]
+    dtype = None
+    if len(spec._given_dtypes) == 1:
+        try:
+            dtype = (<object>spec._given_dtypes[0]).to_numpy()
+        except TypeError:   # a type NumPy cannot hold: NumPy infers one, the check judges
+            dtype = None
+    try:
+        array = numpy.array(x, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise type(error)(f"require: {what} cannot become an array as numpy.asarray would "
+                          f"make it: {error}") from None
+    return mark_copied(_view(array, None), None)
 
 
 cdef object _import_stream(x, stream):
