@@ -97,3 +97,22 @@ def test_public_callables_have_numpydoc_sections(name, function):
     documented = documented_parameters(doc)
     missing = [p.name for p in parameters if p.name not in documented]
     assert not missing, f"{name}: parameters not in its Parameters section: {missing}"
+
+
+def test_dir_shows_every_public_name_the_lazy_ones_included():
+    # accepts and SharedHandle are imported on first use; tab completion must still see them
+    shown = dir(ap)
+    assert set(ap.__all__) <= set(shown)
+    assert "accepts" in shown and "SharedHandle" in shown
+
+
+def test_classes_a_user_constructs_show_their_parameters():
+    # help() and inspect.signature read the compiled Spec's text signature: not "(...)"
+    spec = inspect.signature(ap.Spec)
+    assert list(spec.parameters)[:3] == ["dtype", "ndim", "shape"]
+    assert all(p.kind is p.KEYWORD_ONLY for p in spec.parameters.values())
+    assert spec.parameters["cast"].default is False
+    shown = {name: p.default for name, p in spec.parameters.items()}
+    assert ap.Spec(**shown) == ap.Spec()            # the names and defaults shown are real
+    for cls in (ap.DType, ap.Device, ap.NeedsCopy):
+        assert inspect.signature(cls).parameters, cls

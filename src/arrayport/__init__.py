@@ -84,3 +84,9 @@ def __getattr__(name):
         from arrayport.shared import SharedHandle
         return SharedHandle
     raise AttributeError(f"module 'arrayport' has no attribute {name!r}")
+
+
+def __dir__():
+    # The lazily imported names (above) are as public as the rest: tab completion and
+    # dir() show every name of __all__.
+    return sorted(set(globals()) | set(__all__))

@@ -54,7 +54,10 @@ cdef tuple _as_choices(value, str what):
 
 @cython.final
 cdef class Spec:
-    """What a function accepts, made once and checked in C on every call.
+    """Spec(*, dtype=None, ndim=None, shape=None, order=None, device=None, writable=None, align=None, cast=False, copy=None)
+--
+
+What a function accepts, made once and checked in C on every call.
 
     Every constraint is optional. Immutable and hashable.
 
