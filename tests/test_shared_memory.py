@@ -97,6 +97,18 @@ def test_share_and_attach_in_the_same_process(kind, no_leftovers):
     handle.unlink()                               # idempotent in the creator
 
 
+def test_a_handle_names_its_element_type(kind, no_leftovers):
+    handle = ap.view(np.arange(4, dtype=np.complex64)).share()
+    assert handle.item == shared.SharedItem(code=5, bits=64, lanes=1, padded=False)
+    assert (handle.item.code, handle.item.bits) == (5, 64)
+    assert handle.dtype == ap.DType("complex64")
+    back = pickle.loads(pickle.dumps(handle))      # the named fields survive the trip
+    assert back.item.bits == 64
+    np.testing.assert_array_equal(np.asarray(ap.View.from_shared(back)),
+                                  np.arange(4, dtype=np.complex64))
+    handle.unlink()
+
+
 def test_names_are_unguessable_and_owner_only(kind, no_leftovers):
     first, second = ap.view(b"ab").share(), ap.view(b"ab").share()
     try:

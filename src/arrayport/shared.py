@@ -41,6 +41,7 @@ import os
 import re
 import secrets
 import threading
+from typing import NamedTuple
 
 from arrayport import _core
 from arrayport.dtypes import DType
@@ -50,7 +51,7 @@ try:
 except ImportError:                  # (a process may drop privileges in between)
     fcntl = None
 
-__all__ = ["SharedHandle", "share", "from_shared"]
+__all__ = ["SharedHandle", "SharedItem", "share", "from_shared"]
 
 _NAME = re.compile(r"/arrayport-[0-9a-f]{32}")
 # The kind this machine creates: sealed memfds where the kernel has them.
@@ -71,6 +72,16 @@ def _posix_shm():
     return _posixshmem
 
 
+class SharedItem(NamedTuple):
+    """A shared View's element type, field by field as DLPack's ``DLDataType`` has it
+    (``handle.dtype`` is the same as an ``arrayport.DType``)."""
+
+    code: int        #: DLPack's type code (0 int, 1 uint, 2 float, 4 bfloat, 5 complex, ...)
+    bits: int        #: bits per lane (64 for float64 and for complex64)
+    lanes: int       #: vector lanes, 1 for every ordinary type
+    padded: bool     #: sub-byte types (float4/float6) stored one per byte, not packed
+
+
 class SharedHandle:
     """Where a shared View lives and how to read it; picklable, a few hundred bytes.
     ``View.from_shared(handle)`` maps it; ``handle.unlink()`` (creator only) removes the
@@ -80,7 +91,8 @@ class SharedHandle:
         "kind": "The mechanism: \"memfd\" (Linux, kernel-sealed) or \"posix-shm\".",
         "name": "The segment's name (``/arrayport-`` and 128 random bits).",
         "nbytes": "Bytes of data in the segment.",
-        "item": "The element type as DLPack's (code, bits, lanes, padded).",
+        "item": "The element type as a SharedItem(code, bits, lanes, padded), DLPack's "
+                "DLDataType fields (``handle.dtype`` gives it as a DType).",
         "shape": "The View's shape.",
         "strides": "Byte strides, or None for C order.",
         "readonly": "Whether the segment is read-only (for a memfd, sealed by the kernel).",
@@ -98,8 +110,14 @@ class SharedHandle:
         return (SharedHandle, (self.kind, self.name, self.nbytes, self.item, self.shape,
                                self.strides, self.readonly, self.pid, self.fd))
 
+    @property
+    def dtype(self) -> DType:
+        """The element type, as an ``arrayport.DType``."""
+        code, bits, lanes, padded = self.item
+        return DType(code, bits, lanes, padded=padded)
+
     def __repr__(self):
-        dtype = DType(*self.item[:3], padded=self.item[3])
+        dtype = self.dtype
         return (f"<arrayport.SharedHandle {dtype.name}{list(self.shape)} {self.nbytes} bytes "
                 f"in {self.kind} {self.name}{' readonly' if self.readonly else ''}>")
 
@@ -160,7 +178,7 @@ def share(view, readonly=None) -> SharedHandle:
                           f"(view.copy(device='cpu').share()) — CUDA IPC is not supported yet")
     readonly = view.readonly if readonly is None else bool(readonly)
     dtype = view.dtype
-    item = (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
+    item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
     size = max(view.nbytes, 1)       # a segment cannot be empty; the View reads nbytes of it
     name = "/arrayport-" + secrets.token_hex(16)
     kind = _KIND
@@ -220,7 +238,7 @@ def _gone(handle) -> BufferError:
                        f"or exited)")
 
 
-def _check_handle(handle) -> None:
+def _check_handle(handle) -> tuple:
     if not isinstance(handle, SharedHandle):
         raise TypeError(f"from_shared: expected an arrayport.SharedHandle, got "
                         f"{type(handle).__name__}")
@@ -232,6 +250,8 @@ def _check_handle(handle) -> None:
     if type(handle.nbytes) is not int or handle.nbytes < 0:
         raise ValueError(f"from_shared: nbytes must be an int >= 0, got {handle.nbytes!r}")
     item = handle.item
+    if type(item) is SharedItem:     # ours: its iteration and length are tuple's own
+        item = tuple(item)
     if (type(item) is not tuple or len(item) != 4 or any(type(x) is not int for x in item[:3])
             or type(item[3]) is not bool):
         raise ValueError(f"from_shared: item must be DLPack's (code, bits, lanes, padded), got "
@@ -247,6 +267,7 @@ def _check_handle(handle) -> None:
                                  f"(an int), got {value!r}")
     if handle.kind == "memfd" and (fcntl is None or not hasattr(fcntl, "F_GET_SEALS")):
         raise BufferError("from_shared: memfd segments exist only on Linux")
+    return item                      # the checked element type, as a plain tuple
 
 
 def _open_memfd(handle) -> tuple[int, bool]:
@@ -285,7 +306,7 @@ def _open_memfd(handle) -> tuple[int, bool]:
 
 def from_shared(handle) -> object:
     """A zero-copy View of the segment ``handle`` locates, mapped into this process."""
-    _check_handle(handle)
+    item = _check_handle(handle)
     readonly = handle.readonly
     if handle.kind == "memfd":
         descriptor, readonly = _open_memfd(handle)
@@ -307,5 +328,5 @@ def from_shared(handle) -> object:
                           else mmap.ACCESS_WRITE)
     finally:
         os.close(descriptor)
-    return _core.view_over_buffer(memoryview(pages)[:handle.nbytes], handle.item,
+    return _core.view_over_buffer(memoryview(pages)[:handle.nbytes], item,
                                   handle.shape, handle.strides, readonly, "shared")
