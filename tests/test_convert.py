@@ -313,6 +313,16 @@ def test_to_jax_shares_aligned_memory_and_reads_read_only(jnp):
     assert ap.to(source, "jax").tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_jax_own_importer_refused_read_only_names_the_route_that_works(jnp):
+    # JAX's importer asks for a legacy capsule; its user cannot change that, so the refusal
+    # must name a call the user can make — and that call must work.
+    import jax.dlpack
+    view = ap.view(readonly(np.arange(4, dtype=np.float32)))
+    with pytest.raises(BufferError, match=r'arrayport\.to\(x, "jax"\)'):
+        jax.dlpack.from_dlpack(view)
+    assert ap.to(view, "jax").tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_to_jax_routes_around_its_traps(jnp):
     with pytest.raises(TypeError, match="JAX would narrow float64 to float32"):
         ap.to(np.arange(3.0), "jax")

@@ -479,9 +479,16 @@ cdef class View:
 
     cdef object _export_legacy(self):
         if self._flags & APDL_FLAG_READ_ONLY:
+            # The consumer's own importer asked for the old capsule (jax.dlpack.from_dlpack,
+            # tf.experimental.dlpack, ...); its user cannot change what it asks for, so the
+            # message names arrayport's route, which gives each library what it can hold.
             raise BufferError("dlpack: a read-only View cannot be exported as a legacy "
-                              "(unversioned) capsule, which has no read-only flag; ask for "
-                              "max_version=(1, 0) or later")
+                              "(unversioned) capsule, which has no read-only flag, and this "
+                              "consumer asked for one (no max_version); convert with "
+                              "arrayport.to(x, \"jax\") (or \"tensorflow\", \"torch\", ...): "
+                              "it shares where the library keeps the data read-only and "
+                              "copies where it would not. Library authors: pass "
+                              "max_version=(1, 0) to __dlpack__")
         return self._export_legacy_writable_or_immutable()
 
     cdef object _export_legacy_writable_or_immutable(self):
