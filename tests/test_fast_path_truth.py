@@ -74,6 +74,77 @@ def test_grad_tensors_give_read_only_views_on_every_route(make):
     assert not tensor.detach().any()
 
 
+# ---- the bits read from a tensor's own fields, held to PyTorch's own answers ------------------
+# _core_torch_bits.pxi reads a plain tensor's dispatch keys and autograd pointer where it
+# measured them; these tensors are the strange ones (views, lazy bits, autograd states, no
+# strided form, inference mode, functorch), and each must read as PyTorch's functions say.
+
+def _strange_tensors():
+    complex_ = torch.tensor([1 + 2j, 3 - 4j])
+    leaf = torch.zeros(3, requires_grad=True)
+    with torch.inference_mode():
+        inference = torch.zeros(3)
+    toggled = torch.zeros(3).requires_grad_(True).requires_grad_(False)
+    yield from [torch.zeros(3), torch.zeros((3, 4)).t(), torch.zeros(5)[1::2],
+                torch.zeros((2, 3)).expand(4, 2, 3), torch.tensor(1.5),
+                torch.zeros(0), torch._neg_view(torch.ones(3, dtype=torch.int16)),
+                complex_.conj(), complex_.conj().imag, complex_.conj().real,
+                torch._neg_view(complex_.conj()), complex_.conj().resolve_conj(),
+                leaf, leaf * 2, leaf.detach(), leaf[1:], toggled, inference,
+                torch.nn.Parameter(torch.zeros(2)), torch.zeros(3).to_sparse(),
+                torch.zeros(3, device="meta"), torch.zeros(3, dtype=torch.bfloat16),
+                torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.quint8),
+                torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_bits_from_fields_agree_with_pytorchs_functions_on_strange_tensors():
+    for tensor in _strange_tensors():
+        assert ap._core.torch_bits(tensor) == ap._core.torch_bits_by_functions(tensor), tensor
+        assert ap._core.torch_bits(tensor) == (tensor.requires_grad, tensor.is_neg(),
+                                                tensor.is_conj())
+
+
+def test_bits_read_after_they_change_on_the_same_tensor():
+    tensor = torch.zeros(3)
+    assert not ap.view(tensor).readonly
+    tensor.requires_grad_(True)                    # same object, same TensorImpl
+    assert ap.view(tensor).readonly
+    tensor.requires_grad_(False)
+    assert not ap.view(tensor).readonly
+    complex_ = torch.zeros(2, dtype=torch.complex64)
+    conjugated = complex_.conj()
+    with pytest.raises(ap.NeedsCopy):
+        ap.view(conjugated)
+    torch._C._set_conj(conjugated, False)           # the bit cleared in place
+    assert ap.view(conjugated).ptr == complex_.data_ptr()
+
+
+def test_bits_inside_functorch_transforms_agree():
+    func = pytest.importorskip("torch.func")
+    seen = []
+
+    def probe(x):
+        seen.append((ap._core.torch_bits(x), ap._core.torch_bits_by_functions(x)))
+        return (x * 2).sum()
+
+    func.grad(probe)(torch.ones(3))
+    func.vmap(lambda x: probe(x))(torch.ones(2, 3))
+    assert seen and all(fields == functions for fields, functions in seen)
+
+
+def test_the_fields_are_measured_on_the_pinned_pytorch():
+    # The project pins torch==2.13.0, where the measurement must succeed (else every import
+    # pays for PyTorch's functions): a failure here means PyTorch moved its fields.
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"measured on the pinned PyTorch 2.13 only, not {torch.__version__}")
+    ap.view(torch.zeros(1))
+    measured = ap._core.torch_bits_read_from_fields()
+    assert measured is not None and measured["autograd"] is not None
+    for bit in ("negative_key", "conjugate_key"):
+        assert measured[bit] & (measured[bit] - 1) == 0     # one dispatch key each
+
+
 @pytest.mark.parametrize("make, reason", [
     (lambda: torch.zeros(3).to_sparse(), "Cannot access data pointer"),
     (lambda: torch.eye(3).to_sparse_csr(), ""),

@@ -33,25 +33,8 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _dlpack_view
 #   _core_dispatch.pxi: _view
-
-from cpython.object cimport PyObject_GetAttr
-
-ctypedef object (*_getter_fn)(object, void*)
-ctypedef object (*_noargs_fn)(object, object)
-
-cdef extern from "Python.h":
-    ctypedef struct _PyGetSetDef "PyGetSetDef":
-        _getter_fn get
-        void* closure
-    ctypedef struct _PyGetSetDescrObject "PyGetSetDescrObject":
-        _PyGetSetDef* d_getset
-    ctypedef struct _PyMethodDef "PyMethodDef":
-        void* ml_meth
-        int ml_flags
-    ctypedef struct _PyMethodDescrObject "PyMethodDescrObject":
-        _PyMethodDef* d_method
-    int METH_NOARGS
-
+#   _core_torch_bits.pxi: _load_torch_probes, _torch_is_conj_of, _torch_is_neg_of,
+#       _torch_requires_grad_of
 
 class NeedsCopy(BufferError):
     """The producer's memory does not hold the array's values as they are (PyTorch's lazy
@@ -117,64 +100,6 @@ cdef int _producer_kind(object t) except -1:
     _producer_kinds[t] = kind
     _last_producer_kind = (t, kind)
     return kind
-
-
-# ---- PyTorch's three bits ---------------------------------------------------------------------
-# Read through the C functions behind torch.Tensor.requires_grad / is_neg() / is_conj() (the
-# functions Python calls, __torch_function__ handling included), skipping the attribute
-# lookup: these reads are the whole cost of a correct fast path (tens of ns each).
-
-cdef _getter_fn _torch_requires_grad = NULL
-cdef void* _torch_requires_grad_closure = NULL
-cdef _noargs_fn _torch_is_neg = NULL
-cdef _noargs_fn _torch_is_conj = NULL
-cdef bint _torch_probes_loaded = False
-cdef str _REQUIRES_GRAD = "requires_grad"
-
-
-cdef _noargs_fn _noargs_method(object base, str name):
-    descriptor = base.__dict__.get(name)
-    if type(descriptor).__name__ != "method_descriptor":
-        return NULL
-    cdef _PyMethodDef* definition = (<_PyMethodDescrObject*>descriptor).d_method
-    if definition.ml_flags != METH_NOARGS:
-        return NULL
-    return <_noargs_fn>definition.ml_meth
-
-
-cdef int _load_torch_probes(torch) except -1:
-    global _torch_requires_grad, _torch_requires_grad_closure, _torch_is_neg
-    global _torch_is_conj, _torch_probes_loaded
-    if _torch_probes_loaded:
-        return 0
-    base = getattr(torch._C, "TensorBase", None)
-    if isinstance(base, type):
-        descriptor = base.__dict__.get(_REQUIRES_GRAD)
-        if type(descriptor).__name__ == "getset_descriptor":
-            _torch_requires_grad = (<_PyGetSetDescrObject*>descriptor).d_getset.get
-            _torch_requires_grad_closure = (<_PyGetSetDescrObject*>descriptor).d_getset.closure
-        _torch_is_neg = _noargs_method(base, "is_neg")
-        _torch_is_conj = _noargs_method(base, "is_conj")
-    _torch_probes_loaded = True
-    return 0
-
-
-cdef inline bint _torch_requires_grad_of(x) except -1:
-    if _torch_requires_grad != NULL:
-        return _torch_requires_grad(x, _torch_requires_grad_closure) is True
-    return PyObject_GetAttr(x, _REQUIRES_GRAD) is True
-
-
-cdef inline bint _torch_is_neg_of(x) except -1:
-    if _torch_is_neg != NULL:
-        return _torch_is_neg(x, None) is True
-    return x.is_neg() is True
-
-
-cdef inline bint _torch_is_conj_of(x) except -1:
-    if _torch_is_conj != NULL:
-        return _torch_is_conj(x, None) is True
-    return x.is_conj() is True
 
 
 def _resolved_torch_tensor(x):
