@@ -142,35 +142,45 @@ def summarize_routes(cells: list[dict]) -> list[dict]:
 def summarize_pairs(cells: list[dict]) -> list[dict]:
     """One row per producer and consumer: of the cases (dtype x layout) the producer can make,
     how many work directly (by the consumer's best route for each case) and through arrayport,
-    and how many crash or come out wrong on some route."""
-    by_case: dict[tuple, dict[str, list[str]]] = {}
+    how many every route refused cleanly (and why), and how many crash or come out wrong on
+    some route."""
+    by_case: dict[tuple, dict[str, list[tuple[str, str]]]] = {}
     for cell in cells:
         pair = (cell["producer"], cell["consumer"])
         side = ARRAYPORT_ROUTE if cell["route"] == ARRAYPORT_ROUTE else "direct"
         by_case.setdefault(pair + (cell["dtype"], cell["layout"]), {}).setdefault(
-            side, []).append(cell["status"])
+            side, []).append((cell["status"], cell.get("detail", "")))
     pairs: dict[tuple, dict] = {}
     for (producer, consumer, _dtype, _layout), sides in by_case.items():
         row = pairs.setdefault((producer, consumer), {
             "producer": producer, "consumer": consumer,
             "direct": _empty_side(), ARRAYPORT_ROUTE: _empty_side()})
         for side in ("direct", ARRAYPORT_ROUTE):
-            statuses = sides.get(side)
-            if statuses:
-                _count_case(row[side], statuses)
+            outcomes = sides.get(side)
+            if outcomes:
+                _count_case(row[side], outcomes)
     return list(pairs.values())
 
 
 def _empty_side() -> dict:
-    return {"cases": 0, "works": 0, "zero-copy": 0, "crashed": 0, "wrong": 0}
+    # "refused": cases no route took and every route refused cleanly (an exception, no
+    # crash, no wrong data): a deliberate no, which reports must not paint as a failure;
+    # "reasons": how often each refusal message was the answer to such a case.
+    return {"cases": 0, "works": 0, "zero-copy": 0, "crashed": 0, "wrong": 0, "refused": 0,
+            "reasons": {}}
 
 
-def _count_case(side: dict, statuses: list[str]) -> None:
+def _count_case(side: dict, outcomes: list[tuple[str, str]]) -> None:
+    statuses = [status for status, _detail in outcomes]
     side["cases"] += 1
     if "zero-copy" in statuses:
         side["zero-copy"] += 1
     if any(status in WORKS for status in statuses):
         side["works"] += 1
+    elif all(status == "refused" for status in statuses):
+        side["refused"] += 1
+        for detail in dict.fromkeys(detail for _status, detail in outcomes):
+            side["reasons"][detail] = side["reasons"].get(detail, 0) + 1
     for hazard in ("crashed", "wrong"):
         if hazard in statuses:
             side[hazard] += 1

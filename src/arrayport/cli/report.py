@@ -5,35 +5,141 @@ pair, how much works directly and through arrayport; then every crash and wrong 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 MARKS = {"crashed": "✗", "wrong": "!"}
 COLUMNS = ["producer → consumer", "direct", "zero-copy", "✗ crash", "! wrong", "µs",
            "arrayport", "zero-copy", "✗ crash", "! wrong", "µs"]
+SIDES = ("direct", "arrayport")
 
 
-def _percent(part: int, whole: int) -> str:
-    return f"{100 * part // whole}%" if whole else "-"
+def percent(part: int, whole: int) -> str:
+    """The one rounding rule for every format (text, Markdown, HTML): half up, on integers
+    (so 117/200 is 59% everywhere, not 58% by float error or banker's rounding), except that
+    only all is 100% and only nothing is 0% — a reader must never take 199/200 for
+    "everything works" or 1/300 for "nothing does"."""
+    if not whole:
+        return "-"
+    rounded = (200 * part + whole) // (2 * whole)
+    if 0 < part < whole:
+        rounded = min(max(rounded, 1), 99)
+    return f"{rounded}%"
 
 
 def _micros(ns) -> str:
     return "-" if ns is None else f"{ns / 1000:.2f}"
 
 
-def pair_rows(report: dict) -> list[list[str]]:
-    """One row per pair, in the order producers and consumers were found."""
+@dataclass(frozen=True)
+class Cell:
+    """One side (direct, or through arrayport) of one producer → consumer pair: every number,
+    colour and tooltip of that square, in every format, comes from this one record, so they
+    cannot disagree. Each case (dtype × layout) counts once, by the best route for it:
+    zero_copy + copy + refused + failed == cases. ``crashed`` and ``wrong`` are not part of
+    that split: they count cases where *some* route of this side crashed or gave wrong data,
+    even if another route works — the hazard a user picking that route runs into."""
+
+    producer: str
+    consumer: str
+    side: str
+    cases: int = 0
+    zero_copy: int = 0
+    copy: int = 0
+    refused: int = 0        # every route refused cleanly: a deliberate no
+    failed: int = 0         # nothing worked, and not cleanly: a crash, wrong data, tool error
+    crashed: int = 0
+    wrong: int = 0
+    median_ns: int | None = None
+    reasons: tuple[tuple[str, int], ...] = ()   # refusal messages, most frequent first
+
+    @classmethod
+    def from_counts(cls, producer: str, consumer: str, side: str, counts: dict,
+                    median_ns: int | None = None) -> "Cell":
+        works = counts["works"]
+        # Reports written before clean refusals were counted have no "refused": their
+        # non-working cases stay failures rather than being guessed deliberate.
+        refused = counts.get("refused", 0)
+        reasons = sorted((counts.get("reasons") or {}).items(), key=lambda item: -item[1])
+        return cls(producer, consumer, side, cases=counts["cases"],
+                   zero_copy=counts["zero-copy"], copy=works - counts["zero-copy"],
+                   refused=refused, failed=counts["cases"] - works - refused,
+                   crashed=counts["crashed"], wrong=counts["wrong"], median_ns=median_ns,
+                   reasons=tuple(reasons))
+
+    @property
+    def works(self) -> int:
+        return self.zero_copy + self.copy
+
+    @property
+    def works_pct(self) -> str:
+        return percent(self.works, self.cases)
+
+    @property
+    def zero_copy_pct(self) -> str:
+        return percent(self.zero_copy, self.cases)
+
+    @property
+    def hazard(self) -> bool:
+        return bool(self.crashed or self.wrong)
+
+    @property
+    def verdict(self) -> str:
+        """The square's class, from best to worst; a hazard is marked on top of it."""
+        if not self.cases:
+            return "none"
+        if self.zero_copy == self.cases:
+            return "zero-copy"
+        if self.works == self.cases:
+            return "copy"
+        if self.works:
+            return "partial"
+        return "failed" if self.failed else "refused"
+
+    @property
+    def hazard_marks(self) -> str:
+        return " ".join(f"{MARKS[status]}{count}" for status, count in
+                        (("crashed", self.crashed), ("wrong", self.wrong)) if count)
+
+    def tooltip(self) -> str:
+        where = "direct (best route per case)" if self.side == "direct" else "through arrayport"
+        head = f"{self.producer} → {self.consumer}, {where}: "
+        if not self.cases:
+            return head + "no route"
+        text = (f"{head}{self.works} of {self.cases} cases work ({self.works_pct}): "
+                f"{self.zero_copy} zero-copy ({self.zero_copy_pct}), {self.copy} by copy; "
+                f"{self.refused} refused cleanly; {self.failed} fail")
+        if self.hazard:
+            text += (f". On some route of this side {self.crashed} cases crash and "
+                     f"{self.wrong} give wrong data")
+        if self.reasons:
+            text += f". Refused because: {self.reasons[0][0]}"
+            if len(self.reasons) > 1:
+                text += f" (and {len(self.reasons) - 1} other reasons)"
+        return text
+
+
+def cell_records(report: dict) -> dict[tuple[str, str, str], Cell]:
+    """Every pair's two records, (producer, consumer, side) -> Cell, in report order."""
     medians = _pair_medians(report["routes"])
+    return {(pair["producer"], pair["consumer"], side):
+            Cell.from_counts(pair["producer"], pair["consumer"], side, pair[side],
+                             medians.get((pair["producer"], pair["consumer"], side)))
+            for pair in report["pairs"] for side in SIDES}
+
+
+def pair_rows(report: dict, records: dict | None = None) -> list[list[str]]:
+    """One row per pair, in the order producers and consumers were found."""
+    records = records if records is not None else cell_records(report)
     rows = []
     for pair in report["pairs"]:
         row = [f"{pair['producer']} → {pair['consumer']}"]
-        for side in ("direct", "arrayport"):
-            counts = pair[side]
-            if not counts["cases"]:
+        for side in SIDES:
+            cell = records[(pair["producer"], pair["consumer"], side)]
+            if not cell.cases:
                 row += ["no route", "", "", "", ""]
                 continue
-            row += [_percent(counts["works"], counts["cases"]),
-                    _percent(counts["zero-copy"], counts["cases"]),
-                    str(counts["crashed"] or ""), str(counts["wrong"] or ""),
-                    _micros(medians.get((pair["producer"], pair["consumer"], side)))]
+            row += [cell.works_pct, cell.zero_copy_pct, str(cell.crashed or ""),
+                    str(cell.wrong or ""), _micros(cell.median_ns)]
         rows.append(row)
     return rows
 
