@@ -202,8 +202,12 @@ def test_the_command_shows_the_kernel_and_the_variable_forces_a_path():
     import subprocess
     import sys
     environment = dict(os.environ, ARRAYPORT_COPY_PATH="portable")
-    shown = subprocess.run([sys.executable, "-m", "arrayport"], capture_output=True, text=True,
-                           env=environment, timeout=120)
+    plain = subprocess.run([sys.executable, "-m", "arrayport"], capture_output=True,
+                           text=True, env=environment, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert "copy kernel" not in plain.stdout       # a newcomer's screen: no tuning detail
+    shown = subprocess.run([sys.executable, "-m", "arrayport", "info", "--internals"],
+                           capture_output=True, text=True, env=environment, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "host copy kernel: portable path" in shown.stdout
     assert "streaming stores from" in shown.stdout

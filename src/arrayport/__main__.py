@@ -16,7 +16,7 @@ def _split(text: str | None) -> list[str] | None:
     return None if text is None else [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _info(_args) -> int:
+def _info(args) -> int:
     import arrayport
 
     major, minor = arrayport.DLPACK_VERSION
@@ -31,6 +31,13 @@ def _info(_args) -> int:
     print("GPU drivers (View.copy, stream ordering):")
     for vendor, status in driver_status():
         print(f"  {vendor:<18} {status}")
+    if getattr(args, "internals", False):   # tuning detail, not a newcomer's first screen
+        _print_copy_kernel()
+    print("\nnext: `arrayport matrix` (what works between them) or `arrayport check numpy`")
+    return 0
+
+
+def _print_copy_kernel() -> None:
     from arrayport._core import copy_kernel
     kernel = copy_kernel()
     caches = ", ".join(f"{name} {kernel[name] >> 10} KiB" for name in ("l1d", "l2", "llc"))
@@ -39,8 +46,6 @@ def _info(_args) -> int:
           f"{kernel['band_lines']} source lines, streaming stores from "
           f"{kernel['streaming_bytes'] >> 20} MiB; up to {kernel['threads']} thread(s) "
           f"(ARRAYPORT_NUM_THREADS), {kernel['thread_bytes'] >> 20} MiB each at least")
-    print("\nnext: `arrayport matrix` (what works between them) or `arrayport check numpy`")
-    return 0
 
 
 def _meta(exercised: list[str], dtypes: list[str], layouts: list[str]) -> dict:
@@ -137,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="arrayport moves arrays between Python libraries (DLPack, the CUDA Array "
                     "Interface, NumPy's protocols). Without a command it prints what it sees.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("info", help="versions and the array libraries installed (default)")
+    i = commands.add_parser("info", help="versions and the array libraries installed (default)")
+    i.add_argument("--internals", action="store_true",
+                   help="also the host copy kernel's path and sizes (for tuning)")
 
     m = commands.add_parser(
         "matrix", help="try every producer × consumer × protocol × dtype × layout",
