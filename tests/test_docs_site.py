@@ -14,9 +14,9 @@ from png import read_png
 
 ROOT = Path(__file__).parent.parent
 
-pytest.importorskip("sphinx", reason="the docs tools come with the [test] extras")
-pytest.importorskip("myst_parser", reason="the docs tools come with the [test] extras")
-pytest.importorskip("furo", reason="the docs tools come with the [test] extras")
+pytest.importorskip("sphinx", reason="the docs tools come with the [docs] extra")
+pytest.importorskip("myst_parser", reason="the docs tools come with the [docs] extra")
+pytest.importorskip("furo", reason="the docs tools come with the [docs] extra")
 
 
 @pytest.fixture(scope="module")
