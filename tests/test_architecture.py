@@ -194,3 +194,183 @@ def test_every_cross_part_name_is_declared_in_the_parts_header():
         assert declared == uses.get(path.name, {}), (
             f"{path.name}: its 'Uses from other parts' header says {declared}, the code uses "
             f"{uses.get(path.name, {})}")
+
+
+# ---- no two-way rooms ------------------------------------------------------------------------
+
+def _import_graph():
+    """{module: the package's modules it imports}, at module level or inside functions
+    (a lazy import is still a dependency), the package root left out (every submodule
+    imports it implicitly)."""
+    import ast
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        wanted = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                wanted.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    trimmed = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(trimmed + ([base] if base else []))
+                wanted.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules
+                              else base for alias in node.names)
+        found = set()
+        for target in wanted:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target not in (name, "arrayport"):
+                found.add(target)
+        graph[name] = found
+    return graph
+
+
+def _cycles(graph):
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _import_graph()
+    assert "arrayport.convert" in graph and "arrayport.libraries._torch" in graph
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_two_way_room():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# ---- one record per library -----------------------------------------------------------------
+
+# Each library's module names, as code spells them (identifiers and strings; comments and
+# docstrings are prose and may name any library).
+_LIBRARY_SPELLINGS = {
+    "torch": r"torch", "jax": r"jax|jaxlib", "pyarrow": r"pyarrow", "tvm_ffi": r"tvm_ffi",
+    "cupy": r"cupy", "tensorflow": r"tensorflow", "mlx": r"mlx", "paddle": r"paddle",
+    "warp": r"warp", "dask": r"dask", "xarray": r"xarray", "numba": r"numba",
+    "cuda_core": r"cuda\.core|cuda_core", "array_api_strict": r"array_api_strict"}
+
+
+def _code_only(text):
+    text = re.sub(r'[rbfu]?"""(?:.|\n)*?"""', '""', text)
+    text = re.sub(r"[rbfu]?'''(?:.|\n)*?'''", "''", text)
+    return "\n".join("" if line.lstrip().startswith("#") else line.split("  #", 1)[0]
+                     for line in text.splitlines())
+
+
+def _files_naming(spelling):
+    """The files under src/arrayport whose code names a library; the compiled core (its
+    .pyx and the .pxi parts it includes: one module) counts once."""
+    found = set()
+    for path in PACKAGE.rglob("*"):
+        if path.suffix not in (".py", ".pyx", ".pxi"):
+            continue
+        if re.search(rf"(?<!\w)({spelling})(?!\w)", _code_only(path.read_text())):
+            name = str(path.relative_to(PACKAGE))
+            found.add("the core" if name.startswith("_core") else name)
+    return found
+
+
+@pytest.mark.parametrize("library", sorted(_LIBRARY_SPELLINGS))
+def test_each_library_is_named_in_at_most_four_files(library):
+    # its record, its adapter, the core's fast path where one exists, one more
+    files = _files_naming(_LIBRARY_SPELLINGS[library])
+    assert {"libraries/__init__.py"} <= files, files
+    assert len(files) <= 4, f"{library} is named in {sorted(files)}"
+
+
+def test_the_count_sees_a_name_in_code_and_not_in_prose():
+    assert re.search(r"(?<!\w)(warp)(?!\w)", _code_only('x = "warp"\n'))
+    assert not re.search(r"(?<!\w)(warp)(?!\w)", _code_only('"""warp"""\n# warp\n'))
+
+
+def test_every_record_and_its_adapter_agree():
+    from arrayport import libraries
+    seen_targets = set()
+    for library in libraries.LIBRARIES:
+        assert library.quirks is None or library.quirks in libraries.QUIRKS, library
+        if library.adapter is None:
+            assert not library.targets and not library.roots, library
+            continue
+        adapter = library.adapted()
+        assert adapter.__doc__, library.name
+        assert set(getattr(adapter, "TARGETS", {})) == set(library.targets), library.name
+        assert not seen_targets & set(library.targets)
+        seen_targets |= set(library.targets)
+        if library.computes_on:
+            assert callable(adapter.numpy_backend)
+        for name in ("make", "via_arrayport", "kinds", "address_of", "writable",
+                     "host_values", "like"):
+            assert getattr(adapter, name, None) is None or callable(getattr(adapter, name))
+        if library.note == "" and library.memory == "host" and library.name != "dask":
+            assert library.make is not None and library.via_arrayport is not None, library
+    assert set(arrayport.convert.TARGETS) == seen_targets
+
+
+def test_the_core_reads_the_records_quirks():
+    from arrayport import libraries
+    quirks = libraries.producer_quirks()
+    assert quirks["jaxlib"] == "immutable" and quirks["dask"] == "lazy"
+    with pytest.raises(ValueError, match="unknown quirk 'sticky'"):
+        _core.install_producer_quirks({"somewhere": "sticky"})
+    _core.install_producer_quirks(quirks)      # as arrayport._policy installed it
+
+
+def test_a_records_quirk_reaches_the_core(monkeypatch):
+    # A made-up library whose record says "immutable": its arrays' Views are read-only,
+    # though its export says writable — the record, not the core, decided.
+    import numpy as np
+    from arrayport import libraries
+
+    class Array:
+        __module__ = "madeup.arrays"
+
+        def __init__(self):
+            self.data = np.zeros(3)
+
+        def __dlpack__(self, **kwargs):
+            return self.data.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.data.__dlpack_device__()
+
+    assert not arrayport.view(Array()).readonly
+    try:
+        _core.install_producer_quirks({**libraries.producer_quirks(), "madeup": "immutable"})
+        assert arrayport.view(Array()).readonly
+    finally:
+        _core.install_producer_quirks(libraries.producer_quirks())
+    assert not arrayport.view(Array()).readonly

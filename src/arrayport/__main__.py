@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="DLPack conformance of an array library (module or module:factory)",
         description="Test TARGET as a DLPack producer and consumer and its array interface and "
                     "buffer exports, against the clauses of the specifications. TARGET is a "
-                    "module (numpy, torch, jax, pyarrow, tvm_ffi, array_api_strict, arrayport, "
+                    "module (numpy, arrayport, any library of `arrayport info`, "
                     "or any module with asarray/from_dlpack) or module:factory, a callable that "
                     "takes a NumPy array and returns the library's array of it. Exits 1 when a "
                     "check fails.")

@@ -449,6 +449,7 @@ def require_with(spec: Spec[_D], x: Any, copy: bool | None, stream: int | None,
 
 # ---- internals the Python layers use ----
 
+def install_producer_quirks(quirks: dict[str, str]) -> None: ...
 def install_hooks(*, copy_view: Any, driver_for: Any, from_dlpack_with_options: Any,
                   ndarray_dlpack_fallback: Any, to_numpy_general: Any, to_torch_general: Any,
                   array_ufunc: Any, array_function: Any, require_fix: Any,

@@ -53,7 +53,7 @@ class NeedsCopy(BufferError):
 
 cdef enum _ProducerKind:
     _PLAIN = 0
-    _IMMUTABLE = 1   # JAX, pyarrow, TensorFlow
+    _IMMUTABLE = 1   # JAX, pyarrow: immutable arrays exported as legacy capsules
     _TORCH = 2
     _MASKED = 3      # numpy.ma.MaskedArray: its __dlpack__ (ndarray's) drops the mask
     _LAZY = 4        # Dask arrays: no memory until computed; __array__ computes silently
@@ -61,10 +61,56 @@ cdef enum _ProducerKind:
     _PADDLE = 6      # PaddlePaddle tensors: stop_gradient=False is PyTorch's requires_grad
     _TENSORFLOW = 7  # TensorFlow tensors: immutable; string/variant/resource ones abort
 
+# The quirk names of the library records (arrayport.libraries.QUIRKS), as kinds.
+cdef dict _KIND_OF_QUIRK = {"immutable": _IMMUTABLE, "torch": _TORCH, "masked": _MASKED,
+                            "lazy": _LAZY, "labelled": _LABELLED, "paddle": _PADDLE,
+                            "tensorflow": _TENSORFLOW}
+# {module root: kind}: which library's arrays need what, from its record (installed at import
+# by arrayport._policy, like the hooks; the core names no library but where it has a fast
+# path or a kind's own test below).
+cdef dict _kind_by_root = {}
 cdef dict _producer_kinds = {}
 # One-entry cache in front of the dict: (type, kind) in one object, so a thread never pairs
 # one type with another's kind.
 cdef tuple _last_producer_kind = (None, _PLAIN)
+
+
+def install_producer_quirks(dict quirks):
+    """Install {module root: quirk name} (arrayport.libraries.producer_quirks())."""
+    global _kind_by_root, _last_producer_kind
+    kinds = {}
+    for root, quirk in quirks.items():
+        if quirk not in _KIND_OF_QUIRK:
+            raise ValueError(f"install_producer_quirks: unknown quirk {quirk!r} for {root!r}")
+        kinds[str(root)] = _KIND_OF_QUIRK[quirk]
+    _kind_by_root = kinds
+    _producer_kinds.clear()
+    _last_producer_kind = (None, _PLAIN)
+
+
+cdef int _kind_of_type(object t) except -1:
+    """The kind of a type not seen before: its library's (by module root), held to the
+    kind's own test of which of the library's types are its arrays; a subclass of a torch
+    tensor or a NumPy masked array, wherever it is defined, is one."""
+    cdef int kind = _kind_by_root.get(t.__module__.partition(".")[0], _PLAIN)
+    if kind == _LAZY and not (hasattr(t, "compute") and hasattr(t, "chunks")):
+        kind = _PLAIN
+    elif kind == _LABELLED and not isinstance(getattr(t, "data", None), property):
+        kind = _PLAIN
+    elif kind == _PADDLE and not hasattr(t, "stop_gradient"):
+        kind = _PLAIN
+    elif kind == _TORCH or kind == _MASKED:
+        kind = _PLAIN                       # decided by the base classes below
+    if kind != _PLAIN:
+        return kind
+    masked = getattr(_sys.modules.get("numpy.ma"), "MaskedArray", None)
+    torch = _sys.modules.get("torch")
+    if masked is not None and issubclass(t, masked):
+        return _MASKED
+    if torch is not None and issubclass(t, torch.Tensor):
+        _load_torch_probes(torch)
+        return _TORCH
+    return _PLAIN
 
 
 cdef int _producer_kind(object t) except -1:
@@ -76,25 +122,7 @@ cdef int _producer_kind(object t) except -1:
     if cached is not None:
         _last_producer_kind = (t, cached)
         return cached
-    cdef int kind = _PLAIN
-    root = t.__module__.partition(".")[0]
-    torch = _sys.modules.get("torch")
-    masked = getattr(_sys.modules.get("numpy.ma"), "MaskedArray", None)
-    if root in ("jax", "jaxlib", "pyarrow"):
-        kind = _IMMUTABLE
-    elif root == "tensorflow":
-        kind = _TENSORFLOW
-    elif root == "dask" and hasattr(t, "compute") and hasattr(t, "chunks"):
-        kind = _LAZY
-    elif root == "xarray" and isinstance(getattr(t, "data", None), property):
-        kind = _LABELLED
-    elif root == "paddle" and hasattr(t, "stop_gradient"):
-        kind = _PADDLE
-    elif masked is not None and issubclass(t, masked):
-        kind = _MASKED
-    elif torch is not None and issubclass(t, torch.Tensor):
-        kind = _TORCH
-        _load_torch_probes(torch)
+    cdef int kind = _kind_of_type(t)
     if len(_producer_kinds) >= _TYPE_CACHE_LIMIT:
         _producer_kinds.clear()
     _producer_kinds[t] = kind

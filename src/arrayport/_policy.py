@@ -10,9 +10,10 @@ fact is declared: docs/architecture.md.
 
 from __future__ import annotations
 
-from arrayport import _core, convert, gpu
+from arrayport import _core, convert, gpu, libraries
 
-# copies, _import_rules, numpy_dispatch, contracts, pickling and shared are imported on their first use, so that
+# copies, _import_rules, numpy_dispatch, contracts, pickling, shared and the torch adapter
+# are imported on their first use, so that
 # ``import arrayport`` stays as light as before the hooks: each hook below is the policy
 # function itself once its module is loaded.
 
@@ -25,6 +26,11 @@ def _copy_view(view, device=None, stream=None, who="copy"):
 def _from_dlpack_with_options(x, device, copy, stream=None):
     from arrayport._import_rules import from_dlpack_with_options
     return from_dlpack_with_options(x, device, copy, stream)
+
+
+def _to_torch_general(x, **options):
+    from arrayport.libraries._torch import to_torch_general
+    return to_torch_general(x, **options)
 
 
 def _ndarray_dlpack_fallback(x):
@@ -62,13 +68,16 @@ def _from_shared(handle):
     return from_shared(handle)
 
 
+# What each library's arrays need put back, from its record (arrayport.libraries).
+_core.install_producer_quirks(libraries.producer_quirks())
+
 _core.install_hooks(
     copy_view=_copy_view,
     driver_for=gpu.driver_for,
     from_dlpack_with_options=_from_dlpack_with_options,
     ndarray_dlpack_fallback=_ndarray_dlpack_fallback,
     to_numpy_general=convert.to_numpy_general,
-    to_torch_general=convert.to_torch_general,
+    to_torch_general=_to_torch_general,
     array_ufunc=_array_ufunc,
     array_function=_array_function,
     require_fix=_require_fix,

@@ -286,23 +286,16 @@ _CONVERTERS = {}
 
 
 def _converter_for(original_type):
-    """The converter into ``original_type``'s library."""
-    from arrayport import convert
-    module = original_type.__module__.split(".")[0]
+    """The converter into ``original_type``'s library (its record in arrayport.libraries
+    says which ``arrayport.to`` target answers in it)."""
     if original_type is _core.View:
         return lambda result, original: _core.view(result)
-    if module == "numpy":
-        return lambda result, original: convert.to_numpy(result)
-    if module == "torch":
-        return lambda result, original: convert.to_torch(result)
-    if module in ("jax", "jaxlib"):
-        target = "jax"
-    elif module in ("cupy", "tvm_ffi"):
-        target = module
-    elif module == "pyarrow":
-        target = "pyarrow.Tensor" if original_type.__name__ == "Tensor" else "pyarrow"
-    else:
+    from arrayport import convert, libraries
+    library = libraries.for_type(original_type)
+    if library is None or not library.targets:
         return _through_array_namespace
+    like = library.get("like")
+    target = like(original_type) if like is not None else library.targets[0]
     return lambda result, original: convert.to(result, target)
 
 

@@ -21,14 +21,9 @@ The hot case — a plain ufunc call on host Views, ndarrays and scalars — is d
 
 from __future__ import annotations
 
-import sys
 
 from arrayport._core import View, compute_operand, wrap_result
-from arrayport.devices import DeviceType
 
-_SCALAR_TYPES = (bool, int, float, complex)
-# Devices whose memory CuPy computes on (CuPy's ROCm builds take ROCm memory).
-_CUPY_DEVICES = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
 
 
 class _Host:
@@ -59,33 +54,6 @@ class _Host:
         return wrap_result(result)
 
 
-class _CuPy:
-    """CuPy computing on CUDA (or ROCm) memory."""
-
-    def __init__(self, cupy):
-        self._cupy = cupy
-        self._ndarray = cupy.ndarray
-        self._generic = sys.modules["numpy"].generic
-
-    def operand(self, view):
-        return self._cupy.from_dlpack(view)
-
-    def accepts(self, x, protocol):
-        """CuPy arrays and scalars: never a host array, which would need a copy."""
-        return isinstance(x, (self._ndarray, *_SCALAR_TYPES, self._generic))
-
-    def accepts_type(self, tp):
-        return issubclass(tp, self._ndarray)
-
-    def wrap(self, result):
-        if isinstance(result, self._ndarray):
-            from arrayport import view
-            return view(result)
-        if type(result) is tuple:
-            return tuple(self.wrap(item) for item in result)
-        return result
-
-
 _host = None  # the _Host backend, made on first use
 
 
@@ -100,12 +68,10 @@ def _backend_for(views):
         if _host is None:
             _host = _Host()
         return _host
-    if device.type in _CUPY_DEVICES:
-        try:
-            import cupy  # loaded only now, for device memory
-        except ImportError:
-            return None
-        return _CuPy(cupy)
+    from arrayport import libraries
+    for library in libraries.LIBRARIES:      # the library its record names for this memory
+        if device.type.name in library.computes_on:
+            return library.get("numpy_backend")()
     return None
 
 
@@ -224,7 +190,7 @@ def array_function(func, types, args, kwargs):
     backend = _backend_for(views)
     if backend is None or not all(tp is View or backend.accepts_type(tp) for tp in types):
         return NotImplemented
-    if isinstance(backend, _CuPy):
+    if backend is not _host:    # a device library: host arrays beside it need a copy
         others = _others_in(args, [])
         for value in kwargs.values():
             _others_in(value, others)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import capsules, isolation
-from .libraries import to_host_numpy, warp_runtime
+from .libraries import to_host_numpy
 from .samples import available_dtypes, base_array, numpy_dtype
 
 RUNNER = "arrayport.cli.check"
@@ -50,69 +50,11 @@ class Fail(Exception):
 
 def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | None]]:
     """module -> (make, from_dlpack, make_read_only) for libraries without ``asarray``
-    or with an immutable array type worth checking."""
-    import arrayport
-
-    def numpy_read_only(a):
-        frozen = a.copy()
-        frozen.flags.writeable = False
-        return frozen
-
-    table = {
-        "numpy": (lambda a: a.copy(), np.from_dlpack, numpy_read_only),
-        "arrayport": (lambda a: arrayport.view(a.copy()), arrayport.from_dlpack,
-                      lambda a: arrayport.view(numpy_read_only(a))),
-    }
-
-    def module(name):
-        return importlib.import_module(name)
-
-    table.update({
-        "torch": (lambda a: arrayport.to_torch(a, copy=True),
-                  lambda x: module("torch").from_dlpack(x), None),
-        # JAX arrays and Arrow tensors are immutable: read-only by nature.
-        "jax": (lambda a: module("jax.numpy").asarray(a),
-                lambda x: module("jax.numpy").from_dlpack(x),
-                lambda a: module("jax.numpy").asarray(a)),
-        "pyarrow": (lambda a: module("pyarrow").Tensor.from_numpy(a), None,
-                    lambda a: module("pyarrow").Tensor.from_numpy(a)),
-        "tvm_ffi": (lambda a: module("tvm_ffi").from_dlpack(arrayport.view(a.copy())),
-                    lambda x: module("tvm_ffi").from_dlpack(x), None),
-        # TensorFlow tensors are immutable; its DLPack import takes capsules, not objects.
-        "tensorflow": (lambda a: module("tensorflow").constant(a),
-                       lambda x: module("tensorflow").experimental.dlpack.from_dlpack(
-                           x.__dlpack__()),
-                       lambda a: module("tensorflow").constant(a)),
-        "mlx.core": (lambda a: module("mlx.core").array(a),
-                     lambda x: module("mlx.core").from_dlpack(x), None),
-        "paddle": (lambda a: module("paddle").to_tensor(a),
-                   lambda x: module("paddle").from_dlpack(x), None),
-        "warp": (lambda a: warp_runtime().array(a, device="cpu"),
-                 lambda x: warp_runtime().from_dlpack(x), None),
-        # A labelled array around NumPy's; xarray has no DLPack of its own.
-        "xarray": (lambda a: module("xarray").DataArray(a), None, None),
-        # CUDA memory (a GPU, or the CUDA driver simulator as libcuda.so.1): numba-cuda's
-        # device arrays, cuda-core's StridedMemoryView of device memory.
-        "numba.cuda": (lambda a: module("numba.cuda").to_device(a), None, None),
-        "cuda.core": (lambda a: _cuda_core_view(arrayport.view(a).copy(device="cuda:0")),
-                      _cuda_core_from_dlpack,
-                      lambda a: _cuda_core_view(
-                          arrayport.view(a).copy(device="cuda:0").as_readonly())),
-    })
-    return table
-
-
-def _cuda_core_view(x):
-    from cuda.core.utils import StridedMemoryView
-    return StridedMemoryView.from_dlpack(x, stream_ptr=1)
-
-
-def _cuda_core_from_dlpack(x):
-    """cuda-core's consumer: on the legacy default stream for device memory, with no
-    stream (-1) for host memory, as cuda-core requires."""
-    from cuda.core.utils import StridedMemoryView
-    host = int(x.__dlpack_device__()[0]) in (1, 3, 11, 13)
-    return StridedMemoryView.from_dlpack(x, stream_ptr=-1 if host else 1)
+    or with an immutable array type worth checking: each library's adapter's ``CHECK``
+    (arrayport.libraries)."""
+    from arrayport.libraries import LIBRARIES
+    return {library.module: library.get("CHECK") for library in LIBRARIES
+            if library.adapter and library.get("CHECK") is not None}
 
 
 @dataclass

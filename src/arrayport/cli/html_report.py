@@ -199,15 +199,18 @@ def _legend() -> str:
     return f'<p class="legend">{swatches}{_swatch(NO_CASE, "not offered by the producer")}</p>'
 
 
-# How a user reaches each consumer through arrayport (the matrix's arrayport route).
-ARRAYPORT_CALLS = {"arrayport": "ap.view(x)", "arrayport-cuda": "ap.view(x)",
-                   "pyarrow": 'ap.to(x, "pyarrow.Tensor")', "cuda_core": 'ap.to(x, "cuda.core")',
-                   "array_api_strict": "xp.from_dlpack(ap.view(x))",
-                   "xarray": "xr.DataArray(ap.to_numpy(x))"}
-
-
 def arrayport_call(consumer: str) -> str:
-    return ARRAYPORT_CALLS.get(consumer, f'ap.to(x, "{consumer}")')
+    """How a user reaches ``consumer`` through arrayport (the matrix's arrayport route): its
+    adapter's ``ARRAYPORT_CALL``, else ``ap.to`` with its first target, else ``ap.view``."""
+    from arrayport.libraries import by_name
+    try:
+        library = by_name(consumer)
+    except KeyError:
+        return f'ap.to(x, "{consumer}")'
+    call = library.get("ARRAYPORT_CALL")
+    if call is not None:
+        return call
+    return f'ap.to(x, "{library.targets[0]}")' if library.targets else "ap.view(x)"
 
 
 def advice(report: dict, records: dict) -> list[str]:
@@ -250,7 +253,7 @@ the best one per case) and <b>via arrayport</b>. The big number is the share of 
 split: dark green zero-copy, hatched light green by copy, slate refused on purpose, red
 failing.</p>
 <p><b>What to do.</b> Where the direct half is red, has a dark-red frame, or works less than
-the arrayport half, use arrayport's route: <code>ap.to(x, "torch")</code> (or
+the arrayport half, use arrayport's route: <code>ap.to(x, "&lt;consumer&gt;")</code> (or
 <code>ap.view(x)</code> to keep it zero-copy or fail). Hatched works but copies: correct, at
 the cost of memory and time — the per-pair maps below show which dtypes and layouts copy.
 Slate is a deliberate refusal (a lazy Dask array must be computed first; a type the consumer

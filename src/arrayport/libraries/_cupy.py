@@ -1,0 +1,74 @@
+"""CuPy: the converter, and CuPy as the library NumPy functions on CUDA (and ROCm) Views run
+on.
+
+One adapter of arrayport.libraries (its record there says how to find the library and
+which of its arrays need what); its library is imported only inside the functions."""
+
+from __future__ import annotations
+
+import sys
+
+from arrayport import _core
+from arrayport.convert_steps import (
+    _check_copy,
+    _check_readonly_policy,
+    _placed,
+    _writable_for,
+)
+from arrayport.devices import DeviceType
+
+
+def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
+    import cupy
+
+    _check_copy(copy, "to(cupy)")
+    _check_readonly_policy(readonly, "to(cupy)")
+    view = _core.view_or_copy(x, stream=stream, copy=copy)
+    if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
+        view = _placed(view, None, copy)
+        return cupy.from_dlpack(_writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
+    if copy is False:
+        raise BufferError(f"to(cupy): the data is on {view.device}; CuPy arrays live in "
+                          f"CUDA memory, so this needs a copy, but copy=False")
+    return cupy.asarray(_core.to_numpy(view))
+
+
+class _CuPy:
+    """CuPy computing on CUDA (or ROCm) memory."""
+
+    def __init__(self, cupy):
+        self._cupy = cupy
+        self._ndarray = cupy.ndarray
+        self._generic = sys.modules["numpy"].generic
+
+    def operand(self, view):
+        return self._cupy.from_dlpack(view)
+
+    def accepts(self, x, protocol):
+        """CuPy arrays and scalars: never a host array, which would need a copy."""
+        return isinstance(x, (self._ndarray, bool, int, float, complex, self._generic))
+
+    def accepts_type(self, tp):
+        return issubclass(tp, self._ndarray)
+
+    def wrap(self, result):
+        if isinstance(result, self._ndarray):
+            from arrayport import view
+            return view(result)
+        if type(result) is tuple:
+            return tuple(self.wrap(item) for item in result)
+        return result
+
+
+# ---- what arrayport.libraries reads -----------------------------------------------------------
+
+TARGETS = {"cupy": _to_cupy}
+
+
+def numpy_backend():
+    """CuPy computing on device memory, or None where it is not installed."""
+    try:
+        import cupy  # loaded only now, for device memory
+    except ImportError:
+        return None
+    return _CuPy(cupy)

@@ -1,0 +1,114 @@
+"""PaddlePaddle: the converter (no uint16; negative strides copied; tensors always writable),
+its tensors in the matrix, its unusual tensors.
+
+One adapter of arrayport.libraries (its record there says how to find the library and
+which of its arrays need what); its library is imported only inside the functions."""
+
+from __future__ import annotations
+
+from arrayport import _core
+from arrayport.cli.adapting import (
+    INDEXING,
+    Kind,
+    NotOffered,
+    bfloat16_bits,
+    call,
+    module,
+)
+from arrayport.convert_steps import (
+    _check_readonly_policy,
+    _copied,
+    _dtype_in,
+    _host_view,
+    _ImmutableConsumerExport,
+    _writable_for,
+)
+
+_PADDLE_DTYPES = frozenset({
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint32", "uint64", "float16",
+    "bfloat16", "float32", "float64", "complex64", "complex128", "float8_e4m3fn",
+    "float8_e5m2"})
+
+
+def to_paddle(x, *, copy=None, readonly="copy"):
+    """``x`` as a ``paddle.Tensor`` (shared where Paddle can hold it)."""
+    import paddle
+
+    who = "to(paddle)"
+    _check_readonly_policy(readonly, who)
+    view = _host_view(x, who, copy)
+    if view.dtype.name == "uint16":
+        raise TypeError(f"{who}: PaddlePaddle has no uint16 (its DLPack import reads uint16 "
+                        f"as bfloat16); convert to int32 or another type first")
+    _dtype_in(view, _PADDLE_DTYPES, who, "PaddlePaddle")
+    if _core.has_negative_stride(view):
+        view = _copied(view, copy, who, "PaddlePaddle cannot hold negative strides")
+    view = _writable_for(view, readonly, copy, who, "PaddlePaddle")
+    if view.readonly:  # readonly="share": Paddle asks for no version, so hand a legacy capsule
+        view = _ImmutableConsumerExport(view)
+    return paddle.from_dlpack(view)
+
+
+# The sample layouts a tensor can have (PaddlePaddle has no negative strides).
+_PADDLE_INDEXING = {layout: index for layout, index in INDEXING.items() if layout != "negative"}
+
+
+def _make_paddle(base, layout):
+    import arrayport
+    if layout not in _PADDLE_INDEXING:
+        raise NotOffered(f"PaddlePaddle tensors cannot be {layout}")
+    try:
+        tensor = arrayport.to(base, "paddle", copy=True)
+    except TypeError as exc:
+        raise NotOffered(str(exc)) from None
+    return _PADDLE_INDEXING[layout](tensor)
+
+
+def paddle_kinds() -> list[Kind]:
+    def paddle():
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "No ccache found", on first import
+            return module("paddle")
+
+    def values(t):
+        return t.numpy()
+
+    def bfloat16_values(t):
+        return bfloat16_bits(t.numpy())  # Paddle's numpy() gives bfloat16 as uint16 bits
+
+    def base():
+        return paddle().arange(12, dtype="float32").reshape([3, 4])
+
+    return [
+        Kind("paddle", "plain", base, values),
+        Kind("paddle", "transposed", lambda: base().T, values),
+        Kind("paddle", "sliced", lambda: base()[1:, ::2], values),
+        Kind("paddle", "grad", lambda: paddle().to_tensor([1.0, 2.0], stop_gradient=False),
+             values, False),
+        Kind("paddle", "bfloat16", lambda: paddle().to_tensor([1.5, -2.0], dtype="bfloat16"),
+             bfloat16_values, needs=("ml_dtypes",)),
+        # sparse: Paddle's __dlpack__, exchange API and __array__ all segfault on it
+        Kind("paddle", "sparse",
+             lambda: paddle().sparse.sparse_coo_tensor([[0], [1]], [1.0], [2, 2]), None, False),
+    ]
+
+
+# ---- what arrayport.libraries reads -----------------------------------------------------------
+
+TARGETS = {"paddle": to_paddle}
+make = _make_paddle
+kinds = paddle_kinds
+
+
+def routes():
+    return {"dlpack": call("paddle", "from_dlpack")}
+
+
+def via_arrayport(x):
+    import arrayport
+    return arrayport.to(x, "paddle")
+
+
+CHECK = (lambda a: module("paddle").to_tensor(a), lambda x: module("paddle").from_dlpack(x),
+         None)

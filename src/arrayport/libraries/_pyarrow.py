@@ -1,0 +1,125 @@
+"""pyarrow: the converters to pyarrow.Array and pyarrow.Tensor, its tensors in the matrix, its
+unusual arrays (nulls, bit-packed bools, chunks…).
+
+One adapter of arrayport.libraries (its record there says how to find the library and
+which of its arrays need what); its library is imported only inside the functions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arrayport import _core
+from arrayport.cli.adapting import Kind, NotOffered, module
+from arrayport.cli.samples import numpy_layout
+from arrayport.convert_steps import _check_copy, _copied, _placed, no_type_for
+from arrayport.dtypes import DTypeCode
+
+
+def _pyarrow_type(view, who):
+    import pyarrow as pa
+
+    dtype = view.dtype
+    if dtype.code in (DTypeCode.COMPLEX, DTypeCode.BOOL) or not dtype.numpy_native:
+        raise no_type_for(who, "Arrow", dtype, "fixed-width type")
+    return pa.from_numpy_dtype(dtype.to_numpy())
+
+
+def _to_pyarrow(x, *, copy=None):
+    """A ``pyarrow.Array`` (one dimension; Arrow arrays are immutable, so read-only memory
+    is shared)."""
+    import pyarrow as pa
+
+    _check_copy(copy, "to(pyarrow)")
+    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
+    if view.ndim != 1:
+        raise ValueError(f"to(pyarrow): an Arrow array has one dimension, the data has "
+                         f"{view.ndim}; use target 'pyarrow.Tensor'")
+    arrow_type = _pyarrow_type(view, "to(pyarrow)")
+    if not view.is_c_contiguous:
+        view = _copied(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
+    return pa.Array.from_buffers(arrow_type, view.size, [None, pa.py_buffer(view)])
+
+
+def _to_pyarrow_tensor(x, *, copy=None):
+    """A ``pyarrow.Tensor`` (n-dimensional, strided, immutable)."""
+    import pyarrow as pa
+
+    _check_copy(copy, "to(pyarrow.Tensor)")
+    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
+    _pyarrow_type(view, "to(pyarrow.Tensor)")
+    if any(s < 0 for s in view.element_strides):
+        view = _copied(view, copy, "to(pyarrow.Tensor)",
+                          "Arrow tensors cannot hold negative strides")
+    return pa.Tensor.from_numpy(_core.to_numpy(view))
+
+
+def _make_pyarrow(base, layout):
+    import pyarrow as pa
+    # pyarrow.Tensor is Arrow's n-d array: immutable, so read-only by nature.
+    if base.dtype == np.bool_:
+        raise NotOffered("pyarrow.Tensor has no bool type (it stores NumPy bools as uint8)")
+    try:
+        return pa.Tensor.from_numpy(numpy_layout(base, layout))
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        raise NotOffered(f"pyarrow.Tensor: {exc}") from None
+
+
+def _pyarrow_kinds() -> list[Kind]:
+    def pa():
+        import pyarrow as module
+        return module
+
+    def zero_copy_numpy(array):
+        return array.to_numpy(zero_copy_only=True)
+
+    return [
+        Kind("pyarrow", "plain", lambda: pa().array([1, 2, 3], type=pa().int64()),
+             zero_copy_numpy, False),
+        Kind("pyarrow", "sliced", lambda: pa().array(list(range(10)), type=pa().int32()).slice(3, 4),
+             zero_copy_numpy, False),
+        Kind("pyarrow", "nulls", lambda: pa().array([1, None, 3]), None, False),
+        Kind("pyarrow", "bool", lambda: pa().array([True, False, True]), None, False),
+        Kind("pyarrow", "chunked", lambda: pa().chunked_array([[1, 2], [3]]),
+             lambda a: a.to_numpy(), False),
+        Kind("pyarrow", "tensor", lambda: pa().Tensor.from_numpy(np.arange(6.0).reshape(2, 3)),
+             lambda t: t.to_numpy(), False),
+        Kind("pyarrow", "timestamps", lambda: pa().array([0, 1], type=pa().timestamp("s")),
+             None, False),
+    ]
+
+
+# ---- what arrayport.libraries reads -----------------------------------------------------------
+
+# How a user reaches it through arrayport, as the matrix's arrayport route does.
+ARRAYPORT_CALL = 'ap.to(x, "pyarrow.Tensor")'
+
+TARGETS = {"pyarrow": _to_pyarrow, "pyarrow.Tensor": _to_pyarrow_tensor}
+make = _make_pyarrow
+kinds = _pyarrow_kinds
+
+
+def like(tp):
+    """A pyarrow.Tensor caller gets a Tensor back, any other pyarrow caller an Array."""
+    return "pyarrow.Tensor" if tp.__name__ == "Tensor" else "pyarrow"
+
+
+def routes():
+    return {}
+
+
+def via_arrayport(x):
+    import arrayport
+    return arrayport.to(x, "pyarrow.Tensor")
+
+
+# Arrow tensors are immutable: read-only by nature.
+CHECK = (lambda a: module("pyarrow").Tensor.from_numpy(a), None,
+         lambda a: module("pyarrow").Tensor.from_numpy(a))
+
+
+def writable(x):
+    return False
+
+
+def host_values(x):
+    return np.array(x.to_numpy()) if hasattr(x, "to_numpy") else None

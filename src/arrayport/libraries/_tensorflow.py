@@ -1,0 +1,126 @@
+"""TensorFlow: the converter (legacy capsules only; unaligned memory copied, since TensorFlow
+aborts the process on it), its tensors in the matrix, its unusual tensors, and reading one
+through an operation.
+
+One adapter of arrayport.libraries (its record there says how to find the library and
+which of its arrays need what); its library is imported only inside the functions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arrayport import _core
+from arrayport.cli.adapting import Kind, NotOffered, call, module
+from arrayport.convert_steps import _copied, _dtype_in, _host_view
+
+# Alignment TensorFlow's kernels check (EIGEN_MAX_ALIGN_BYTES in its CPU builds).
+TENSORFLOW_ALIGNMENT = 64
+
+
+_TENSORFLOW_DLPACK_DTYPES = frozenset({
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
+
+
+# TensorFlow has these types, but its DLPack import does not (type code 10): copied in.
+_TENSORFLOW_COPIED_DTYPES = frozenset({"float8_e4m3fn", "float8_e5m2"})
+
+
+def to_tensorflow(x, *, copy=None):
+    """``x`` as a ``tf.Tensor`` (shared when contiguous and 64-byte aligned)."""
+    import tensorflow as tf
+
+    who = "to(tensorflow)"
+    view = _host_view(x, who, copy)
+    name = view.dtype.name
+    if name in _TENSORFLOW_COPIED_DTYPES:
+        if copy is False:
+            raise BufferError(f"{who}: TensorFlow's DLPack import has no {name}, so it "
+                              f"needs a copy, but copy=False")
+        return tf.constant(_core.to_numpy(view, copy=True))
+    _dtype_in(view, _TENSORFLOW_DLPACK_DTYPES, who, "TensorFlow's DLPack import")
+    if not view.is_c_contiguous:
+        view = _copied(view, copy, who, "TensorFlow takes only compact row-major strides")
+    if view.ptr % TENSORFLOW_ALIGNMENT:
+        view = _copied(view, copy, who, f"TensorFlow aborts the process on memory that is "
+                       f"not {TENSORFLOW_ALIGNMENT}-byte aligned")
+    # Legacy capsules only; TensorFlow tensors are immutable, so read-only memory is safe.
+    capsule = _core.legacy_capsule_for_immutable_consumer(view, None)
+    return tf.experimental.dlpack.from_dlpack(capsule)
+
+
+def _make_tensorflow(base, layout):
+    import tensorflow as tf
+    # TensorFlow tensors are immutable and row-major: read-only by nature, no strided form.
+    if layout not in ("contiguous", "0-d", "size-0", "read-only"):
+        raise NotOffered(f"TensorFlow tensors have no {layout} memory layout")
+    try:
+        tensor = tf.constant(base)
+    except (TypeError, ValueError) as exc:
+        raise NotOffered(f"TensorFlow: {exc}") from None
+    return {"0-d": lambda t: t[1, 2], "size-0": lambda t: t[:0]}.get(layout, lambda t: t)(tensor)
+
+
+def _tensorflow_values(x) -> np.ndarray:
+    """A TensorFlow tensor's values, read through an operation (a gather), not only copied:
+    TensorFlow imports memory of any alignment and aborts at the first operation on memory
+    that is not 64-byte aligned — a result that kills its user is not a working exchange."""
+    import tensorflow as tf
+    try:
+        flat = tf.gather(tf.reshape(x, [-1]), tf.range(tf.size(x)))
+    except (tf.errors.OpError, TypeError):  # no gather kernel for the type (float8)
+        return np.array(x.numpy())
+    return np.array(flat.numpy()).reshape(tuple(x.shape))
+
+
+def tensorflow_kinds() -> list[Kind]:
+    def tf():
+        return module("tensorflow")
+
+    def values(t):
+        return t.numpy()
+
+    return [  # TensorFlow tensors are immutable: no alias may be written
+        Kind("tensorflow", "plain", lambda: tf().constant(np.arange(6.0).reshape(2, 3)),
+             values, False),
+        Kind("tensorflow", "transposed",
+             lambda: tf().transpose(tf().constant(np.arange(6.0).reshape(2, 3))), values, False),
+        Kind("tensorflow", "bfloat16", lambda: tf().constant([1.5, -2.0], dtype=tf().bfloat16),
+             values, False, needs=("ml_dtypes",)),
+        Kind("tensorflow", "0-d", lambda: tf().constant(2.5), values, False),
+        # strings: TensorFlow's own __dlpack__ aborts the process on them
+        Kind("tensorflow", "string", lambda: tf().constant(["a", "bc"]), None, False),
+        Kind("tensorflow", "variable", lambda: tf().Variable([1.0, 2.0]), values, False),
+    ]
+
+
+# ---- what arrayport.libraries reads -----------------------------------------------------------
+
+TARGETS = {"tensorflow": to_tensorflow}
+make = _make_tensorflow
+kinds = tensorflow_kinds
+
+
+def routes():
+    # TensorFlow's DLPack import takes capsules, not objects.
+    return {"dlpack": call("tensorflow", "experimental.dlpack.from_dlpack",
+                           lambda x: x.__dlpack__()),
+            "__array__": call("tensorflow", "convert_to_tensor")}
+
+
+def via_arrayport(x):
+    import arrayport
+    return arrayport.to(x, "tensorflow")
+
+
+# TensorFlow tensors are immutable; its DLPack import takes capsules, not objects.
+CHECK = (lambda a: module("tensorflow").constant(a),
+         lambda x: module("tensorflow").experimental.dlpack.from_dlpack(x.__dlpack__()),
+         lambda a: module("tensorflow").constant(a))
+
+
+def writable(x):
+    return False
+
+
+host_values = _tensorflow_values
