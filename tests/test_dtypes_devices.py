@@ -140,3 +140,52 @@ def test_device_ids_beyond_int32_are_refused():
     with pytest.raises(ValueError, match="device id"):
         ap.from_dlpack(np.zeros(2), device=(2, 2**63 - 1))
     assert ap.Device((2, 2**31 - 1)).id == 2**31 - 1
+
+
+# ---- device-kind facts: DeviceType states them; the core's C tables are held to it ----------
+
+def test_device_kind_facts_are_stated_on_devicetype():
+    from arrayport.devices import DeviceType as T
+    assert {t for t in T if t.is_host_accessible} == {T.CPU, T.CUDA_HOST, T.ROCM_HOST}
+    assert {t for t in T if t.is_gpu_memory} == {T.CUDA, T.CUDA_MANAGED, T.ROCM}
+    assert {t.vendor for t in T} == {"cuda", "rocm", None}
+    assert T.CUDA_MANAGED.vendor == "cuda" and T.ROCM_HOST.vendor == "rocm"
+    assert (T.CUDA.default_stream, T.ROCM.default_stream, T.CPU.default_stream) == (1, 0, None)
+
+
+@pytest.mark.parametrize("device_type", [*ap.DeviceType, 0, 5, 6, 19, 2**31 - 1, -1])
+def test_the_cores_device_tables_say_what_devicetype_says(device_type):
+    from arrayport import _core
+    known = device_type in set(ap.DeviceType)
+    kind = ap.DeviceType(device_type) if known else None
+    expected = ((kind.is_host_accessible, kind.is_gpu_memory,
+                 kind.is_gpu_memory and kind.vendor == "cuda") if known
+                else (False, False, False))
+    assert _core.device_type_facts(int(device_type)) == expected
+    assert _core.none_stream_of(int(device_type)) == (kind.default_stream if known else None)
+
+
+def test_the_gpu_layer_asks_devicetype():
+    from arrayport import gpu
+    assert gpu.is_device_memory(ap.DeviceType.ROCM) and not gpu.is_device_memory(3)
+    assert not gpu.is_device_memory(99)
+
+
+# ---- type facts: arrayport.dtypes states them; the core's C table is held to it --------------
+
+def test_the_cores_type_table_takes_exactly_the_types_dtypes_names():
+    # Every code a byte can hold, every width, lanes 0, 1 and 2: a new code added to one
+    # statement (or a float8 code not next to the others) and not to the other fails here.
+    from arrayport import _core
+    from arrayport.dtypes import dtype_problem
+    differing = [(code, bits, lanes) for code in range(256) for bits in range(256)
+                 for lanes in (0, 1, 2)
+                 if _core.dtype_is_valid(code, bits, lanes)
+                 != (dtype_problem(code, bits, lanes) is None)]
+    assert differing == []
+
+
+def test_the_cores_device_type_names_are_devicetypes():
+    from arrayport import _core
+    assert {t for t in range(-2, 64) if _core.device_type_is_known(t)} == {
+        int(t) for t in ap.DeviceType}

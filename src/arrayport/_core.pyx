@@ -436,7 +436,7 @@ cdef class View:
         same_device = (target_type == self._t.device.device_type
                        and target_id == self._t.device.device_id)
         if not same_device:
-            if target_type == 1 and _host_accessible(self._t.device.device_type) and not copy:
+            if target_type == APDL_CPU and _host_accessible(self._t.device.device_type) and not copy:
                 # Pinned host memory is CPU memory too: relabel without copying, once the
                 # GPU work pending on it is done (the spec's rule for kDLCPU exports).
                 _host_wait_for_pending(self)
@@ -1388,7 +1388,7 @@ cdef View _fallback_import(x):
 
 
 def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, owner,
-                      device=(1, 0), str protocol):
+                      device=(APDL_CPU, 0), str protocol):
     """A View over raw memory described by ``shape`` and byte ``strides`` (None means
     C-contiguous), validated like a DLPack import. ``owner`` keeps the memory alive."""
     dtype = DType(dtype)

@@ -109,6 +109,26 @@ cdef inline bint _stream_ordered(int32_t device_type) noexcept nogil:
     return _cuda_kind(device_type) or device_type == APDL_ROCM
 
 
+def dtype_is_valid(int code, int bits, int lanes):
+    """Whether the core's C table (core_support.h ap_dtype_is_valid) takes this DLPack type,
+    for the test that holds it equal to arrayport.dtypes (the Python statement)."""
+    if not (0 <= code < 256 and 0 <= bits < 256 and 0 <= lanes < 65536):
+        return False
+    return bool(ap_dtype_is_valid(code, bits, lanes))
+
+
+def device_type_is_known(int32_t device_type):
+    """Whether the core's C table (ap_device_type_is_known) names this device type."""
+    return bool(ap_device_type_is_known(device_type))
+
+
+def device_type_facts(int32_t device_type):
+    """(host-accessible, stream-ordered, CUDA kind) as the core's predicates above say, for
+    the test that holds them equal to arrayport.devices.DeviceType."""
+    return (_host_accessible(device_type), _stream_ordered(device_type),
+            _cuda_kind(device_type))
+
+
 
 # Per-type caches (producer kinds, exchange tables, protocol plans, parsed type strings)
 # are cleared or stop growing at this many entries: a stream of new types cannot grow them

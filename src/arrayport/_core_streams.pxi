@@ -28,8 +28,15 @@ cdef bint _implicit_sync = _os.environ.get("ARRAYPORT_IMPLICIT_SYNC", "1").strip
     not in ("0", "false", "off", "no")
 # The stream None stands for, per device type (DLPack: the legacy default stream; ROCm's
 # null stream). The pinned-host kinds: the stream a copy to or from them runs on.
+# (held equal to DeviceType.default_stream by tests/test_dtypes_devices.py)
 cdef dict _NONE_STREAM = {APDL_CUDA: 1, APDL_CUDA_MANAGED: 1, APDL_CUDA_HOST: 1,
                           APDL_ROCM: 0, APDL_ROCM_HOST: 0}
+
+
+def none_stream_of(int32_t device_type):
+    """The stream None stands for on ``device_type`` (None: no streams), as this part
+    decides it."""
+    return _NONE_STREAM.get(device_type)
 
 
 def set_implicit_sync(bint enabled):

@@ -35,10 +35,6 @@ from arrayport.devices import DeviceType
 __all__ = ["set_implicit_sync", "implicit_sync_enabled", "no_implicit_sync", "driver_for",
            "is_device_memory", "driver_status"]
 
-_CUDA_KINDS = frozenset({DeviceType.CUDA, DeviceType.CUDA_HOST, DeviceType.CUDA_MANAGED})
-_ROCM_KINDS = frozenset({DeviceType.ROCM, DeviceType.ROCM_HOST})
-_DEVICE_MEMORY = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
-
 
 def set_implicit_sync(enabled: bool) -> bool:
     """Turn arrayport's implicit stream synchronization on or off, process-wide.
@@ -103,11 +99,11 @@ def no_implicit_sync():
 def driver_for(device_type) -> "_gpu_interface.GpuDriver | None":  # noqa: F821
     """The driver for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm kinds:
     HIP), its module imported only now; None for devices arrayport has no driver for."""
-    device_type = DeviceType(device_type)
-    if device_type in _CUDA_KINDS:
+    vendor = DeviceType(device_type).vendor
+    if vendor == "cuda":
         from arrayport import _cuda_driver
         return _cuda_driver.driver
-    if device_type in _ROCM_KINDS:
+    if vendor == "rocm":
         from arrayport import _hip_driver
         return _hip_driver.driver
     return None
@@ -129,4 +125,7 @@ def driver_status() -> list[tuple[str, str]]:
 
 def is_device_memory(device_type) -> bool:
     """Memory on a GPU (CUDA, CUDA managed, ROCm), which arrayport reads through a driver."""
-    return device_type in _DEVICE_MEMORY
+    try:
+        return DeviceType(device_type).is_gpu_memory
+    except ValueError:           # not a DLPack device type
+        return False
