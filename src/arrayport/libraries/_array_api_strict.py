@@ -1,7 +1,4 @@
-"""array-api-strict: the array API standard's strict reference, in the matrix.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+"""array-api-strict: the array API standard's strict reference, in the matrix."""
 
 from __future__ import annotations
 

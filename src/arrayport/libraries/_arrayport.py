@@ -1,7 +1,4 @@
-"""arrayport's own Views as a library of the matrix and of arrayport check, on the host.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+"""arrayport's own Views as a library of the matrix and of arrayport check, on the host."""
 
 from __future__ import annotations
 

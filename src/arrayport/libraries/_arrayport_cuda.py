@@ -1,8 +1,5 @@
 """arrayport's own Views of CUDA device memory, as a library of the matrix (exercised where a
-CUDA driver answers: a GPU, or the CUDA driver simulator).
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+CUDA driver answers: a GPU, or the CUDA driver simulator)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """NVIDIA cuda-core: the converter to a StridedMemoryView, its views of device memory in the
-matrix and in arrayport check, and reading one.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+matrix and in arrayport check, and reading one."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """CuPy: the converter, and CuPy as the library NumPy functions on CUDA (and ROCm) Views run
-on.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+on."""
 
 from __future__ import annotations
 

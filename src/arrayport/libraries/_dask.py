@@ -1,8 +1,5 @@
 """Dask: lazy arrays, a producer only (arrayport refuses them until computed; the converters
-compute them when asked for a copy), in the matrix, with their unusual kinds.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+compute them when asked for a copy), in the matrix, with their unusual kinds."""
 
 from __future__ import annotations
 

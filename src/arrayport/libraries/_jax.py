@@ -1,8 +1,5 @@
 """JAX: the converter (narrowing refused, strides JAX cannot hold copied, alignment checked),
-its arrays in the matrix, its unusual arrays (deleted, sharded…).
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+its arrays in the matrix, its unusual arrays (deleted, sharded…)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """MLX: the converter (MLX copies every array it imports; float64 kept, not narrowed), its
-arrays in the matrix, its unusual arrays.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+arrays in the matrix, its unusual arrays."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """numba-cuda: the converter to device arrays (numba ignores the CUDA Array Interface's read-
-only flag: the read-only policy applies), its device arrays in the matrix.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+only flag: the read-only policy applies), its device arrays in the matrix."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """NumPy: the base every other library is checked against — its arrays in the matrix, its
-consumer entry points, its unusual arrays (broadcasts, structured, masked…).
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+consumer entry points, its unusual arrays (broadcasts, structured, masked…)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from arrayport import _core
-
 from arrayport.cli.adapting import Kind
 from arrayport.cli.samples import numpy_layout
 

@@ -1,8 +1,5 @@
 """PaddlePaddle: the converter (no uint16; negative strides copied; tensors always writable),
-its tensors in the matrix, its unusual tensors.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+its tensors in the matrix, its unusual tensors."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """pyarrow: the converters to pyarrow.Array and pyarrow.Tensor, its tensors in the matrix, its
-unusual arrays (nulls, bit-packed bools, chunks…).
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+unusual arrays (nulls, bit-packed bools, chunks…)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """TensorFlow: the converter (legacy capsules only; unaligned memory copied, since TensorFlow
 aborts the process on it), its tensors in the matrix, its unusual tensors, and reading one
-through an operation.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+through an operation."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """PyTorch: the converter beyond the core's fast path (to_torch), its tensors in the matrix,
 its unusual tensors (lazy conjugate and negative bits, grad, sparse, meta, nested,
-quantized).
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+quantized)."""
 
 from __future__ import annotations
 

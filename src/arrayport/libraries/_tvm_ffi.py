@@ -1,8 +1,5 @@
 """tvm-ffi: the converter (its tensors are always writable: the read-only policy applies), its
-tensors in the matrix, its unusual tensors.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+tensors in the matrix, its unusual tensors."""
 
 from __future__ import annotations
 

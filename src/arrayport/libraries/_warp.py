@@ -1,8 +1,5 @@
 """NVIDIA Warp: the converter (1 to 4 dimensions; no complex or float8; always writable), its
-runtime started quietly, its arrays in the matrix, its unusual arrays.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+runtime started quietly, its arrays in the matrix, its unusual arrays."""
 
 from __future__ import annotations
 

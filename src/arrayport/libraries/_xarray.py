@@ -1,8 +1,5 @@
 """xarray: labelled arrays around another library's array (the core judges one by its .data),
-in the matrix, with their unusual kinds.
-
-One adapter of arrayport.libraries (its record there says how to find the library and
-which of its arrays need what); its library is imported only inside the functions."""
+in the matrix, with their unusual kinds."""
 
 from __future__ import annotations
 
