@@ -23,6 +23,7 @@ Who owns what:
 """
 
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_arrow.pxi: _view_from_arrow_capsules, _view_from_arrow_protocol
 #   _core_buffer.pxi: _fill_buffer, _view_from_buffer
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
@@ -232,6 +233,36 @@ cdef class View:
             ``obj`` does not offer the protocol, or what it offers is malformed.
         """
         return _view_from_ai_object(obj)
+
+    @staticmethod
+    def from_arrow(obj, /):
+        """A read-only View of an Arrow array: ``obj.__arrow_c_array__()`` (the Arrow
+        PyCapsule protocol) or a ``(schema capsule, array capsule)`` pair.
+
+        Fixed-width numbers give a 1-D View (the array's offset applied), fixed-size lists
+        of them an n-D one, and the ``arrow.fixed_shape_tensor`` extension its cells'
+        shape and permutation. The Arrow array is released exactly once, when the last
+        View on it is gone.
+
+        Parameters
+        ----------
+        obj : object
+
+        Returns
+        -------
+        View
+
+        Raises
+        ------
+        BufferError
+            Nulls (a View has no validity mask), a type with no strided form (booleans,
+            strings, lists of variable size...), or a malformed or released struct.
+        """
+        if type(obj) is tuple and len(<tuple>obj) == 2:
+            return _view_from_arrow_capsules(obj[0], obj[1], "arrow")
+        if getattr(type(obj), "__arrow_c_array__", None) is None:
+            raise BufferError(f"arrow: {type(obj).__name__} has no __arrow_c_array__")
+        return _view_from_arrow_protocol(obj)
 
     @staticmethod
     def from_buffer(obj, /):
@@ -1406,6 +1437,7 @@ include "_core_buffer.pxi"
 include "_core_interface.pxi"
 include "_core_torch_bits.pxi"
 include "_core_producers.pxi"
+include "_core_arrow.pxi"
 include "_core_exchange.pxi"
 include "_core_dispatch.pxi"
 include "_core_capi.pxi"

@@ -7,7 +7,8 @@
 #   3. the CUDA Array Interface (device memory, before any host-only protocol);
 #   4. the buffer protocol (PEP 3118);
 #   5. __array_interface__;
-#   6. __array__ (the NumPy array it returns is kept alive).
+#   6. the Arrow PyCapsule protocol (__arrow_c_array__: read-only, zero-copy);
+#   7. __array__ (the NumPy array it returns is kept alive).
 # NumPy masked arrays are checked first: one with any masked element is refused (TypeError)
 # rather than exported without its mask, which every one of these protocols would do.
 # Which of these a type offers is worked out once per type and cached (instance-level
@@ -19,6 +20,7 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _dlpack_view, _view_from_capsule
+#   _core_arrow.pxi: _view_from_arrow_protocol
 #   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_interface.pxi: _AI, _CAI, _view_from_ai_dict, _view_from_array_method,
@@ -34,6 +36,7 @@ cdef enum _Protocol:
     _P_BUFFER = 3
     _P_AI = 4
     _P_ARRAY = 5
+    _P_ARROW = 6
 
 cdef dict _plan_by_type = {}
 
@@ -52,6 +55,8 @@ cdef tuple _make_plan(object tp, object obj):
         plan.append(_P_BUFFER)
     if instance_attributes or hasattr(tp, "__array_interface__"):
         plan.append(_P_AI)
+    if getattr(tp, "__arrow_c_array__", None) is not None:
+        plan.append(_P_ARROW)
     if getattr(tp, "__array__", None) is not None:
         plan.append(_P_ARRAY)
     return tuple(plan)
@@ -99,6 +104,9 @@ cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried)
             return None
         _check_host_stream(stream, _AI)
         return _view_from_ai_dict(d, obj)
+    if protocol == _P_ARROW:
+        _check_host_stream(stream, "arrow")
+        return _view_from_arrow_protocol(obj)
     _check_host_stream(stream, "array")
     return _view_from_array_method(obj)
 
@@ -127,7 +135,8 @@ def view(obj, /, *, stream=None):
 
     The protocols are tried in this order: a View (returned as it is) or a DLPack capsule;
     DLPack (the C exchange API, else ``__dlpack__``); the CUDA Array Interface; the buffer
-    protocol; ``__array_interface__``; ``__array__(copy=False)``. A protocol that refuses
+    protocol; ``__array_interface__``; the Arrow PyCapsule protocol (``__arrow_c_array__``,
+    read-only); ``__array__(copy=False)``. A protocol that refuses
     with ``BufferError`` hands over to the next.
 
     Parameters

@@ -27,7 +27,8 @@ import sys
 
 from arrayport.dtypes import DType, DTypeCode
 
-__all__ = ["dtype_from_buffer_format", "dtype_from_typestr", "typestr_for"]
+__all__ = ["ARROW_PRIMITIVES", "arrow_problem", "dtype_from_buffer_format", "dtype_from_typestr",
+           "typestr_for"]
 
 _LITTLE = sys.byteorder == "little"
 _NATIVE_ORDER = "<" if _LITTLE else ">"
@@ -179,3 +180,30 @@ def _parse_buffer_format(fmt: str, itemsize: int, protocol: str) -> DType:
         raise BufferError(f"{protocol}: format {fmt!r} is {bits // 8} bytes but the exporter "
                           f"says itemsize {itemsize}")
     return DType(dl_code, bits)
+
+
+# ---- Arrow C data interface format strings ----------------------------------------------------
+# The fixed-width primitive formats whose values buffer is exactly a DLPack type. Booleans
+# ("b") are bit-packed, half of the rest are variable-size or need a second buffer: those
+# have no strided form (arrow_problem says why).
+ARROW_PRIMITIVES: dict[str, DType] = {
+    "c": DType("int8"), "C": DType("uint8"), "s": DType("int16"), "S": DType("uint16"),
+    "i": DType("int32"), "I": DType("uint32"), "l": DType("int64"), "L": DType("uint64"),
+    "e": DType("float16"), "f": DType("float32"), "g": DType("float64"),
+}
+_ARROW_MEANING = {
+    "n": "null", "b": "boolean (bit-packed)", "z": "binary", "Z": "large binary",
+    "u": "utf-8 string", "U": "large utf-8 string", "vz": "binary view", "vu": "string view",
+    "d": "decimal", "w": "fixed-width binary", "td": "date", "tt": "time", "ts": "timestamp",
+    "tD": "duration", "ti": "interval", "+l": "list", "+L": "large list", "+vl": "list view",
+    "+s": "struct", "+m": "map", "+u": "union", "+r": "run-end encoded",
+}
+
+
+def arrow_problem(fmt: str) -> str:
+    """Why the Arrow format ``fmt`` has no View (it is not a primitive nor "+w:N")."""
+    for prefix in sorted(_ARROW_MEANING, key=len, reverse=True):
+        if fmt.startswith(prefix):
+            return (f"Arrow type {fmt!r} ({_ARROW_MEANING[prefix]}) has no strided form; "
+                    f"only fixed-width numbers and fixed-size lists of them do")
+    return f"{fmt!r} is not an Arrow format string"
