@@ -23,7 +23,8 @@ Who owns what:
 """
 
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_arrow.pxi: _view_from_arrow_capsules, _view_from_arrow_protocol
+#   _core_arrow.pxi: _view_arrow_array, _view_arrow_schema, _view_from_arrow_capsules,
+#       _view_from_arrow_protocol
 #   _core_buffer.pxi: _fill_buffer, _view_from_buffer
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
@@ -543,6 +544,21 @@ cdef class View:
         memcpy(strides, self._t.strides, self._t.ndim * sizeof(int64_t))
 
     # ---- host and CUDA protocol exports (_core_interface.pxi, _core_buffer.pxi) ------------
+
+    # ---- the Arrow C data interface (_core_arrow.pxi) -------------------------------------
+
+    def __arrow_c_schema__(self):
+        """The Arrow schema of this View's Arrow export, as an "arrow_schema" capsule: a
+        fixed-width number for a 1-D View, nested fixed-size lists for an n-D one."""
+        return _view_arrow_schema(self)
+
+    def __arrow_c_array__(self, requested_schema=None):
+        """This View as an Arrow array, zero-copy: ("arrow_schema", "arrow_array")
+        capsules (the Arrow PyCapsule protocol; ``pa.array(view)`` reads it). C-contiguous
+        host memory of a fixed-width number type only (BufferError otherwise); the View
+        stays alive until the consumer releases the array. ``requested_schema`` is honoured
+        when it is the schema exported, and otherwise ignored."""
+        return _view_arrow_array(self, requested_schema)
 
     @property
     def __array_interface__(self):

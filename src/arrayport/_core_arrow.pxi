@@ -303,3 +303,113 @@ def view_from_arrow(schema, array, /):
     "arrow_array", as ``__arrow_c_array__()`` returns them). The array is moved out of its
     capsule and released exactly once, when the last View on it is gone."""
     return _view_from_arrow_capsules(schema, array, "arrow")
+
+
+# ---- producer side: a View as an Arrow array (_csrc/arrow_export.h owns the structs) ---------
+# A C-contiguous host View of shape (d0, ..., dn-1): a primitive array of d0 values (1-D) or
+# nested fixed-size lists "+w:d1"... around d0 * ... * dn-1 values (n-D), sharing the View's
+# memory; decided: plain nested lists, which every Arrow reader takes (the fixed_shape_tensor
+# extension needs its reader to know it). Refused with BufferError, never exported wrong:
+# device memory, 0-d Views, layouts that are not C-contiguous (copy first), and types with
+# no Arrow fixed-width number (bool, complex, bfloat16, float8...). requested_schema is
+# honoured when it is the schema arrayport exports, and otherwise ignored, as the PyCapsule
+# interface allows (the consumer casts if it must).
+
+from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_Destructor, PyCapsule_New
+from libc.stdlib cimport free, malloc
+
+cdef extern from "_csrc/arrow_export.h":
+    int ap_arrow_fill_schema(APArrowSchema* schema, const char* primitive, int lists,
+                             const int64_t* widths)
+    int ap_arrow_fill_array(APArrowArray* array, const void* data, int ndim,
+                            const int64_t* shape, int64_t rows, PyObject* owner)
+    void ap_arrow_schema_capsule_free(object capsule)
+    void ap_arrow_array_capsule_free(object capsule)
+
+# (code, bits) -> Arrow primitive format, from arrayport.formats (the one table).
+cdef dict _ARROW_FORMAT_OF = {(int(dtype.code), dtype.bits): fmt.encode()
+                              for fmt, dtype in _formats.ARROW_PRIMITIVES.items()}
+
+
+cdef bytes _arrow_export_format(View v):
+    """The primitive format of ``v``'s Arrow export, or a BufferError saying why none."""
+    if not _host_accessible(v._t.device.device_type):
+        raise BufferError(f"arrow: the View is in {v.device} memory; arrayport does not "
+                          f"export the Arrow C device interface yet: copy it to the host "
+                          f"first (view.copy(device='cpu'))")
+    if v._t.ndim == 0:
+        raise BufferError("arrow: a 0-d View has no Arrow form (an Arrow array is a "
+                          "column); reshape it to (1,)")
+    fmt = _ARROW_FORMAT_OF.get((v._t.dtype.code, v._t.dtype.bits)) \
+        if v._t.dtype.lanes == 1 else None
+    if fmt is None:
+        raise BufferError(f"arrow: Arrow has no fixed-width number type for "
+                          f"{v.dtype.name}")
+    if not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
+        raise BufferError("arrow: an Arrow array is C-contiguous and this View is not; "
+                          "export a copy (view.copy())")
+    return fmt
+
+
+cdef object _arrow_schema_capsule(View v, bytes fmt):
+    cdef APArrowSchema* schema = <APArrowSchema*>malloc(sizeof(APArrowSchema))
+    if schema == NULL:
+        raise MemoryError()
+    if ap_arrow_fill_schema(schema, fmt, v._t.ndim - 1, v._t.shape + 1) != 0:
+        free(schema)
+        raise MemoryError()
+    try:
+        return PyCapsule_New(schema, b"arrow_schema",
+                             <PyCapsule_Destructor>ap_arrow_schema_capsule_free)
+    except BaseException:
+        schema.release(schema)
+        free(schema)
+        raise
+
+
+cdef object _arrow_array_capsule(View v):
+    cdef APArrowArray* array = <APArrowArray*>malloc(sizeof(APArrowArray))
+    if array == NULL:
+        raise MemoryError()
+    cdef const void* data = <const void*>(<char*>v._t.data + v._t.byte_offset)
+    if ap_arrow_fill_array(array, data, v._t.ndim, v._t.shape, v._t.shape[0],
+                           <PyObject*>v) != 0:
+        free(array)
+        raise MemoryError()
+    try:
+        return PyCapsule_New(array, b"arrow_array",
+                             <PyCapsule_Destructor>ap_arrow_array_capsule_free)
+    except BaseException:
+        array.release(array)
+        free(array)
+        raise
+
+
+cdef bint _is_requested(object requested_schema, bytes fmt, View v) except -1:
+    """Whether ``requested_schema`` (a capsule) asks for exactly what arrayport exports."""
+    if not PyCapsule_IsValid(requested_schema, b"arrow_schema"):
+        raise TypeError("arrow: requested_schema must be an 'arrow_schema' capsule or None")
+    cdef const APArrowSchema* level = <const APArrowSchema*>PyCapsule_GetPointer(
+        requested_schema, b"arrow_schema")
+    cdef int depth
+    for depth in range(v._t.ndim):
+        if level == NULL or level.format == NULL:
+            return False
+        expected = fmt if depth == v._t.ndim - 1 else f"+w:{v._t.shape[depth + 1]}".encode()
+        if <bytes>level.format != expected:
+            return False
+        level = level.children[0] if level.n_children == 1 and level.children != NULL \
+            else NULL
+    return True
+
+
+cdef object _view_arrow_schema(View v):
+    return _arrow_schema_capsule(v, _arrow_export_format(v))
+
+
+cdef tuple _view_arrow_array(View v, object requested_schema):
+    fmt = _arrow_export_format(v)
+    if requested_schema is not None:
+        _is_requested(requested_schema, fmt, v)    # checked; another schema is ignored
+    return (_arrow_schema_capsule(v, fmt), _arrow_array_capsule(v))
