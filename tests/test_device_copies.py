@@ -8,8 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import arrayport as ap
 from arrayport import _core, gpu
@@ -17,6 +15,10 @@ from arrayport.copies import plan_runs
 
 from copy_layouts import copy_layouts
 from labelled import device_view
+from optional import hypothesis_api
+
+# Without hypothesis, its property tests skip and the rest of the module runs.
+given, settings, st, _ = hypothesis_api()
 
 
 @pytest.fixture

@@ -20,8 +20,11 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+
+# Every test here is a hypothesis property: without hypothesis the module skips.
+pytest.importorskip("hypothesis", reason="needs hypothesis (not installed)")
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import arrayport as ap
 from producer import MAX_DIMS, TensorSpec

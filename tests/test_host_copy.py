@@ -7,11 +7,13 @@ import contextlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import arrayport as ap
 from arrayport import _core
+from optional import hypothesis_api
+
+# Without hypothesis, its property tests skip and the rest of the module runs.
+given, settings, st, _ = hypothesis_api()
 
 PATHS = _core.copy_kernel()["paths"]
 

@@ -7,11 +7,13 @@ import weakref
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import arrayport as ap
+from optional import hypothesis_api
 from producer import spec
+
+# Without hypothesis, its property tests skip and the rest of the module runs.
+given, settings, st, HealthCheck = hypothesis_api()
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

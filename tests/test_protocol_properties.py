@@ -6,8 +6,12 @@ TypeError / ValueError whose message names the protocol. Never a crash, never a 
 import gc
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import pytest
+
+# Every test here is a hypothesis property: without hypothesis the module skips.
+pytest.importorskip("hypothesis", reason="needs hypothesis (not installed)")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import arrayport as ap
 from arrayport import _core, _cuda_driver

@@ -15,7 +15,6 @@ never wrong values. On top:
   library reports it.
 """
 
-import importlib.util
 import os
 
 import numpy as np
@@ -24,14 +23,11 @@ import pytest
 import arrayport as ap
 from arrayport import _core
 from arrayport.cli.unusual import FRAMEWORK_MODULES, KINDS_BY_LIBRARY, kinds_of
+from optional import installed
 
 CLEAN = (BufferError, TypeError, ValueError)
 MESSAGE_PREFIXES = ("dlpack:", "array:", "view:", "buffer:", "array_interface:",
                     "from_dlpack:", "to_numpy:", "to_torch:", "to(", "__array__:")
-
-
-def _installed(module):
-    return importlib.util.find_spec(module) is not None
 
 
 # The frameworks that can kill each other (TensorFlow, MLX, PaddlePaddle, Warp) are left out
@@ -44,8 +40,8 @@ def _selected(library):
     return library == ONLY if ONLY else library not in FRAMEWORK_MODULES
 
 
-CASES = [kind for library in KINDS_BY_LIBRARY if _selected(library) and _installed(library)
-         for kind in kinds_of(library) if all(_installed(m) for m in kind.needs)]
+CASES = [kind for library in KINDS_BY_LIBRARY if _selected(library) and installed(library)
+         for kind in kinds_of(library) if all(installed(m) for m in kind.needs)]
 
 
 def _to_host(result):
@@ -117,7 +113,7 @@ def _write_leaves_source_alone(kind, source, got):
 @pytest.mark.parametrize("route", list(ROUTES))
 @pytest.mark.parametrize("kind", CASES, ids=[kind.label for kind in CASES])
 def test_every_route_gives_the_reference_or_a_clean_refusal(kind, route):
-    if route in _NEEDS and not _installed(_NEEDS[route]):
+    if route in _NEEDS and not installed(_NEEDS[route]):
         pytest.skip(f"{_NEEDS[route]} is not installed")
     source, result, error = _outcome(kind, route)
     if error is not None:
@@ -181,5 +177,5 @@ def test_the_cases_cover_every_library_installed():
     libraries = {kind.library for kind in CASES}
     assert "numpy" in libraries and len(CASES) >= 16
     for library in ("torch", "jax", "pyarrow", "tvm_ffi"):
-        if _installed(library):
+        if installed(library):
             assert library in libraries
