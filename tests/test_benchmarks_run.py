@@ -21,6 +21,9 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 @pytest.mark.parametrize("script,rows", [
     ("bench_copy.py", ["transposed 4096x4096 float32", ".transpose(2, 0, 1)", ".transpose(1, 2, 0)",
                        "# gpu:"]),
+    pytest.param("bench_arrow.py", ["View.from_arrow(pa) vs np.from_dlpack",
+                                    "pa.array(View) vs pa.array(ndarray)"],
+                 marks=needs("pyarrow")),
     ("bench_contracts.py", ["require(np, dtype, ndim) vs by hand", "require(np, spec=) vs by hand",
                             "@accepts two arguments vs undecorated"]),
     ("bench_dlpack.py", ["from_dlpack(numpy array)", "np.from_dlpack(View vs ndarray)"]),

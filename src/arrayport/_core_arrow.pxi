@@ -21,7 +21,8 @@
 # releases it. A failure after the move drops the holder: released once, all the same.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_interface.pxi: _view_from_layout
+#   _core.pyx: _adopt, _fill_c_strides
+#   _core_producers.pxi: _finish_import
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 
@@ -53,6 +54,11 @@ cdef int _ARROW_MAX_DEPTH = 32
 cdef str _FIXED_SHAPE_TENSOR = "arrow.fixed_shape_tensor"
 
 cdef Py_ssize_t _live_arrow_arrays = 0       # held Arrow arrays not yet released (tests)
+
+# format -> (DLPack code, bits, bytes), read once from arrayport.formats (the one table), so
+# that an import asks no Python object for its type.
+cdef dict _ARROW_ITEMS = {fmt.encode(): (int(dtype.code), dtype.bits, dtype.itemsize)
+                          for fmt, dtype in _formats.ARROW_PRIMITIVES.items()}
 
 
 @cython.final
@@ -176,35 +182,41 @@ cdef View _view_from_arrow(const APArrowSchema* schema, APArrowArray* moved_from
     cdef const APArrowSchema* level = schema
     cdef list widths = []
     tensor = None
+    cdef bytes fmt
     while True:
         if level == NULL or level.format == NULL:
             raise BufferError(f"{protocol}: a schema has no format")
-        fmt = (<bytes>level.format).decode("utf-8", "replace")
+        fmt = <bytes>level.format
         if level.dictionary != NULL:
             raise BufferError(f"{protocol}: dictionary-encoded arrays have no strided form")
-        if level is schema:
+        if level is schema and level.metadata != NULL:
             metadata = _arrow_metadata(level.metadata)
             if metadata.get(b"ARROW:extension:name") == _FIXED_SHAPE_TENSOR.encode():
                 tensor = metadata
-        if not fmt.startswith("+w:"):
+        if not fmt.startswith(b"+w:"):
             break
         try:
             width = int(fmt[3:])
         except ValueError:
-            raise BufferError(f"{protocol}: {fmt!r} is not an Arrow format string") from None
+            raise BufferError(f"{protocol}: {fmt.decode('utf-8', 'replace')!r} is not an "
+                              f"Arrow format string") from None
         if width < 0 or level.n_children != 1 or level.children == NULL:
-            raise BufferError(f"{protocol}: fixed-size list {fmt!r} needs one child and a "
-                              f"width >= 0")
+            raise BufferError(f"{protocol}: fixed-size list {fmt.decode()!r} needs one child "
+                              f"and a width >= 0")
         widths.append(width)
         if len(widths) > _ARROW_MAX_DEPTH:
             raise BufferError(f"{protocol}: fixed-size lists nested deeper than "
                               f"{_ARROW_MAX_DEPTH}")
         level = level.children[0]
-    dtype = _formats.ARROW_PRIMITIVES.get(fmt)
-    if dtype is None:
-        raise BufferError(f"{protocol}: {_formats.arrow_problem(fmt)}")
+    item = _ARROW_ITEMS.get(fmt)
+    if item is None:
+        raise BufferError(f"{protocol}: "
+                          f"{_formats.arrow_problem(fmt.decode('utf-8', 'replace'))}")
+    cdef int code = item[0], bits = item[1]
+    cdef int64_t itemsize = item[2]
     if level.n_children != 0:
-        raise BufferError(f"{protocol}: primitive {fmt!r} has {level.n_children} children")
+        raise BufferError(f"{protocol}: primitive {fmt.decode()!r} has {level.n_children} "
+                          f"children")
     if tensor is not None and len(widths) != 1:
         raise BufferError(f"{protocol}: {_FIXED_SHAPE_TENSOR} storage must be one "
                           f"fixed-size list")
@@ -244,23 +256,49 @@ cdef View _view_from_arrow(const APArrowSchema* schema, APArrowArray* moved_from
     if count and a.buffers[1] == NULL:
         raise BufferError(f"{protocol}: the values buffer is NULL for {count} elements")
 
-    cdef uintptr_t pointer = <uintptr_t>a.buffers[1] + <uintptr_t>(first * dtype.itemsize)
+    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
+    cdef int64_t strides_c[AP_COPY_MAX_NDIM]      # in elements, as DLPack counts them
+    cdef int ndim, i
+    cdef int64_t step
     if tensor is not None:
         # "shape" is the physical (row-major) shape of each cell; logical dimension i is
         # physical dimension permutation[i] (the canonical extension's definition).
         physical_shape, permutation = _arrow_tensor_layout(tensor, widths[0])
+        ndim = 1 + len(physical_shape)
+        if ndim > AP_COPY_MAX_NDIM:
+            raise BufferError(f"{protocol}: {ndim} dimensions; a View has at most {MAX_NDIM}")
         physical_strides = [0] * len(physical_shape)
-        step = dtype.itemsize
+        step = 1
         for i in reversed(range(len(physical_shape))):
             physical_strides[i] = step
             step *= max(physical_shape[i], 1)
-        shape = (rows, *[physical_shape[p] for p in permutation])
-        strides = (widths[0] * dtype.itemsize, *[physical_strides[p] for p in permutation])
+        shape_c[0], strides_c[0] = rows, widths[0]
+        for i in range(ndim - 1):
+            shape_c[i + 1] = physical_shape[permutation[i]]
+            strides_c[i + 1] = physical_strides[permutation[i]]
     else:
-        shape = (rows, *widths)
-        strides = None
-    item = (int(dtype.code), dtype.bits, dtype.lanes, False)
-    return _view_from_layout(pointer, shape, strides, item, True, holder, protocol)
+        ndim = 1 + len(widths)
+        if ndim > AP_COPY_MAX_NDIM:
+            raise BufferError(f"{protocol}: {ndim} dimensions; a View has at most {MAX_NDIM}")
+        shape_c[0] = rows
+        for i in range(ndim - 1):
+            shape_c[i + 1] = widths[i]
+        _fill_c_strides(ndim, shape_c, strides_c)
+    cdef APDLTensor t
+    t.data = <void*>(<uintptr_t>a.buffers[1] + <uintptr_t>(first * itemsize))
+    t.device.device_type = APDL_CPU
+    t.device.device_id = 0
+    t.ndim = ndim
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, 1
+    t.shape = shape_c
+    t.strides = strides_c
+    t.byte_offset = 0
+    cdef View v = View.__new__(View)
+    _adopt(v, &t, APDL_FLAG_READ_ONLY, False, protocol)   # validated as every import is
+    v._owner = holder
+    v._protocol = protocol
+    _finish_import(v, holder)
+    return v
 
 
 cdef str _arrow_nulls_message(int64_t nulls, str protocol):

@@ -1,0 +1,48 @@
+"""The Arrow C data interface: arrayport beside pyarrow's own routes, in one run.
+
+    python benchmarks/bench_arrow.py [--repeat 15] [--number 20000]
+
+Import: a View of a pyarrow array through the Arrow PyCapsule protocol
+(``View.from_arrow``), beside NumPy reading the same array through pyarrow's own
+``__dlpack__`` (``np.from_dlpack``) and ``ap.view`` (which takes DLPack first). Export:
+pyarrow reading a View (``pa.array(view)``, through ``View.__arrow_c_array__``) beside
+``pa.array(ndarray)`` (pyarrow reading NumPy). Small arrays (1,000 float32), where the
+protocol's cost is the whole cost. Medians in nanoseconds per call, including freeing
+what the call returns.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from _timing import arguments, namespace_with_libraries, print_table
+
+ROWS = [
+    ("View.from_arrow(pa) vs np.from_dlpack", "ap.View.from_arrow(pa_array)",
+     "np.from_dlpack(pa_array)", "pa"),
+    ("View.from_arrow(pa) vs ap.view (DLPack)", "ap.View.from_arrow(pa_array)",
+     "ap.view(pa_array)", "pa"),
+    ("pa.array(View) vs pa.array(ndarray)", "pa.array(flat_view)", "pa.array(flat)", "pa"),
+    ("pa.array(2-D View) vs FixedSizeList", "pa.array(rows_view)",
+     "pa.FixedSizeListArray.from_arrays(pa.array(flat), 4)", "pa"),
+]
+
+
+def main():
+    args = arguments(__doc__.splitlines()[0])
+    namespace = namespace_with_libraries()
+    flat = np.arange(1000, dtype=np.float32)
+    namespace.update(flat=flat, flat_view=namespace["ap"].view(flat),
+                     rows_view=namespace["ap"].view(flat.reshape(250, 4)))
+    if importlib.util.find_spec("pyarrow") is not None:
+        import pyarrow as pa
+        namespace.update(pa=pa, pa_array=pa.array(flat))
+    print_table(ROWS, namespace, args)
+    if "pa" not in namespace:
+        print("# pyarrow not installed: every row skipped")
+
+
+if __name__ == "__main__":
+    main()
