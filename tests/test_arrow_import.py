@@ -224,3 +224,51 @@ def test_pyarrow_embeddings_and_fixed_shape_tensors():
     tensors = pa.ExtensionArray.from_storage(tensor_type, storage)
     np.testing.assert_array_equal(np.asarray(ap.View.from_arrow(tensors)),
                                   tensors.to_numpy_ndarray())
+
+
+# ---- fuzzing the schema side (hypothesis) ------------------------------------------------------
+# Format strings, nesting, lengths, offsets, null counts and extension metadata drawn at
+# random over real buffers: every outcome is a View or a BufferError, and the array is
+# released at most once. (Buffer sizes are not part of the C data interface: lengths are
+# drawn within the memory given, which the producer is trusted to describe.)
+
+from optional import hypothesis_api  # noqa: E402
+
+given, settings, st, HealthCheck = hypothesis_api()
+
+_FORMATS = st.sampled_from(["c", "C", "s", "S", "i", "I", "l", "L", "e", "f", "g", "b", "u",
+                            "z", "+l", "+s", "n", "tss:", "d:5,2", "w:4", "+w:0", "+w:-1",
+                            "+w:x", "+w:99999999999", ""]) | st.text(max_size=6)
+_METADATA = st.one_of(st.none(), st.dictionaries(
+    st.sampled_from([b"ARROW:extension:name", b"ARROW:extension:metadata", b"other"]),
+    st.sampled_from([b"arrow.fixed_shape_tensor", b"{}", b'{"shape": [2, 2]}',
+                     b'{"shape": [4], "permutation": [0]}', b'{"shape": [-1]}',
+                     b'{"shape": [2, 2], "permutation": [0, 0]}', b"not json", b""]),
+    max_size=3))
+
+
+@given(formats=st.lists(_FORMATS, min_size=1, max_size=3), metadata=_METADATA,
+       length=st.integers(-2, 8), offset=st.integers(-1, 4), null_count=st.integers(-2, 2),
+       n_buffers=st.integers(0, 3))
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+def test_random_schemas_give_a_view_or_a_buffer_error_and_one_release(
+        formats, metadata, length, offset, null_count, n_buffers):
+    values = np.zeros(64, dtype=np.float64)              # room for every length drawn
+    made = Made("g", values, length=max(length, 0), offset=max(offset, 0))
+    for fmt in reversed(formats[:-1]):                   # wrap in the outer formats
+        made = Made(fmt, None, length=max(length, 0), n_buffers=1, buffers=[None],
+                    children=(made,))
+    made.schema.format = formats[-1].encode() if formats[-1] else None
+    made.schema.metadata = None if metadata is None else metadata_bytes(metadata)
+    made.array.length, made.array.offset = length, offset
+    made.array.null_count, made.array.n_buffers = null_count, max(min(n_buffers, 2), 0)
+    try:
+        view = ap.View.from_arrow(made.capsules())
+    except BufferError:
+        view = None
+    if view is not None:
+        assert view.readonly and view.nbytes <= values.nbytes
+        del view
+    gc.collect()
+    assert made.released["array"] <= 1
+    assert made.released["array"] == 1 or not made.array_released
