@@ -151,4 +151,4 @@ def to(x, target, /, **options):
         except ImportError as error:
             raise ImportError(f"to: target {target!r} needs {module}, which cannot be "
                               f"imported: {error}") from error
-    return TARGETS[target](x, **options)
+    return library.get("TARGETS")[target](x, **options)

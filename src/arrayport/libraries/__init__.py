@@ -20,7 +20,8 @@ Every name an adapter may define, and who reads it:
                      the first target)
   make(base, layout) its array of a 3 x 4 sample in a layout class -> the matrix
   routes()           {protocol: consumer entry point} -> the matrix (direct routes)
-  via_arrayport(x)   the same consumer through arrayport -> the matrix
+  via_arrayport(x)   the same consumer through arrayport -> the matrix (default:
+                     arrayport.to(x, first target))
   ARRAYPORT_CALL     that route as a user writes it -> the matrix report (default:
                      ap.to(x, first target), or ap.view(x) without one)
   kinds()            its unusual arrays (arrayport.cli.adapting.Kind) -> tests, check, matrix
@@ -60,10 +61,14 @@ class Library:
     isolated: bool = False
 
     def adapted(self) -> ModuleType | None:
-        """The adapter module (imported now), or None for a library with none."""
+        """The adapter module (imported on first use), or None for a library with none."""
         if self.adapter is None:
             return None
-        return importlib.import_module(f"arrayport.libraries._{self.adapter}")
+        adapter = _ADAPTERS.get(self.adapter)
+        if adapter is None:
+            adapter = _ADAPTERS[self.adapter] = importlib.import_module(
+                f"arrayport.libraries._{self.adapter}")
+        return adapter
 
     def get(self, name: str, default=None):
         """What the adapter defines as ``name``, or ``default``."""
@@ -82,7 +87,15 @@ class Library:
 
     @property
     def via_arrayport(self):
-        return self.get("via_arrayport")
+        own = self.get("via_arrayport")
+        if own is not None or not self.targets:
+            return own
+        target = self.targets[0]
+
+        def through_arrayport(x):
+            import arrayport
+            return arrayport.to(x, target)
+        return through_arrayport
 
 
 # The order is the matrix's. PaddlePaddle before TensorFlow: imported after it, it kills the
@@ -120,6 +133,7 @@ LIBRARIES = (
             note="lazy arrays: a producer only (arrayport refuses them until computed)"),
 )
 
+_ADAPTERS: dict[str, ModuleType] = {}     # adapter modules imported so far, by name
 _BY_NAME = {library.name: library for library in LIBRARIES}
 _BY_MODULE: dict[str, Library] = {}
 for _library in LIBRARIES:          # the first record of a module (arrayport: the host one)

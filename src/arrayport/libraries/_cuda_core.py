@@ -78,10 +78,6 @@ make = _make_cuda_core
 routes = _cuda_core_routes
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "cuda.core")
-
 
 def _on_device(a, read_only=False):
     import arrayport

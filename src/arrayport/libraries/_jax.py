@@ -129,10 +129,6 @@ def routes():
             "__array__": call("jax.numpy", "asarray")}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "jax")
-
 
 # JAX arrays are immutable: read-only by nature.
 CHECK = (lambda a: module("jax.numpy").asarray(a), lambda x: module("jax.numpy").from_dlpack(x),

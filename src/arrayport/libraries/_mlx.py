@@ -91,10 +91,6 @@ def routes():
     return {"dlpack": call("mlx.core", "from_dlpack"), "__array__": call("mlx.core", "array")}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "mlx")
-
 
 CHECK = (lambda a: module("mlx.core").array(a), lambda x: module("mlx.core").from_dlpack(x),
          None)

@@ -55,9 +55,5 @@ def routes():
     return {"cuda_array_interface": _numba_cuda_array}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "numba")
-
 
 CHECK = (lambda a: module("numba.cuda").to_device(a), None, None)

@@ -86,10 +86,6 @@ routes = _numpy_routes
 kinds = _numpy_kinds
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "numpy")
-
 
 def _numpy_read_only(a):
     frozen = a.copy()

@@ -102,10 +102,6 @@ def routes():
     return {"dlpack": call("paddle", "from_dlpack")}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "paddle")
-
 
 CHECK = (lambda a: module("paddle").to_tensor(a), lambda x: module("paddle").from_dlpack(x),
          None)

@@ -105,10 +105,6 @@ def routes():
             "__array__": call("tensorflow", "convert_to_tensor")}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "tensorflow")
-
 
 # TensorFlow tensors are immutable; its DLPack import takes capsules, not objects.
 CHECK = (lambda a: module("tensorflow").constant(a),

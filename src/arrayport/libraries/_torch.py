@@ -129,10 +129,6 @@ def routes():
     return {"dlpack": call("torch", "from_dlpack")}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "torch")
-
 
 CHECK = (lambda a: _core.to_torch(a, copy=True), lambda x: module("torch").from_dlpack(x),
          None)

@@ -61,10 +61,6 @@ def routes():
     return {"dlpack": call("tvm_ffi", "from_dlpack")}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "tvm_ffi")
-
 
 def _check_make(a):
     import arrayport

@@ -99,10 +99,6 @@ def routes():
     return {"dlpack": _warp_from_dlpack}
 
 
-def via_arrayport(x):
-    import arrayport
-    return arrayport.to(x, "warp")
-
 
 CHECK = (lambda a: warp_runtime().array(a, device="cpu"),
          lambda x: warp_runtime().from_dlpack(x), None)
