@@ -424,30 +424,15 @@ cdef object _arrow_array_capsule(View v):
         raise
 
 
-cdef bint _is_requested(object requested_schema, bytes fmt, View v) except -1:
-    """Whether ``requested_schema`` (a capsule) asks for exactly what arrayport exports."""
-    if not PyCapsule_IsValid(requested_schema, b"arrow_schema"):
-        raise TypeError("arrow: requested_schema must be an 'arrow_schema' capsule or None")
-    cdef const APArrowSchema* level = <const APArrowSchema*>PyCapsule_GetPointer(
-        requested_schema, b"arrow_schema")
-    cdef int depth
-    for depth in range(v._t.ndim):
-        if level == NULL or level.format == NULL:
-            return False
-        expected = fmt if depth == v._t.ndim - 1 else f"+w:{v._t.shape[depth + 1]}".encode()
-        if <bytes>level.format != expected:
-            return False
-        level = level.children[0] if level.n_children == 1 and level.children != NULL \
-            else NULL
-    return True
-
-
 cdef object _view_arrow_schema(View v):
     return _arrow_schema_capsule(v, _arrow_export_format(v))
 
 
 cdef tuple _view_arrow_array(View v, object requested_schema):
     fmt = _arrow_export_format(v)
-    if requested_schema is not None:
-        _is_requested(requested_schema, fmt, v)    # checked; another schema is ignored
+    # arrayport exports one schema per View; a requested one is checked to be a schema and
+    # then, matching or not, answered with that one (the interface allows it).
+    if requested_schema is not None and not PyCapsule_IsValid(requested_schema,
+                                                              b"arrow_schema"):
+        raise TypeError("arrow: requested_schema must be an 'arrow_schema' capsule or None")
     return (_arrow_schema_capsule(v, fmt), _arrow_array_capsule(v))
