@@ -346,6 +346,8 @@ def test_the_core_reads_the_records_quirks():
     assert quirks["jaxlib"] == "immutable" and quirks["dask"] == "lazy"
     with pytest.raises(ValueError, match="unknown quirk 'sticky'"):
         _core.install_producer_quirks({"somewhere": "sticky"})
+    for quirk in libraries.QUIRKS:             # every name a record may use, the core knows
+        _core.install_producer_quirks({"somewhere": quirk})
     _core.install_producer_quirks(quirks)      # as arrayport._policy installed it
 
 
