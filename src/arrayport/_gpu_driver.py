@@ -22,7 +22,7 @@ import threading
 import weakref
 from typing import NamedTuple
 
-from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle
+from arrayport._gpu_library import NativeLibrary, OwnedEvent, OwnedMemory, c_address, c_handle
 
 
 class VendorSymbols(NamedTuple):
@@ -129,6 +129,34 @@ class VendorDriver:
                               else contextlib.nullcontext())
             with waiting_device:
                 self._call(names.stream_wait_event, consumer, event, 0)
+
+    def wait_for_event(self, ordinal: int, stream: int, event: int) -> None:
+        """Order ``stream`` (of device ``ordinal``) after ``event``, someone else's (an
+        Arrow producer's sync event): the stream waits on the GPU, the host never blocks."""
+        waiting_device = (self.on_device(ordinal) if self.is_default_stream(stream)
+                          else contextlib.nullcontext())
+        with waiting_device:
+            self._call(self.symbols.stream_wait_event, stream, event, 0)
+
+    def record_event(self, ordinal: int, stream: int) -> OwnedEvent:
+        """A new event recorded on ``stream`` (of device ``ordinal``) now, for a consumer
+        that waits on it later (an Arrow device export's sync event). Its own, not the one
+        ``make_stream_wait`` reuses (a later record would move that one); destroyed, in
+        its stream's context, when the returned OwnedEvent goes."""
+        names = self.symbols
+        event = c_handle()
+        with self.on_stream_context(stream, ordinal):
+            self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
+            try:
+                self._call(names.event_record, event, stream)
+            except BaseException:
+                self._call(names.event_destroy, event)
+                raise
+
+        def destroy(handle: int) -> None:
+            with self.on_stream_context(stream, ordinal):
+                self._call(names.event_destroy, handle)
+        return OwnedEvent(event, destroy)
 
     def synchronize(self, ordinal: int, stream: int) -> None:
         """Block the host until ``stream``'s work so far is done: only where the host itself

@@ -89,3 +89,24 @@ class OwnedMemory:
             with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
                 self._release(self.address)
             self.address = 0
+
+
+class OwnedEvent:
+    """An event a driver created and recorded for someone who waits on it later (an Arrow
+    device export's sync event), destroyed by ``release(handle)`` when this goes.
+    ``address`` is where the handle is stored: what a C API that wants a pointer to an
+    event (Arrow's ``sync_event``, a ``CUevent*``) is given."""
+
+    def __init__(self, handle: ctypes.c_void_p, release: Callable[[int], None]):
+        self._handle, self._release = handle, release
+        self.address = ctypes.addressof(handle)
+
+    @property
+    def handle(self) -> int:
+        return self._handle.value or 0
+
+    def __del__(self):
+        if self._handle.value:
+            with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
+                self._release(self._handle.value)
+            self._handle.value = None
