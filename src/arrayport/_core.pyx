@@ -23,8 +23,8 @@ Who owns what:
 """
 
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_arrow.pxi: _view_arrow_array, _view_arrow_schema, _view_from_arrow_capsules,
-#       _view_from_arrow_protocol
+#   _core_arrow.pxi: _view_arrow_array, _view_arrow_device_array, _view_arrow_schema,
+#       _view_arrow_stream, _view_from_arrow_given, _view_from_arrow_protocol
 #   _core_buffer.pxi: _fill_buffer, _view_from_buffer
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
@@ -236,18 +236,24 @@ cdef class View:
         return _view_from_ai_object(obj)
 
     @staticmethod
-    def from_arrow(obj, /):
-        """A read-only View of an Arrow array: ``obj.__arrow_c_array__()`` (the Arrow
-        PyCapsule protocol) or a ``(schema capsule, array capsule)`` pair.
+    def from_arrow(obj, /, *, stream=None):
+        """A read-only View of an Arrow array, through the Arrow PyCapsule protocol
+        (``obj.__arrow_c_device_array__()``, else ``__arrow_c_array__()``, else
+        ``__arrow_c_stream__()``) or given as its capsules: a (schema, array) or (schema,
+        device array) pair, or a stream capsule.
 
         Fixed-width numbers give a 1-D View (the array's offset applied), fixed-size lists
         of them an n-D one, and the ``arrow.fixed_shape_tensor`` extension its cells'
-        shape and permutation. The Arrow array is released exactly once, when the last
-        View on it is gone.
+        shape and permutation; a one-column struct (record batch) gives its column. A
+        device array is a View on its device. Each Arrow array is released exactly once,
+        when the last View on it is gone.
 
         Parameters
         ----------
         obj : object
+        stream : int or None
+            For device arrays, the consumer's stream (DLPack's values; None: the default
+            stream), which waits for the array's sync event.
 
         Returns
         -------
@@ -255,15 +261,24 @@ cdef class View:
 
         Raises
         ------
+        NeedsCopy
+            A stream of several arrays (joining them is a copy; the converters make it).
         BufferError
             Nulls (a View has no validity mask), a type with no strided form (booleans,
             strings, lists of variable size...), or a malformed or released struct.
         """
         if type(obj) is tuple and len(<tuple>obj) == 2:
-            return _view_from_arrow_capsules(obj[0], obj[1], "arrow")
-        if getattr(type(obj), "__arrow_c_array__", None) is None:
-            raise BufferError(f"arrow: {type(obj).__name__} has no __arrow_c_array__")
-        return _view_from_arrow_protocol(obj)
+            return _view_from_arrow_given(<tuple>obj, stream)
+        if PyCapsule_IsValid(obj, b"arrow_array_stream"):
+            return _view_from_arrow_given((obj,), stream)
+        tp = type(obj)
+        if (getattr(tp, "__arrow_c_device_array__", None) is None
+                and getattr(tp, "__arrow_c_array__", None) is None
+                and getattr(tp, "__arrow_c_stream__", None) is None):
+            raise BufferError(f"arrow: {tp.__name__} offers no Arrow PyCapsule protocol "
+                              f"(__arrow_c_device_array__, __arrow_c_array__, "
+                              f"__arrow_c_stream__)")
+        return _view_from_arrow_protocol(obj, stream)
 
     @staticmethod
     def from_buffer(obj, /):
@@ -556,9 +571,22 @@ cdef class View:
         """This View as an Arrow array, zero-copy: ("arrow_schema", "arrow_array")
         capsules (the Arrow PyCapsule protocol; ``pa.array(view)`` reads it). C-contiguous
         host memory of a fixed-width number type only (BufferError otherwise); the View
-        stays alive until the consumer releases the array. ``requested_schema`` is honoured
-        when it is the schema exported, and otherwise ignored."""
+        stays alive until the consumer releases the array. ``requested_schema`` is checked
+        to be a schema capsule and otherwise ignored (the export is this View's schema)."""
         return _view_arrow_array(self, requested_schema)
+
+    def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+        """This View as an Arrow device array, zero-copy: ("arrow_schema",
+        "arrow_device_array") capsules with the View's device and, when work is pending on
+        it, a sync event the consumer waits on (kept until its release). Keywords the
+        interface may define later are accepted with the value None."""
+        return _view_arrow_device_array(self, requested_schema, kwargs)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """This View as an Arrow stream of one array (an "arrow_array_stream" capsule),
+        zero-copy: what readers of tables and streams (DuckDB, ``pa.table``) take. Host
+        memory only, as ``__arrow_c_array__``."""
+        return _view_arrow_stream(self, requested_schema)
 
     @property
     def __array_interface__(self):
@@ -859,9 +887,10 @@ cdef class View:
         return v
 
 
-cdef View _new_host_copy_of(View source, uint64_t padded_flag):
-    """A writable, C-contiguous View of new host memory with ``source``'s shape and type
-    (padded when ``padded_flag`` says so), flagged ``is_copy``; the caller fills it."""
+cdef View _new_host_copy_of(View source, uint64_t padded_flag, int64_t rows=-1):
+    """A writable, C-contiguous View of new host memory with ``source``'s shape (``rows``
+    rows when >= 0) and type (padded when ``padded_flag`` says so), flagged ``is_copy``;
+    the caller fills it."""
     cdef int ndim = source._t.ndim
     cdef View v = View.__new__(View)
     v._reserve_dims(ndim)
@@ -874,6 +903,8 @@ cdef View _new_host_copy_of(View source, uint64_t padded_flag):
     v._flags = padded_flag | APDL_FLAG_IS_COPIED
     v._protocol = "copy"
     memcpy(v._t.shape, source._t.shape, ndim * sizeof(int64_t))
+    if rows >= 0:
+        v._t.shape[0] = rows
     _fill_c_strides(ndim, v._t.shape, v._t.strides)
     _count_elements(v, "copy")
     cdef HostBuffer buffer = HostBuffer(v._nbytes)

@@ -1,12 +1,15 @@
-# Included by _core.pyx. The Arrow C data interface, consumer side: an Arrow array — through
-# the PyCapsule protocol (__arrow_c_array__) or a pair of raw capsules — as a read-only View
-# of its values, zero-copy (Arrow data is immutable).
+# Included by _core.pyx. The Arrow C data and device interfaces, consumer side: an Arrow
+# array — through the PyCapsule protocol (__arrow_c_device_array__, __arrow_c_array__,
+# __arrow_c_stream__) or raw capsules — as a read-only View of its values, zero-copy (Arrow
+# data is immutable).
 #
 # What maps (the schema's format; arrayport.formats owns the primitive table):
 #   - a fixed-width number (c C s S i I l L e f g) -> a 1-D View, the array's offset applied;
 #   - a fixed-size list "+w:N" of those, nested to any depth -> (rows, N, ...);
 #   - the canonical extension arrow.fixed_shape_tensor (storage "+w:N") -> (rows, *shape),
-#     its permutation read as strides.
+#     its permutation read as strides;
+#   - a struct of one column "+s" (a record batch or table of one column: what DuckDB and
+#     Polars data frames give) -> that column; of several, refused (take one column).
 # Refused with BufferError ("arrow: ..."): nulls (a View carries no validity mask: the
 # message says how many and what to do), bit-packed booleans and every other layout
 # without a strided form (formats.arrow_problem names it), dictionary-encoded arrays,
@@ -15,16 +18,30 @@
 # the C data interface: within the lengths given, the producer is trusted, as every Arrow
 # consumer must.
 #
-# Ownership: the array struct is moved out of its capsule into an _ArrowArrayHolder (the
-# View's owner), which calls its release callback exactly once, when the last View on it
-# is gone; the schema is only read while parsing and stays in its capsule, whose destructor
-# releases it. A failure after the move drops the holder: released once, all the same.
+# Devices: an ArrowDeviceArray's device type and id (DLPack's numbering) become the View's
+# device; its sync event is handed to the stream-order owner (_core_streams.pxi), which makes
+# the consumer's stream wait for it. Nulls in device memory cannot be counted on the host:
+# a device array with an uncounted null count (-1) and a validity bitmap is refused.
+#
+# Streams (__arrow_c_stream__): every array is read (get_next) and the stream released; one
+# array with rows (empty ones are skipped) -> its View; none -> an empty View; several ->
+# NeedsCopy, whose resolve() concatenates them into new host memory (the converters' one
+# copy; arrayport.view never copies).
+#
+# Ownership: each array struct is moved out of its capsule (or stream) into an
+# _ArrowArrayHolder (the View's owner), which calls its release callback exactly once, when
+# the last View on it is gone; the schema is only read while parsing and stays in its
+# capsule, whose destructor releases it (a stream's schema is released here). A failure
+# after the move drops the holder: released once, all the same.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _fill_c_strides
-#   _core_producers.pxi: _finish_import
+#   _core.pyx: _adopt, _copy_elements, _fill_c_strides, _new_host_copy_of
+#   _core_dispatch.pxi: _check_host_stream
+#   _core_producers.pxi: NeedsCopy, _finish_import
+#   _core_streams.pxi: _arrow_export_event, _order_arrow_device_import
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.stdint cimport INT64_MAX
 
 cdef extern from "arrayport/arrow_abi.h":
     ctypedef struct APArrowSchema:
@@ -47,6 +64,17 @@ cdef extern from "arrayport/arrow_abi.h":
         APArrowArray** children
         APArrowArray* dictionary
         void (*release)(APArrowArray*)
+        void* private_data
+    ctypedef struct APArrowDeviceArray:
+        APArrowArray array
+        int64_t device_id
+        int32_t device_type
+        void* sync_event
+    ctypedef struct APArrowArrayStream:
+        int (*get_schema)(APArrowArrayStream*, APArrowSchema* out)
+        int (*get_next)(APArrowArrayStream*, APArrowArray* out)
+        const char* (*get_last_error)(APArrowArrayStream*)
+        void (*release)(APArrowArrayStream*)
         void* private_data
 
 # Nesting deeper than this is refused (a View has at most MAX_NDIM dimensions anyway).
@@ -169,101 +197,88 @@ cdef int _check_arrow_array(const APArrowArray* a, Py_ssize_t buffers, Py_ssize_
     return 0
 
 
-cdef View _view_from_arrow(const APArrowSchema* schema, APArrowArray* moved_from,
-                           str protocol):
-    """A read-only View of the Arrow array ``moved_from`` (moved out: its release set to
-    NULL) described by ``schema``. The array's buffers live as long as the array (its
-    release callback owns them): the holder is the View's owner."""
+@cython.final
+cdef class _ArrowLayout:
+    """What a schema says of the arrays it describes, parsed once: the levels above the
+    values (a fixed-size list's width, or -1 for a one-column struct, which adds no
+    dimension), the fixed_shape_tensor metadata (None: none), the values' type."""
+
+    cdef list levels
+    cdef object tensor
+    cdef int code, bits
+    cdef int64_t itemsize
+
+
+cdef _ArrowLayout _arrow_layout(const APArrowSchema* schema, str protocol):
+    """``schema`` parsed, or a BufferError saying why it has no strided form. Reads the
+    schema only: a refused type leaves every capsule as it was."""
     if schema == NULL or schema.release == NULL:
         raise BufferError(f"{protocol}: the schema is NULL or was already released")
-    if moved_from == NULL or moved_from.release == NULL:
-        raise BufferError(f"{protocol}: the array is NULL or was already released (moved)")
-    # Parse the type before taking anything: a refused type leaves the capsule as it was.
+    cdef _ArrowLayout layout = _ArrowLayout.__new__(_ArrowLayout)
+    layout.levels = []
     cdef const APArrowSchema* level = schema
-    cdef list widths = []
-    tensor = None
     cdef bytes fmt
+    cdef Py_ssize_t lists = 0
     while True:
         if level == NULL or level.format == NULL:
             raise BufferError(f"{protocol}: a schema has no format")
         fmt = <bytes>level.format
         if level.dictionary != NULL:
             raise BufferError(f"{protocol}: dictionary-encoded arrays have no strided form")
-        if level is schema and level.metadata != NULL:
+        if fmt == b"+s":
+            if level.n_children != 1 or level.children == NULL:
+                raise BufferError(f"{protocol}: a struct (record batch) of {level.n_children} "
+                                  f"columns has no strided form; take one column (pyarrow: "
+                                  f"table.column(name), Polars: df[name])")
+            layout.levels.append(-1)
+        elif lists == 0 and layout.tensor is None and level.metadata != NULL:
             metadata = _arrow_metadata(level.metadata)
             if metadata.get(b"ARROW:extension:name") == _FIXED_SHAPE_TENSOR.encode():
-                tensor = metadata
-        if not fmt.startswith(b"+w:"):
+                layout.tensor = metadata
+        if fmt.startswith(b"+w:"):
+            try:
+                width = int(fmt[3:])
+            except ValueError:
+                raise BufferError(f"{protocol}: {fmt.decode('utf-8', 'replace')!r} is not an "
+                                  f"Arrow format string") from None
+            if width < 0 or level.n_children != 1 or level.children == NULL:
+                raise BufferError(f"{protocol}: fixed-size list {fmt.decode()!r} needs one "
+                                  f"child and a width >= 0")
+            layout.levels.append(width)
+            lists += 1
+        elif fmt != b"+s":
             break
-        try:
-            width = int(fmt[3:])
-        except ValueError:
-            raise BufferError(f"{protocol}: {fmt.decode('utf-8', 'replace')!r} is not an "
-                              f"Arrow format string") from None
-        if width < 0 or level.n_children != 1 or level.children == NULL:
-            raise BufferError(f"{protocol}: fixed-size list {fmt.decode()!r} needs one child "
-                              f"and a width >= 0")
-        widths.append(width)
-        if len(widths) > _ARROW_MAX_DEPTH:
-            raise BufferError(f"{protocol}: fixed-size lists nested deeper than "
-                              f"{_ARROW_MAX_DEPTH}")
+        if len(layout.levels) > _ARROW_MAX_DEPTH:
+            raise BufferError(f"{protocol}: nested deeper than {_ARROW_MAX_DEPTH} levels")
         level = level.children[0]
     item = _ARROW_ITEMS.get(fmt)
     if item is None:
         raise BufferError(f"{protocol}: "
                           f"{_formats.arrow_problem(fmt.decode('utf-8', 'replace'))}")
-    cdef int code = item[0], bits = item[1]
-    cdef int64_t itemsize = item[2]
+    layout.code, layout.bits, layout.itemsize = item
     if level.n_children != 0:
         raise BufferError(f"{protocol}: primitive {fmt.decode()!r} has {level.n_children} "
                           f"children")
-    if tensor is not None and len(widths) != 1:
+    if layout.tensor is not None and lists != 1:
         raise BufferError(f"{protocol}: {_FIXED_SHAPE_TENSOR} storage must be one "
                           f"fixed-size list")
+    return layout
 
-    # Take the array: from here on the holder releases it, whatever happens.
-    global _live_arrow_arrays
-    cdef _ArrowArrayHolder holder = _ArrowArrayHolder.__new__(_ArrowArrayHolder)
-    memcpy(&holder.array, moved_from, sizeof(APArrowArray))
-    moved_from.release = NULL
-    _live_arrow_arrays += 1
 
-    # Walk the arrays down to the values, checking each level's nulls over the rows it
-    # covers: rows [first, first + count) of the level, in its own element numbering.
-    cdef const APArrowArray* a = &holder.array
-    cdef int64_t first = a.offset, count = a.length, nulls, rows = a.length
-    cdef Py_ssize_t depth
-    for depth in range(len(widths)):
-        _check_arrow_array(a, 1, 1, "fixed-size list")
-        nulls = _arrow_nulls(a, first, count)
-        if nulls:
-            raise BufferError(_arrow_nulls_message(nulls, protocol))
-        width = widths[depth]
-        child = a.children[0]
-        _check_arrow_array(child, 2 if depth == len(widths) - 1 else 1,
-                           0 if depth == len(widths) - 1 else 1, "child")
-        if width and (first + count) * width > child.length:
-            raise BufferError(f"{protocol}: the child array holds {child.length} elements, "
-                              f"its parent's rows reach {(first + count) * width}")
-        first = child.offset + first * width
-        count = count * width
-        a = child
-    if not widths:
-        _check_arrow_array(a, 2, 0, "primitive")
-    nulls = _arrow_nulls(a, first, count)
-    if nulls:
-        raise BufferError(_arrow_nulls_message(nulls, protocol))
-    if count and a.buffers[1] == NULL:
-        raise BufferError(f"{protocol}: the values buffer is NULL for {count} elements")
-
-    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
-    cdef int64_t strides_c[AP_COPY_MAX_NDIM]      # in elements, as DLPack counts them
+cdef int _arrow_shape(_ArrowLayout layout, int64_t rows, int64_t* shape_c,
+                      int64_t* strides_c, str protocol) except -1:
+    """Fill the View's shape and strides (in elements) for ``rows`` rows of ``layout``;
+    return the number of dimensions."""
     cdef int ndim, i
     cdef int64_t step
-    if tensor is not None:
+    if not layout.levels:                     # a primitive array: the common case
+        shape_c[0], strides_c[0] = rows, 1
+        return 1
+    widths = [w for w in layout.levels if w >= 0]
+    if layout.tensor is not None:
         # "shape" is the physical (row-major) shape of each cell; logical dimension i is
         # physical dimension permutation[i] (the canonical extension's definition).
-        physical_shape, permutation = _arrow_tensor_layout(tensor, widths[0])
+        physical_shape, permutation = _arrow_tensor_layout(layout.tensor, widths[0])
         ndim = 1 + len(physical_shape)
         if ndim > AP_COPY_MAX_NDIM:
             raise BufferError(f"{protocol}: {ndim} dimensions; a View has at most {MAX_NDIM}")
@@ -276,29 +291,120 @@ cdef View _view_from_arrow(const APArrowSchema* schema, APArrowArray* moved_from
         for i in range(ndim - 1):
             shape_c[i + 1] = physical_shape[permutation[i]]
             strides_c[i + 1] = physical_strides[permutation[i]]
-    else:
-        ndim = 1 + len(widths)
-        if ndim > AP_COPY_MAX_NDIM:
-            raise BufferError(f"{protocol}: {ndim} dimensions; a View has at most {MAX_NDIM}")
-        shape_c[0] = rows
-        for i in range(ndim - 1):
-            shape_c[i + 1] = widths[i]
-        _fill_c_strides(ndim, shape_c, strides_c)
+        return ndim
+    ndim = 1 + len(widths)
+    if ndim > AP_COPY_MAX_NDIM:
+        raise BufferError(f"{protocol}: {ndim} dimensions; a View has at most {MAX_NDIM}")
+    shape_c[0] = rows
+    for i in range(ndim - 1):
+        shape_c[i + 1] = widths[i]
+    _fill_c_strides(ndim, shape_c, strides_c)
+    return ndim
+
+
+cdef View _arrow_layout_view(_ArrowLayout layout, const void* values, int64_t rows,
+                             int32_t device_type, int64_t device_id, object owner,
+                             str protocol):
+    """The read-only View of ``rows`` rows of ``layout`` whose values start at ``values``,
+    kept alive by ``owner``."""
+    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
+    cdef int64_t strides_c[AP_COPY_MAX_NDIM]
     cdef APDLTensor t
-    t.data = <void*>(<uintptr_t>a.buffers[1] + <uintptr_t>(first * itemsize))
-    t.device.device_type = APDL_CPU
-    t.device.device_id = 0
-    t.ndim = ndim
-    t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, 1
+    t.ndim = _arrow_shape(layout, rows, shape_c, strides_c, protocol)
+    t.data = <void*>values
+    t.device.device_type = device_type
+    t.device.device_id = <int32_t>device_id
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = layout.code, layout.bits, 1
     t.shape = shape_c
     t.strides = strides_c
     t.byte_offset = 0
     cdef View v = View.__new__(View)
     _adopt(v, &t, APDL_FLAG_READ_ONLY, False, protocol)   # validated as every import is
-    v._owner = holder
+    v._owner = owner
     v._protocol = protocol
-    _finish_import(v, holder)
+    _finish_import(v, owner)
     return v
+
+
+cdef View _view_from_arrow(_ArrowLayout layout, APArrowArray* moved_from,
+                           int32_t device_type, int64_t device_id, str protocol):
+    """A read-only View of the Arrow array ``moved_from`` (moved out: its release set to
+    NULL) of ``layout``, in ``device_type`` memory. The array's buffers live as long as
+    the array (its release callback owns them): the holder is the View's owner."""
+    if moved_from == NULL or moved_from.release == NULL:
+        raise BufferError(f"{protocol}: the array is NULL or was already released (moved)")
+    if device_id == -1 and device_type == APDL_CPU:
+        device_id = 0          # Arrow's convention for devices without ids
+    if device_id < 0 or device_id > 0x7fffffff:
+        raise BufferError(f"{protocol}: device id {device_id} is out of range")
+    # Take the array: from here on the holder releases it, whatever happens.
+    global _live_arrow_arrays
+    cdef _ArrowArrayHolder holder = _ArrowArrayHolder.__new__(_ArrowArrayHolder)
+    memcpy(&holder.array, moved_from, sizeof(APArrowArray))
+    moved_from.release = NULL
+    _live_arrow_arrays += 1
+    cdef bint on_host = _host_accessible(device_type)
+
+    # Walk the arrays down to the values, checking each level's nulls over the rows it
+    # covers: rows [first, first + count) of the level, in its own element numbering. A
+    # struct's column is indexed as a list of width 1 is (the struct's offset applies).
+    cdef const APArrowArray* a = &holder.array
+    cdef const APArrowArray* child
+    cdef int64_t first = a.offset, count = a.length, rows = a.length, width
+    cdef Py_ssize_t depth, levels = len(layout.levels)
+    for depth in range(levels):
+        kind = "struct" if layout.levels[depth] < 0 else "fixed-size list"
+        _check_arrow_array(a, 1, 1, kind)
+        width = layout.levels[depth] if layout.levels[depth] >= 0 else 1
+        child = a.children[0]
+        _check_arrow_array(child, 2 if depth == levels - 1 else 1,
+                           0 if depth == levels - 1 else 1, "child")
+        # The rows must fit their child before this level's bitmap is read over them.
+        if _arrow_end(first, count, width, protocol) > child.length and width:
+            raise BufferError(f"{protocol}: the child array holds {child.length} elements, "
+                              f"its parent's rows reach {(first + count) * width}")
+        _refuse_arrow_nulls(a, first, count, on_host, protocol)
+        _arrow_end(child.offset, first * width, 1, protocol)
+        first = child.offset + first * width
+        count = count * width
+        a = child
+    if not levels:
+        _check_arrow_array(a, 2, 0, "primitive")
+    _arrow_end(first, count, layout.itemsize, protocol)   # the values' bytes: no overflow
+    _refuse_arrow_nulls(a, first, count, on_host, protocol)
+    if count and a.buffers[1] == NULL:
+        raise BufferError(f"{protocol}: the values buffer is NULL for {count} elements")
+    return _arrow_layout_view(
+        layout, <const void*>(<uintptr_t>a.buffers[1] + <uintptr_t>(first * layout.itemsize)),
+        rows, device_type, device_id, holder, protocol)
+
+
+cdef int64_t _arrow_end(int64_t first, int64_t count, int64_t width,
+                        str protocol) except -1:
+    """(first + count) * width, the end of a level's rows in its child's (or bytes')
+    numbering; a BufferError when it overflows (lengths and offsets no buffer can hold)."""
+    if count > INT64_MAX - first or (width and first + count > INT64_MAX // width):
+        raise BufferError(f"{protocol}: offset {first} and length {count} reach past any "
+                          f"buffer (the sizes overflow)")
+    return (first + count) * width
+
+
+cdef int _refuse_arrow_nulls(const APArrowArray* a, int64_t first, int64_t count,
+                             bint on_host, str protocol) except -1:
+    """BufferError when elements [first, first + count) of ``a`` hold a null (the bitmap
+    is read only in host memory: elsewhere an uncounted null count is refused)."""
+    cdef int64_t nulls
+    if not on_host:
+        if a.null_count != 0 and a.buffers[0] != NULL and count:
+            if a.null_count > 0:
+                raise BufferError(_arrow_nulls_message(a.null_count, protocol))
+            raise BufferError(f"{protocol}: a device array with a validity bitmap and no "
+                              f"null count; arrayport cannot count its nulls on the host")
+        return 0
+    nulls = _arrow_nulls(a, first, count)
+    if nulls:
+        raise BufferError(_arrow_nulls_message(nulls, protocol))
+    return 0
 
 
 cdef str _arrow_nulls_message(int64_t nulls, str protocol):
@@ -315,67 +421,222 @@ cdef View _view_from_arrow_capsules(object schema_capsule, object array_capsule,
     if not PyCapsule_IsValid(array_capsule, b"arrow_array"):
         raise BufferError(f"{protocol}: expected an 'arrow_array' capsule, got "
                           f"{type(array_capsule).__name__}")
+    layout = _arrow_layout(
+        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol)
     return _view_from_arrow(
-        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"),
-        <APArrowArray*>PyCapsule_GetPointer(array_capsule, b"arrow_array"), protocol)
+        layout, <APArrowArray*>PyCapsule_GetPointer(array_capsule, b"arrow_array"),
+        APDL_CPU, 0, protocol)
 
 
-cdef View _view_from_arrow_protocol(object obj):
-    """``obj.__arrow_c_array__()``'s array as a View (the Arrow PyCapsule protocol)."""
+cdef View _view_from_arrow_device_capsules(object schema_capsule, object array_capsule,
+                                           object stream, str protocol):
+    """An "arrow_device_array" capsule's array as a View on its device; the consumer's
+    ``stream`` (DLPack's values; None: the default stream) waits for its sync event."""
+    if not PyCapsule_IsValid(schema_capsule, b"arrow_schema"):
+        raise BufferError(f"{protocol}: expected an 'arrow_schema' capsule, got "
+                          f"{type(schema_capsule).__name__}")
+    if not PyCapsule_IsValid(array_capsule, b"arrow_device_array"):
+        raise BufferError(f"{protocol}: expected an 'arrow_device_array' capsule, got "
+                          f"{type(array_capsule).__name__}")
+    cdef APArrowDeviceArray* device_array = <APArrowDeviceArray*>PyCapsule_GetPointer(
+        array_capsule, b"arrow_device_array")
+    cdef int32_t device_type = device_array.device_type
+    stream = check_stream(stream, device_type)
+    layout = _arrow_layout(
+        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol)
+    # Read the event before the move: the struct in the capsule is the producer's.
+    cdef uintptr_t event = 0
+    if device_array.sync_event != NULL and device_array.array.release != NULL:
+        event = <uintptr_t>(<void**>device_array.sync_event)[0]
+    cdef View v = _view_from_arrow(layout, &device_array.array, device_type,
+                                   device_array.device_id, protocol)
+    _order_arrow_device_import(v, event, stream)
+    return v
+
+
+cdef View _view_from_arrow_stream_capsule(object capsule, str protocol):
+    """An "arrow_array_stream" capsule's arrays as one View: the array with rows (an empty
+    View when there is none), or NeedsCopy (several) whose resolve() concatenates them
+    (the converters' one copy, flagged ``is_copy``)."""
+    if not PyCapsule_IsValid(capsule, b"arrow_array_stream"):
+        raise BufferError(f"{protocol}: expected an 'arrow_array_stream' capsule, got "
+                          f"{type(capsule).__name__}")
+    cdef APArrowArrayStream* source = <APArrowArrayStream*>PyCapsule_GetPointer(
+        capsule, b"arrow_array_stream")
+    if source.release == NULL:
+        raise BufferError(f"{protocol}: the stream was already released (or moved)")
+    cdef APArrowArrayStream stream
+    memcpy(&stream, source, sizeof(APArrowArrayStream))
+    source.release = NULL
+    cdef APArrowSchema schema
+    cdef APArrowArray array
+    schema.release = NULL
+    array.release = NULL
+    chunks = []
     try:
-        pair = obj.__arrow_c_array__()
+        _arrow_stream_call(&stream, stream.get_schema(&stream, &schema), "get_schema",
+                           protocol)
+        layout = _arrow_layout(&schema, protocol)
+        while True:
+            array.release = NULL
+            _arrow_stream_call(&stream, stream.get_next(&stream, &array), "get_next",
+                               protocol)
+            if array.release == NULL:
+                break                                   # the end of the stream
+            if array.length == 0:
+                array.release(&array)                   # nothing to keep
+                continue
+            chunks.append(_view_from_arrow(layout, &array, APDL_CPU, 0, protocol))
+    finally:
+        if array.release != NULL:                       # a get_next answer not taken
+            array.release(&array)
+        if schema.release != NULL:
+            schema.release(&schema)
+        stream.release(&stream)
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return _arrow_layout_view(layout, <const void*>_ARROW_NO_VALUES, 0, APDL_CPU, 0,
+                                  None, protocol)
+    rows = sum(chunk.shape[0] for chunk in chunks)
+    raise NeedsCopy(f"{protocol}: the stream holds {len(chunks)} arrays ({rows} rows); a "
+                    f"View is one block of memory, so joining them is a copy (the "
+                    f"converters make it: ap.to_numpy, ap.to(x, ...) with copy allowed)",
+                    lambda: _arrow_concatenated(chunks))
+
+
+cdef char _ARROW_NO_VALUES[8]          # the address of an empty stream's (empty) values
+
+
+cdef int _arrow_stream_call(APArrowArrayStream* stream, int status, str call,
+                            str protocol) except -1:
+    if status == 0:
+        return 0
+    cdef const char* message = stream.get_last_error(stream) \
+        if stream.get_last_error != NULL else NULL
+    detail = (<bytes>message).decode("utf-8", "replace") if message != NULL else \
+        _os.strerror(status)
+    raise BufferError(f"{protocol}: the stream's {call} failed ({status}): {detail}")
+
+
+cdef View _arrow_concatenated(list chunks):
+    """The stream's arrays one after another in new host memory: the one copy."""
+    cdef View first = chunks[0]
+    cdef int64_t rows = 0
+    cdef View chunk
+    for chunk in chunks:
+        rows += chunk._t.shape[0]
+    cdef View v = _new_host_copy_of(first, 0, rows)
+    cdef char* at = <char*>v._t.data
+    for chunk in chunks:
+        _copy_elements(chunk, at)
+        at += chunk._nbytes
+    return v
+
+
+cdef View _view_from_arrow_protocol(object obj, object stream):
+    """A View of ``obj`` through the Arrow PyCapsule protocol: its device array when it
+    offers one (DLPack's stream rules: the consumer's ``stream`` waits for the sync
+    event), else its array, else its stream (several arrays: NeedsCopy)."""
+    tp = type(obj)
+    if getattr(tp, "__arrow_c_device_array__", None) is not None:
+        pair = _arrow_call(obj, "__arrow_c_device_array__")
+        if type(pair) is not tuple or len(<tuple>pair) != 2:
+            raise BufferError("arrow: __arrow_c_device_array__() must return (schema "
+                              "capsule, device array capsule)")
+        return _view_from_arrow_device_capsules(pair[0], pair[1], stream, "arrow")
+    _check_host_stream(stream, "arrow")
+    if getattr(tp, "__arrow_c_array__", None) is not None:
+        pair = _arrow_call(obj, "__arrow_c_array__")
+        if type(pair) is not tuple or len(<tuple>pair) != 2:
+            raise BufferError("arrow: __arrow_c_array__() must return (schema capsule, "
+                              "array capsule)")
+        return _view_from_arrow_capsules(pair[0], pair[1], "arrow")
+    return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"), "arrow")
+
+
+cdef object _arrow_call(object obj, str method):
+    """``obj.<method>()``; a producer's failure as a BufferError naming it."""
+    try:
+        return getattr(obj, method)()
     except BufferError:
         raise
     except Exception as error:
         tp = type(obj)
-        raise BufferError(f"arrow: {tp.__module__}.{tp.__qualname__}.__arrow_c_array__() "
-                          f"failed: {type(error).__name__}: {error}") from error
-    if type(pair) is not tuple or len(<tuple>pair) != 2:
-        raise BufferError("arrow: __arrow_c_array__() must return (schema capsule, array "
-                          "capsule)")
-    return _view_from_arrow_capsules(pair[0], pair[1], "arrow")
+        raise BufferError(f"arrow: {tp.__module__}.{tp.__qualname__}.{method}() failed: "
+                          f"{type(error).__name__}: {error}") from error
 
 
-def view_from_arrow(schema, array, /):
-    """A read-only View of an Arrow array given as its two capsules ("arrow_schema",
-    "arrow_array", as ``__arrow_c_array__()`` returns them). The array is moved out of its
-    capsule and released exactly once, when the last View on it is gone."""
-    return _view_from_arrow_capsules(schema, array, "arrow")
+cdef View _view_from_arrow_given(tuple capsules, object stream):
+    """A View from capsules as the PyCapsule protocol returns them: (schema, array),
+    (schema, device array) or (stream,)."""
+    if len(capsules) == 1:
+        _check_host_stream(stream, "arrow")
+        return _view_from_arrow_stream_capsule(capsules[0], "arrow")
+    if len(capsules) != 2:
+        raise TypeError(f"arrow: expected one stream capsule or (schema, array) capsules, "
+                        f"got {len(capsules)}")
+    if PyCapsule_IsValid(capsules[1], b"arrow_device_array"):
+        return _view_from_arrow_device_capsules(capsules[0], capsules[1], stream, "arrow")
+    _check_host_stream(stream, "arrow")
+    return _view_from_arrow_capsules(capsules[0], capsules[1], "arrow")
+
+
+def view_from_arrow(*capsules, stream=None):
+    """A read-only View of an Arrow array given as capsules: ("arrow_schema",
+    "arrow_array") or ("arrow_schema", "arrow_device_array") as the PyCapsule protocol
+    returns them, or one "arrow_array_stream". Each array is moved out of its capsule and
+    released exactly once, when the last View on it is gone."""
+    return _view_from_arrow_given(capsules, stream)
 
 
 # ---- producer side: a View as an Arrow array (_csrc/arrow_export.h owns the structs) ---------
-# A C-contiguous host View of shape (d0, ..., dn-1): a primitive array of d0 values (1-D) or
+# A C-contiguous View of shape (d0, ..., dn-1): a primitive array of d0 values (1-D) or
 # nested fixed-size lists "+w:d1"... around d0 * ... * dn-1 values (n-D), sharing the View's
 # memory; decided: plain nested lists, which every Arrow reader takes (the fixed_shape_tensor
-# extension needs its reader to know it). Refused with BufferError, never exported wrong:
-# device memory, 0-d Views, layouts that are not C-contiguous (copy first), and types with
-# no Arrow fixed-width number (bool, complex, bfloat16, float8...). requested_schema is
-# honoured when it is the schema arrayport exports, and otherwise ignored, as the PyCapsule
-# interface allows (the consumer casts if it must).
+# extension needs its reader to know it). Three forms: __arrow_c_array__ (host memory
+# only, as the C data interface is), __arrow_c_device_array__ (any device Arrow numbers; a
+# sync event when work is pending) and __arrow_c_stream__ (host; one array). Refused with
+# BufferError, never exported wrong: 0-d Views, layouts that are not C-contiguous (copy
+# first), and types with no Arrow fixed-width number (bool, complex, bfloat16, float8...).
+# requested_schema is checked to be a schema capsule and otherwise ignored: the export is
+# the View's one schema, as the PyCapsule interface allows (the consumer casts if it must).
 
 from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_Destructor, PyCapsule_New
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 
 cdef extern from "_csrc/arrow_export.h":
     int ap_arrow_fill_schema(APArrowSchema* schema, const char* primitive, int lists,
                              const int64_t* widths)
     int ap_arrow_fill_array(APArrowArray* array, const void* data, int ndim,
                             const int64_t* shape, int64_t rows, PyObject* owner)
+    int ap_arrow_fill_stream(APArrowArrayStream* stream, const char* primitive, int lists,
+                             const int64_t* widths, const void* data, int ndim,
+                             const int64_t* shape, int64_t rows, PyObject* owner)
     void ap_arrow_schema_capsule_free(object capsule)
     void ap_arrow_array_capsule_free(object capsule)
+    void ap_arrow_device_array_capsule_free(object capsule)
+    void ap_arrow_stream_capsule_free(object capsule)
 
 # (code, bits) -> Arrow primitive format, from arrayport.formats (the one table).
 cdef dict _ARROW_FORMAT_OF = {(int(dtype.code), dtype.bits): fmt.encode()
                               for fmt, dtype in _formats.ARROW_PRIMITIVES.items()}
+# Arrow's device numbers are DLPack's up to here (ARROW_DEVICE_HEXAGON); later DLPack kinds
+# have no Arrow number.
+cdef int32_t _ARROW_LAST_DEVICE_TYPE = 16
 
 
-cdef bytes _arrow_export_format(View v):
+cdef bytes _arrow_export_format(View v, bint device_interface):
     """The primitive format of ``v``'s Arrow export, or a BufferError saying why none."""
-    if not _host_accessible(v._t.device.device_type):
-        raise BufferError(f"arrow: the View is in {v.device} memory; arrayport does not "
-                          f"export the Arrow C device interface yet: copy it to the host "
-                          f"first (view.copy(device='cpu'))")
+    if not device_interface and not _host_accessible(v._t.device.device_type):
+        raise BufferError(f"arrow: the View is in {v.device} memory, and the Arrow C data "
+                          f"interface describes host memory: use __arrow_c_device_array__ "
+                          f"(the device interface), or copy it to the host first "
+                          f"(view.copy(device='cpu'))")
+    if v._t.device.device_type > _ARROW_LAST_DEVICE_TYPE:
+        raise BufferError(f"arrow: Arrow has no device number for {v.device.type.label} "
+                          f"memory")
     if v._t.ndim == 0:
         raise BufferError("arrow: a 0-d View has no Arrow form (an Arrow array is a "
                           "column); reshape it to (1,)")
@@ -388,6 +649,13 @@ cdef bytes _arrow_export_format(View v):
         raise BufferError("arrow: an Arrow array is C-contiguous and this View is not; "
                           "export a copy (view.copy())")
     return fmt
+
+
+cdef int _check_requested_schema(object requested_schema) except -1:
+    if requested_schema is not None and not PyCapsule_IsValid(requested_schema,
+                                                              b"arrow_schema"):
+        raise TypeError("arrow: requested_schema must be an 'arrow_schema' capsule or None")
+    return 0
 
 
 cdef object _arrow_schema_capsule(View v, bytes fmt):
@@ -406,12 +674,15 @@ cdef object _arrow_schema_capsule(View v, bytes fmt):
         raise
 
 
+cdef inline const void* _arrow_values(View v):
+    return <const void*>(<char*>v._t.data + v._t.byte_offset)
+
+
 cdef object _arrow_array_capsule(View v):
     cdef APArrowArray* array = <APArrowArray*>malloc(sizeof(APArrowArray))
     if array == NULL:
         raise MemoryError()
-    cdef const void* data = <const void*>(<char*>v._t.data + v._t.byte_offset)
-    if ap_arrow_fill_array(array, data, v._t.ndim, v._t.shape, v._t.shape[0],
+    if ap_arrow_fill_array(array, _arrow_values(v), v._t.ndim, v._t.shape, v._t.shape[0],
                            <PyObject*>v) != 0:
         free(array)
         raise MemoryError()
@@ -424,15 +695,66 @@ cdef object _arrow_array_capsule(View v):
         raise
 
 
+cdef object _arrow_device_array_capsule(View v):
+    # The owner keeps the View and, when work is pending, the sync event (its address is
+    # what the consumer reads) until the consumer's release.
+    event = _arrow_export_event(v)
+    owner = v if event is None else (v, event)
+    cdef APArrowDeviceArray* array = <APArrowDeviceArray*>calloc(1, sizeof(APArrowDeviceArray))
+    if array == NULL:
+        raise MemoryError()
+    if ap_arrow_fill_array(&array.array, _arrow_values(v), v._t.ndim, v._t.shape,
+                           v._t.shape[0], <PyObject*>owner) != 0:
+        free(array)
+        raise MemoryError()
+    array.device_type = v._t.device.device_type
+    array.device_id = v._t.device.device_id
+    array.sync_event = NULL if event is None else <void*><uintptr_t>event.address
+    try:
+        return PyCapsule_New(array, b"arrow_device_array",
+                             <PyCapsule_Destructor>ap_arrow_device_array_capsule_free)
+    except BaseException:
+        array.array.release(&array.array)
+        free(array)
+        raise
+
+
 cdef object _view_arrow_schema(View v):
-    return _arrow_schema_capsule(v, _arrow_export_format(v))
+    return _arrow_schema_capsule(v, _arrow_export_format(v, True))
 
 
 cdef tuple _view_arrow_array(View v, object requested_schema):
-    fmt = _arrow_export_format(v)
-    # arrayport exports one schema per View; a requested one is checked to be a schema and
-    # then, matching or not, answered with that one (the interface allows it).
-    if requested_schema is not None and not PyCapsule_IsValid(requested_schema,
-                                                              b"arrow_schema"):
-        raise TypeError("arrow: requested_schema must be an 'arrow_schema' capsule or None")
+    fmt = _arrow_export_format(v, False)
+    _check_requested_schema(requested_schema)
     return (_arrow_schema_capsule(v, fmt), _arrow_array_capsule(v))
+
+
+cdef tuple _view_arrow_device_array(View v, object requested_schema, dict kwargs):
+    # Future keywords of the interface are accepted with the value None (their default),
+    # as the Arrow PyCapsule interface asks of producers.
+    unknown = sorted(name for name, value in kwargs.items() if value is not None)
+    if unknown:
+        raise NotImplementedError(f"arrow: __arrow_c_device_array__ takes no keyword "
+                                  f"{', '.join(unknown)} (arrayport knows none yet)")
+    fmt = _arrow_export_format(v, True)
+    _check_requested_schema(requested_schema)
+    return (_arrow_schema_capsule(v, fmt), _arrow_device_array_capsule(v))
+
+
+cdef object _view_arrow_stream(View v, object requested_schema):
+    fmt = _arrow_export_format(v, False)
+    _check_requested_schema(requested_schema)
+    cdef APArrowArrayStream* stream = <APArrowArrayStream*>malloc(sizeof(APArrowArrayStream))
+    if stream == NULL:
+        raise MemoryError()
+    if ap_arrow_fill_stream(stream, fmt, v._t.ndim - 1, v._t.shape + 1, _arrow_values(v),
+                            v._t.ndim, v._t.shape, v._t.shape[0], <PyObject*>v) != 0:
+        free(stream)
+        raise MemoryError()
+    try:
+        return PyCapsule_New(stream, b"arrow_array_stream",
+                             <PyCapsule_Destructor>ap_arrow_stream_capsule_free)
+    except BaseException:
+        stream.release(stream)
+        free(stream)
+        raise

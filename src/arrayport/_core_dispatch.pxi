@@ -7,7 +7,8 @@
 #   3. the CUDA Array Interface (device memory, before any host-only protocol);
 #   4. the buffer protocol (PEP 3118);
 #   5. __array_interface__;
-#   6. the Arrow PyCapsule protocol (__arrow_c_array__: read-only, zero-copy);
+#   6. the Arrow PyCapsule protocol (__arrow_c_device_array__, __arrow_c_array__ or
+#      __arrow_c_stream__: read-only, zero-copy; a stream of several arrays is NeedsCopy);
 #   7. __array__ (the NumPy array it returns is kept alive).
 # NumPy masked arrays are checked first: one with any masked element is refused (TypeError)
 # rather than exported without its mask, which every one of these protocols would do.
@@ -55,7 +56,9 @@ cdef tuple _make_plan(object tp, object obj):
         plan.append(_P_BUFFER)
     if instance_attributes or hasattr(tp, "__array_interface__"):
         plan.append(_P_AI)
-    if getattr(tp, "__arrow_c_array__", None) is not None:
+    if (getattr(tp, "__arrow_c_device_array__", None) is not None
+            or getattr(tp, "__arrow_c_array__", None) is not None
+            or getattr(tp, "__arrow_c_stream__", None) is not None):
         plan.append(_P_ARROW)
     if getattr(tp, "__array__", None) is not None:
         plan.append(_P_ARRAY)
@@ -105,8 +108,7 @@ cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried)
         _check_host_stream(stream, _AI)
         return _view_from_ai_dict(d, obj)
     if protocol == _P_ARROW:
-        _check_host_stream(stream, "arrow")
-        return _view_from_arrow_protocol(obj)
+        return _view_from_arrow_protocol(obj, stream)
     _check_host_stream(stream, "array")
     return _view_from_array_method(obj)
 

@@ -204,6 +204,33 @@ cdef int _order_cai_import(View v, driver, producer, consumer) except -1:
     return 0
 
 
+cdef int _order_arrow_device_import(View v, uintptr_t event, consumer) except -1:
+    """An Arrow device array's sync event (0: none): with synchronization on, the
+    consumer's stream (DLPack value; None: the default stream of the View's device type)
+    waits for it on the GPU, and the data is then ready in that stream's order. -1, no
+    streams on that device type, or synchronization off: nothing (the consumer's own
+    business, as with DLPack's -1)."""
+    if event == 0 or not _implicit_sync or consumer == -1:
+        return 0
+    cdef int32_t device_type = v._t.device.device_type
+    if consumer is None:
+        consumer = _NONE_STREAM.get(device_type)
+        if consumer is None:
+            return 0
+    _driver_for(device_type).wait_for_event(v._t.device.device_id, consumer, event)
+    v._stream = consumer
+    return 0
+
+
+cdef object _arrow_export_event(View v):
+    """The sync event of ``v``'s Arrow device export: None when nothing is pending (or
+    synchronization is off), else a new event recorded on the pending stream (an
+    OwnedEvent, which the export keeps until the consumer releases the array)."""
+    if v._stream is None or not _implicit_sync:
+        return None
+    return _driver_for(v._t.device.device_type).record_event(v._t.device.device_id, v._stream)
+
+
 # ---- copies (arrayport/copies.py) ------------------------------------------------------------
 
 def copy_work_stream(stream, int32_t device_type):

@@ -110,3 +110,78 @@ def metadata_bytes(pairs: dict) -> bytes:
         for part in (key, value):
             out += len(part).to_bytes(4, "little", signed=True) + part
     return out
+
+
+# ---- the device interface and streams -----------------------------------------------------
+
+class DeviceArray(ctypes.Structure):
+    _fields_ = [("array", Array), ("device_id", ctypes.c_int64), ("device_type", ctypes.c_int32),
+                ("sync_event", ctypes.c_void_p), ("reserved", ctypes.c_int64 * 3)]
+
+
+def device_capsules(made, *, device_type=1, device_id=-1, sync_event=None):
+    """(schema, "arrow_device_array") capsules of ``made``'s array on ``device_type`` /
+    ``device_id`` with ``sync_event`` (the address of an event handle, or None); the
+    struct is kept by ``made`` (``made.device_struct``)."""
+    struct = DeviceArray()
+    struct.array = made.array
+    struct.device_id, struct.device_type, struct.sync_event = device_id, device_type, sync_event
+    made.device_struct = struct
+    return (_new_capsule(ctypes.addressof(made.schema), b"arrow_schema", None),
+            _new_capsule(ctypes.addressof(struct), b"arrow_device_array", None))
+
+
+class ArrayStream(ctypes.Structure):
+    pass
+
+
+GET_SCHEMA = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ArrayStream), ctypes.POINTER(Schema))
+GET_NEXT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ArrayStream), ctypes.POINTER(Array))
+GET_LAST_ERROR = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(ArrayStream))
+STREAM_RELEASE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ArrayStream))
+ArrayStream._fields_ = [("get_schema", GET_SCHEMA), ("get_next", GET_NEXT),
+                        ("get_last_error", GET_LAST_ERROR), ("release", STREAM_RELEASE),
+                        ("private_data", ctypes.c_void_p)]
+
+
+class MadeStream:
+    """A hand-made stream of ``chunks`` (Made arrays of one schema, the first one's): each
+    get_next hands the next chunk's array over (the consumer then owns it; the Made counts
+    its release), then the end. ``fail_at``: get_next number ``fail_at`` (0-based) fails
+    with EIO and the message ``b"disk on fire"``; ``schema_fails``: get_schema does."""
+
+    def __init__(self, chunks, *, fail_at=None, schema_fails=False):
+        self.chunks, self.next, self.released = list(chunks), 0, 0
+        self.error = ctypes.create_string_buffer(b"disk on fire")
+
+        def get_schema(stream, out):
+            if schema_fails:
+                return 5
+            out[0] = self.chunks[0].schema
+            self.chunks[0].schema_handed = True
+            return 0
+
+        def get_next(stream, out):
+            if fail_at is not None and self.next == fail_at:
+                return 5
+            if self.next == len(self.chunks):
+                out[0].release = ARRAY_RELEASE()
+                return 0
+            out[0] = self.chunks[self.next].array
+            self.chunks[self.next].array.release = ARRAY_RELEASE()   # moved out
+            self.next += 1
+            return 0
+
+        def get_last_error(stream):
+            return ctypes.addressof(self.error)
+
+        def release(stream):
+            self.released += 1
+            stream[0].release = STREAM_RELEASE()
+
+        self._callbacks = (GET_SCHEMA(get_schema), GET_NEXT(get_next),
+                           GET_LAST_ERROR(get_last_error), STREAM_RELEASE(release))
+        self.stream = ArrayStream(*self._callbacks, None)
+
+    def capsule(self):
+        return _new_capsule(ctypes.addressof(self.stream), b"arrow_array_stream", None)

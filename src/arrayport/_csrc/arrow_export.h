@@ -9,6 +9,12 @@
  * (private_data->owner), which keeps the memory alive and is dropped by its release.
  * Children are released by their parent's release, never by the consumer.
  *
+ * A device array is the same array in an ArrowDeviceArray, with the View's device and, when
+ * work is pending on it, a sync event the owner keeps until the release. A stream is one
+ * array: get_schema fills a new schema each call, the first get_next moves the array out,
+ * later ones answer the end of the stream; the stream's release releases an array never
+ * taken.
+ *
  * Layout exported: a C-contiguous View of shape (d0, ..., dn-1) is a primitive array of d0
  * values (n == 1), or a fixed-size list "+w:d1" of ... of a primitive array of
  * d0 * ... * dn-1 values (n > 1): the values buffer is the View's memory, no validity
@@ -19,6 +25,7 @@
 #ifndef ARRAYPORT_ARROW_EXPORT_H
 #define ARRAYPORT_ARROW_EXPORT_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +166,87 @@ static void ap_arrow_array_capsule_free(PyObject *capsule) {
     if (array == NULL) { PyErr_Clear(); return; }
     if (array->release != NULL) array->release(array);
     free(array);
+}
+
+static void ap_arrow_device_array_capsule_free(PyObject *capsule) {
+    APArrowDeviceArray *array = (APArrowDeviceArray *)PyCapsule_GetPointer(
+        capsule, APARROW_CAPSULE_DEVICE_ARRAY);
+    if (array == NULL) { PyErr_Clear(); return; }
+    if (array->array.release != NULL) array->array.release(&array->array);
+    free(array);
+}
+
+/* ---- a one-array stream ------------------------------------------------------------- */
+
+#define AP_ARROW_STREAM_MAX_LISTS 64
+
+typedef struct {
+    char primitive[8];
+    int lists;
+    int64_t widths[AP_ARROW_STREAM_MAX_LISTS];
+    APArrowArray array;             /* the one array, until get_next moves it out */
+    const char *last_error;
+} APArrowStreamPrivate;
+
+static int ap_arrow_stream_get_schema(APArrowArrayStream *stream, APArrowSchema *out) {
+    APArrowStreamPrivate *p = (APArrowStreamPrivate *)stream->private_data;
+    if (ap_arrow_fill_schema(out, p->primitive, p->lists, p->widths) != 0) {
+        p->last_error = "out of memory";
+        return ENOMEM;
+    }
+    return 0;
+}
+
+static int ap_arrow_stream_get_next(APArrowArrayStream *stream, APArrowArray *out) {
+    APArrowStreamPrivate *p = (APArrowStreamPrivate *)stream->private_data;
+    memcpy(out, &p->array, sizeof(*out));   /* after the move: release NULL, the end */
+    p->array.release = NULL;
+    return 0;
+}
+
+static const char *ap_arrow_stream_last_error(APArrowArrayStream *stream) {
+    return ((APArrowStreamPrivate *)stream->private_data)->last_error;
+}
+
+static void ap_arrow_stream_release(APArrowArrayStream *stream) {
+    if (stream == NULL || stream->release == NULL) return;
+    APArrowStreamPrivate *p = (APArrowStreamPrivate *)stream->private_data;
+    if (p->array.release != NULL) p->array.release(&p->array);
+    free(p);
+    stream->release = NULL;
+}
+
+/* Fill *stream with one array (as ap_arrow_fill_array) of the schema ap_arrow_fill_schema
+ * gives for (primitive, lists, widths). Returns 0, or -1 (out of memory or too deep) with
+ * nothing allocated and no reference taken. */
+static int ap_arrow_fill_stream(APArrowArrayStream *stream, const char *primitive, int lists,
+                                const int64_t *widths, const void *data, int ndim,
+                                const int64_t *shape, int64_t rows, PyObject *owner) {
+    memset(stream, 0, sizeof(*stream));
+    if (lists < 0 || lists > AP_ARROW_STREAM_MAX_LISTS || strlen(primitive) >= 8) return -1;
+    APArrowStreamPrivate *p = (APArrowStreamPrivate *)calloc(1, sizeof(*p));
+    if (p == NULL) return -1;
+    snprintf(p->primitive, sizeof(p->primitive), "%s", primitive);
+    p->lists = lists;
+    if (lists) memcpy(p->widths, widths, (size_t)lists * sizeof(int64_t));
+    if (ap_arrow_fill_array(&p->array, data, ndim, shape, rows, owner) != 0) {
+        free(p);
+        return -1;
+    }
+    stream->get_schema = ap_arrow_stream_get_schema;
+    stream->get_next = ap_arrow_stream_get_next;
+    stream->get_last_error = ap_arrow_stream_last_error;
+    stream->release = ap_arrow_stream_release;
+    stream->private_data = p;
+    return 0;
+}
+
+static void ap_arrow_stream_capsule_free(PyObject *capsule) {
+    APArrowArrayStream *stream = (APArrowArrayStream *)PyCapsule_GetPointer(
+        capsule, APARROW_CAPSULE_STREAM);
+    if (stream == NULL) { PyErr_Clear(); return; }
+    if (stream->release != NULL) stream->release(stream);
+    free(stream);
 }
 
 #endif /* ARRAYPORT_ARROW_EXPORT_H */

@@ -63,6 +63,18 @@ typedef struct APArrowDeviceArray {
     int64_t reserved[3];
 } APArrowDeviceArray;
 
+/* A stream of arrays of one schema (the C stream interface). get_schema and get_next fill
+ * a struct the caller then owns (get_next: release == NULL at the end of the stream) and
+ * return 0 or an errno value, get_last_error describing it (valid until the next call or
+ * the release). Arrays taken from a stream are independent of it: they may outlive it. */
+typedef struct APArrowArrayStream {
+    int (*get_schema)(struct APArrowArrayStream*, APArrowSchema* out);
+    int (*get_next)(struct APArrowArrayStream*, APArrowArray* out);
+    const char* (*get_last_error)(struct APArrowArrayStream*);
+    void (*release)(struct APArrowArrayStream*);
+    void* private_data;
+} APArrowArrayStream;
+
 #ifdef __cplusplus
 }
 #endif
