@@ -2,7 +2,8 @@
 
 One input drives one story: a producer built from the fuzzer's bytes (an
 ``__array_interface__`` dict over a real buffer, a buffer-protocol object, a NumPy array
-with broadcast or negative strides, a pickle of a View with bytes flipped), then a chain of
+with broadcast or negative strides, a pickle of a View with bytes flipped, an Arrow array,
+device array or stream whose structs are fuzzed over honest buffers), then a chain of
 layout operations, then every export and copy of the result, and contracts (``Spec``,
 ``require``) with the fuzzer's integers. Refusals of the contract's kinds are the expected
 outcome of most inputs; anything else — another exception type, a wrong byte count, a
@@ -18,14 +19,20 @@ seed corpus: tests/test_fuzz_public_surface.py).
 
 from __future__ import annotations
 
+import collections
 import io
 import pickle
 import struct
 import sys
+from pathlib import Path
 
 import numpy as np
 
 import arrayport as ap
+
+# The Arrow structs come from the test suite's hand-made producer (one definition of them).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "helpers"))
+from arrow_structs import Made, MadeStream, device_capsules  # noqa: E402
 
 # What arrayport may answer to a bad input (the contract's kinds), and what the fuzzed
 # Python around it may raise on its own (NumPy refusing the same operation).
@@ -70,8 +77,62 @@ class Reader:
         return struct.unpack("<q", raw)[0]
 
 
+ARROW_FORMATS = ["c", "C", "s", "S", "i", "I", "l", "L", "e", "f", "g", "b", "u", "z", "d",
+                 "+w:2", "+w:0", "+w:x", "+s", "+l", "", "tsu:"]
+# Hand-made Arrow producers must outlive every View on their arrays, as a real producer's
+# memory lives until its release: the recent ones are kept (a View of one input is gone
+# long before 4096 more inputs have run).
+_ARROW_KEPT: collections.deque = collections.deque(maxlen=4096)
+
+
+def _arrow_made(r: Reader, depth: int = 0):
+    """A hand-made Arrow array: fuzzed format, lengths, offsets, null counts and buffer and
+    child counts, over buffers as large as the lengths honestly need (the C data interface
+    does not carry buffer sizes: a consumer must trust them, so lying about them reads
+    wild memory by design, not by bug)."""
+    fmt = r.pick(ARROW_FORMATS)
+    # Small honest values, negative ones (refused) and ones whose sizes overflow (refused):
+    # a large value that fits is trusted by every Arrow consumer, so it is not fuzzed.
+    length = r.pick([r.small(12), r.small(12), -1, -(2**63)])
+    offset = r.pick([0, r.small(4), -1, -(2**63), 2**63 - 1])
+    rows = max(length, 0) + max(offset, 0) if abs(length) < 64 and abs(offset) < 64 else 0
+    child = None
+    if fmt.startswith("+") and depth < 3 and r.byte() & 3:
+        child = _arrow_made(r, depth + 1)
+    values = np.arange(max(rows, 1) * 16, dtype=np.uint8)
+    bits = np.frombuffer(bytes(r.byte() for _ in range(max(rows, 1) // 8 + 1)), np.uint8)
+    validity = r.pick([None, None, bits.ctypes.data])
+    n_buffers = r.pick([1 if fmt.startswith("+") else 2, r.small(3)])
+    buffers = [validity, r.pick([values.ctypes.data, values.ctypes.data, None])][:n_buffers]
+    buffers += [None] * (n_buffers - len(buffers))
+    made = Made(fmt, None, length=length, offset=offset,
+                null_count=r.pick([0, 0, -1, r.integer()]), n_buffers=n_buffers,
+                buffers=buffers, children=(child,) if child is not None else ())
+    made.keep += [values, bits]
+    return made
+
+
+def arrow_producer(r: Reader):
+    """An Arrow array as capsules, a device array, or a stream of one to three arrays."""
+    shape = r.small(2)
+    if shape == 2:
+        made = MadeStream([_arrow_made(r) for _ in range(1 + r.small(2))],
+                          fail_at=r.pick([None, None, r.small(3)]))
+        _ARROW_KEPT.append(made)
+        return ap.View.from_arrow(made.capsule())
+    made = _arrow_made(r)
+    _ARROW_KEPT.append(made)
+    if shape == 1:
+        return ap.View.from_arrow(device_capsules(
+            made, device_type=r.pick([1, 1, 3, 2, r.integer()]),
+            device_id=r.pick([-1, 0, r.integer()])))
+    return ap.View.from_arrow(made.capsules())
+
+
 def producer(r: Reader):
-    kind = r.small(3)
+    kind = r.small(4)
+    if kind == 4:
+        return arrow_producer(r)
     if kind == 0:
         # An array interface whose data is a buffer object, so that arrayport knows its
         # length and must keep every byte the layout reaches inside it. (A raw pointer is
@@ -172,6 +233,21 @@ def exports(v) -> None:
             raise AssertionError(f"a copy of {v.nbytes} bytes succeeded")
     elif v.nbytes <= COPY_LIMIT:
         ap.to_numpy(v, copy=True)
+    arrow_round_trip(v)
+
+
+def arrow_round_trip(v) -> None:
+    """A View that Arrow can hold comes back from its own Arrow export as the same memory
+    and values; one it cannot is refused with a BufferError."""
+    try:
+        capsules = v.__arrow_c_array__()
+    except BufferError:
+        return
+    back = ap.View.from_arrow(capsules)
+    assert back.shape == v.shape and back.dtype == v.dtype, (back, v)
+    assert back.__array_interface__["data"][0] == v.__array_interface__["data"][0]
+    if v.dtype.numpy_native and v.nbytes <= COPY_LIMIT:
+        assert ap.to_numpy(back).tobytes() == np.asarray(v).tobytes()
 
 
 def contracts(r: Reader, v) -> None:
