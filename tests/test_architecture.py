@@ -281,7 +281,8 @@ _LIBRARY_SPELLINGS = {
     "torch": r"torch", "jax": r"jax|jaxlib", "pyarrow": r"pyarrow", "tvm_ffi": r"tvm_ffi",
     "cupy": r"cupy", "tensorflow": r"tensorflow", "mlx": r"mlx", "paddle": r"paddle",
     "warp": r"warp", "dask": r"dask", "xarray": r"xarray", "numba": r"numba",
-    "cuda_core": r"cuda\.core|cuda_core", "array_api_strict": r"array_api_strict"}
+    "cuda_core": r"cuda\.core|cuda_core", "array_api_strict": r"array_api_strict",
+    "polars": r"polars", "nanoarrow": r"nanoarrow", "duckdb": r"duckdb"}
 
 
 def _code_only(text):

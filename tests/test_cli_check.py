@@ -147,3 +147,28 @@ def test_numba_cuda_is_checked_through_its_cuda_array_interface(on_simulator):
     assert result.returncode == 0, result.stderr
     row = statuses(report)["producer.cuda-array-interface"]
     assert row["status"] == "pass" and row["reason"].startswith("version 3"), row
+
+
+# ---- Arrow: a library that speaks only Arrow's capsules ---------------------------------------
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoarrow") is None, reason="needs nanoarrow")
+def test_nanoarrow_is_checked_over_arrow_alone():
+    result, report = check("nanoarrow")
+    assert result.returncode == 0, result.stdout
+    rows = statuses(report)
+    assert rows["producer.arrow"] == {**rows["producer.arrow"], "status": "pass",
+                                      "reason": "float32[3, 4], zero-copy"}
+    assert rows["consumer.arrow"]["status"] == "pass"
+    assert rows["consumer.arrow"]["reason"] == "shared, released once"
+    assert rows["producer.tensor"]["status"] == "skip"      # no DLPack to hold it to
+    assert rows["consumer.capsule"]["reason"] == "the module has no from_dlpack"
+    assert report["summary"]["fail"] == 0 and report["summary"]["pass"] == 2
+
+
+def test_a_library_without_an_arrow_consumer_skips_the_arrow_consumer_check():
+    _, report = check("numpy")
+    rows = statuses(report)
+    assert rows["consumer.arrow"] == {**rows["consumer.arrow"], "status": "skip",
+                                      "reason": "arrayport knows no Arrow consumer of this "
+                                                "library"}
+    assert rows["producer.arrow"]["status"] == "skip"

@@ -227,3 +227,98 @@ def test_the_gpu_matrix_runs_on_the_simulator_with_nvidia_s_libraries(tmp_path):
     through_arrayport = [c for c in report["cells"] if c["route"] == "arrayport"]
     assert through_arrayport and not [c for c in through_arrayport
                                       if c["status"] in ("wrong", "crashed")]
+
+
+# ---- the arrow route: Arrow's PyCapsule methods, nothing else ---------------------------------
+
+ARROW_LIBRARIES = ("pyarrow", "polars", "nanoarrow", "duckdb")
+
+
+def test_the_arrow_hand_over_offers_only_the_producers_capsule_methods():
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    import numpy as np
+
+    from arrayport.cli.matrix import PROTOCOLS
+    offered, hand_over = PROTOCOLS["arrow"]
+    array = pa.array(np.arange(4.0))
+    wrapped = hand_over(array)
+    assert offered(array) and hasattr(wrapped, "__arrow_c_array__")
+    for absent in ("__dlpack__", "__array__", "__array_interface__", "__arrow_c_stream__"):
+        assert not hasattr(wrapped, absent), absent
+    with pytest.raises(TypeError):
+        memoryview(wrapped)
+    assert pa.array(wrapped).equals(array)
+    series = pl.Series(np.arange(3.0))             # a stream only: so is its hand-over
+    streamed = hand_over(series)
+    assert hasattr(streamed, "__arrow_c_stream__")
+    assert not hasattr(streamed, "__arrow_c_array__") and not hasattr(streamed, "__array__")
+    assert not offered(np.arange(3.0))             # NumPy has no Arrow methods
+
+
+@pytest.fixture(scope="module")
+def arrow_matrix():
+    missing = [name for name in ARROW_LIBRARIES if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (not installed)")
+    result = arrayport_cli("matrix", "--libraries",
+                           "numpy,arrayport," + ",".join(ARROW_LIBRARIES), "--dtypes",
+                           "float32,int64,complex64", "--layouts",
+                           "contiguous,transposed,size-0,read-only", "--format", "json",
+                           "--no-progress")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["libraries_broken"] == {}
+    return report
+
+
+@pytest.mark.parametrize("producer, consumer", [
+    ("nanoarrow", "pyarrow"), ("arrayport", "pyarrow"), ("arrayport", "nanoarrow"),
+    ("nanoarrow", "polars"), ("polars", "nanoarrow"), ("polars", "arrayport"),
+    ("nanoarrow", "arrayport"), ("arrayport", "polars")])
+def test_arrow_route_cells_share_memory(arrow_matrix, producer, consumer):
+    # zero-copy is the consumer's element 0 at the producer's address: pointer identity
+    for dtype in ("float32", "int64"):
+        found = cell(arrow_matrix, producer, consumer, "arrow", dtype, "contiguous")
+        assert found["status"] == "zero-copy", found
+        assert found["median_ns"] > 0
+
+
+def test_duckdb_copies_what_it_scans(arrow_matrix):
+    for producer in ("nanoarrow", "polars", "arrayport"):
+        found = cell(arrow_matrix, producer, "duckdb", "arrow", "float32", "contiguous")
+        assert found["status"] == "copy", found        # the right values, its own memory
+    assert cell(arrow_matrix, "numpy", "duckdb", "arrayport", "int64",
+                "contiguous")["status"] == "copy"
+
+
+def test_arrow_producers_make_only_what_an_arrow_column_holds(arrow_matrix):
+    arrow_cells = [c for c in arrow_matrix["cells"] if c["route"] == "arrow"]
+    producers = {c["producer"] for c in arrow_cells}
+    assert producers == {"arrayport", "polars", "nanoarrow", "duckdb"}  # not NumPy; pyarrow's
+    for c in arrow_cells:                                               # make is a Tensor
+        if c["producer"] != "arrayport":
+            assert c["layout"] != "transposed" and c["dtype"] != "complex64", c
+    # arrayport's own transposed View is offered, and refused saying how to share it
+    refused = cell(arrow_matrix, "arrayport", "polars", "arrow", "float32", "transposed")
+    assert refused["status"] == "refused" and "C-contiguous" in refused["detail"]
+    # read-only memory stays read-only when shared over Arrow
+    assert not [c for c in arrow_cells if c["status"] in ("crashed", "tool-error")]
+    assert not [c for c in arrow_cells if c["status"] == "wrong"]
+
+
+def test_duckdb_table_reaches_polars_and_arrayport_as_its_column(arrow_matrix):
+    # A relation is a one-column table: Polars makes a Series of one-field structs of it
+    # (its reading of a table; the field is the column), arrayport views the column.
+    for consumer in ("polars", "arrayport"):
+        found = cell(arrow_matrix, "duckdb", consumer, "arrow", "float32", "contiguous")
+        assert found["status"] in ("zero-copy", "copy"), found
+
+
+def test_pyarrow_nulls_are_refused_on_the_arrow_route(arrow_matrix):
+    [nulls] = [c for c in arrow_matrix["unusual_cells"] if c["kind"] == "pyarrow:nulls"
+               and c["consumer"] == "arrayport" and c["route"] == "arrow"]
+    assert nulls["status"] == "refused" and "1 null" in nulls["detail"], nulls
+    [plain] = [c for c in arrow_matrix["unusual_cells"] if c["kind"] == "pyarrow:plain"
+               and c["consumer"] == "nanoarrow" and c["route"] == "arrow"]
+    assert plain["status"] == "zero-copy", plain

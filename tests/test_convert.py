@@ -226,7 +226,7 @@ def test_to_torch_devices_and_streams():
 def test_to_names_its_targets_and_refuses_unknown_ones():
     assert set(ap.convert.TARGETS) == {"numpy", "torch", "jax", "cupy", "numba", "cuda.core",
                                        "tvm_ffi", "pyarrow", "pyarrow.Tensor", "tensorflow",
-                                       "mlx", "paddle", "warp"}
+                                       "mlx", "paddle", "warp", "polars"}
     assert ap.to(np.arange(2), "torch").tolist() == [0, 1]
     with pytest.raises(ValueError, match="unknown target 'keras'; choose one of numpy"):
         ap.to(np.arange(2), "keras")
@@ -385,3 +385,22 @@ def test_jax_arrays_are_viewed_read_only_and_never_handed_out_writable():
     assert t.data_ptr() != x.unsafe_buffer_pointer()
     t += 1  # the copy is the user's to write
     assert np.asarray(x)[0] == 0 and isinstance(t, torch.Tensor)
+
+
+# ---- to(x, "polars"): a Series over the View's Arrow export ------------------------------------
+
+def test_to_polars_shares_c_contiguous_memory_and_copies_the_rest():
+    pl = pytest.importorskip("polars")
+    rows = np.arange(12, dtype=np.float32).reshape(3, 4)
+    series = ap.to(rows, "polars")
+    assert series.dtype == pl.Array(pl.Float32, 4) and series.len() == 3
+    assert series.to_numpy(allow_copy=False).ctypes.data == rows.ctypes.data   # zero-copy
+    column = ap.to(np.arange(5, dtype=np.int64)[::-1], "polars")        # copied
+    assert column.to_list() == [4, 3, 2, 1, 0]
+    with pytest.raises(BufferError, match="copy=False"):
+        ap.to(rows.T, "polars", copy=False)
+    assert ap.to(np.array([True, False]), "polars").to_list() == [True, False]
+    with pytest.raises(BufferError, match="copy=False"):
+        ap.to(np.array([True, False]), "polars", copy=False)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        ap.to(np.float32(1.0), "polars")

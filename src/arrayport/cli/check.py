@@ -4,9 +4,12 @@ TARGET is a module (``numpy``, ``torch``, ``jax``, ``pyarrow``, ``tvm_ffi``,
 ``array_api_strict``, ``tensorflow``, ``mlx.core``, ``paddle``, ``warp``, ``xarray``,
 ``arrayport``, or any module with ``asarray``) or ``module:factory``,
 a callable that takes a NumPy array and returns the library's array holding it. The library
-is tested as a producer (its arrays' ``__dlpack__``, ``__dlpack_device__``, array interface
-and buffer exports) and, when the module has ``from_dlpack``, as a consumer of capsules
-arrayport makes. Every check names the clause it holds the library to, and ends ``pass``,
+is tested as a producer (its arrays' ``__dlpack__``, ``__dlpack_device__``, array interface,
+buffer and Arrow PyCapsule exports) and, when the module has ``from_dlpack``, as a consumer of
+capsules arrayport makes — and, when its record in ``arrayport.libraries`` has an ``arrow``
+route (the matrix's), as a consumer of Arrow capsules arrayport makes: a library that speaks
+only Arrow (nanoarrow) is checked over Arrow alone. Every check names the clause it holds the
+library to, and ends ``pass``,
 ``fail``, ``warn`` (allowed by the letter of the spec, but a hazard) or ``skip`` (with why).
 Checks run in an isolated worker: a check that crashes the process fails, it does not end
 the run.
@@ -24,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import capsules, isolation
+from .adapting import arrow_only
 from .libraries import to_host_numpy
 from .samples import available_dtypes, base_array, numpy_dtype
 
@@ -57,12 +61,21 @@ def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | No
             if library.adapter and library.get("CHECK") is not None}
 
 
+def _arrow_consumer(module_name: str) -> Callable[[Any], Any] | None:
+    """The library's consumer of Arrow capsules: its record's arrow route, as the matrix
+    takes it (None for a module without one)."""
+    from arrayport.libraries import for_module
+    library = for_module(module_name)
+    return None if library is None else library.routes.get("arrow")
+
+
 @dataclass
 class Target:
     name: str
     make: Callable[[np.ndarray], Any]
     from_dlpack: Callable[[Any], Any] | None
     make_read_only: Callable[[np.ndarray], Any] | None
+    from_arrow: Callable[[Any], Any] | None = None
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,15 +85,16 @@ def resolve(target: str) -> Target:
     module = importlib.import_module(module_name)
     known = _known_targets().get(module_name)
     consume = getattr(module, "from_dlpack", None)
+    from_arrow = _arrow_consumer(module_name)
     if factory:
         make = getattr(module, factory, None)
         if not callable(make):
             raise TargetError(f"{module_name} has no callable {factory!r}")
-        return Target(target, make, consume, None)
+        return Target(target, make, consume, None, from_arrow)
     if known is not None:
-        return Target(target, known[0], known[1], known[2])
+        return Target(target, known[0], known[1], known[2], from_arrow)
     if callable(getattr(module, "asarray", None)):
-        return Target(target, module.asarray, consume, None)
+        return Target(target, module.asarray, consume, None, from_arrow)
     raise TargetError(f"{module_name} has no asarray; name a factory: {module_name}:FUNCTION")
 
 
@@ -317,6 +331,8 @@ def _(target):
     if target.make_read_only is None:
         raise Skip("no known way to make a read-only array of this library")
     x = target.make_read_only(base_array("float32"))
+    if not hasattr(type(x), "__dlpack__"):
+        raise Skip(f"{type(x).__name__} has no __dlpack__")
     capsule = _export_best(x)
     info = capsules.describe(capsule)
     if not info["versioned"]:
@@ -364,6 +380,72 @@ def _(target):
         raise Fail(f"itemsize {view.itemsize} shape {view.shape}")
     _same_values(np.array(view), source, "values through the buffer")
     return f"format {view.format!r}"
+
+
+def _arrow_capsules(x):
+    """The producer's Arrow export: (schema capsule, array capsule), or a Skip."""
+    if hasattr(type(x), "__arrow_c_array__"):
+        pair = x.__arrow_c_array__()
+    elif hasattr(type(x), "__arrow_c_stream__"):
+        return None
+    else:
+        raise Skip(f"{type(x).__name__} has no __arrow_c_array__ or __arrow_c_stream__")
+    if not (isinstance(pair, tuple) and len(pair) == 2
+            and all(capsules.is_capsule(c) for c in pair)):
+        raise Fail(f"__arrow_c_array__() returned {type(pair).__name__}, not a pair of "
+                   f"PyCapsules")
+    names = tuple(capsules.name(c) for c in pair)
+    if names != ("arrow_schema", "arrow_array"):
+        raise Fail(f"capsules named {names}, expected ('arrow_schema', 'arrow_array')")
+    return pair
+
+
+@check("producer.arrow", "__arrow_c_array__, when offered, returns capsules named "
+       "'arrow_schema' and 'arrow_array' (or __arrow_c_stream__ an 'arrow_array_stream') "
+       "holding the array's values; an Arrow array holds its data once, released once")
+def _(target):
+    import arrayport
+    source, x = _sample(target)
+    pair = _arrow_capsules(x)
+    if pair is None:
+        stream = x.__arrow_c_stream__()
+        if not capsules.is_capsule(stream) or capsules.name(stream) != "arrow_array_stream":
+            raise Fail(f"__arrow_c_stream__() returned {stream!r}")
+        del stream
+        _same_values(arrayport.to_numpy(arrayport.view(x), copy=True), source,
+                     "values read through the stream")
+        return "a stream of the values"
+    view = arrayport.View.from_arrow(pair)
+    _same_values(arrayport.to_numpy(view, copy=True), source, "values read through Arrow")
+    if not view.readonly:
+        raise Fail("arrayport read Arrow memory as writable")
+    return f"{view.dtype.name}{list(view.shape)}, zero-copy"
+
+
+@check("consumer.arrow", "the library's Arrow consumer (its arrow route) reads an array "
+       "offered only through __arrow_c_array__ with the right values, and releases it "
+       "exactly once when its array dies")
+def _(target):
+    import arrayport
+    from arrayport import _core
+    if target.from_arrow is None:
+        raise Skip("arrayport knows no Arrow consumer of this library")
+    source = base_array("float32")
+    exported = _core.live_counts()["exported"]
+    offered = arrow_only(arrayport.view(source), ("__arrow_c_schema__", "__arrow_c_array__"))
+    result = target.from_arrow(offered)
+    _same_values(to_host_numpy(result), source, "values")
+    from .libraries import element0_address
+    try:
+        shared = element0_address(result) == source.__array_interface__["data"][0]
+    except Exception:
+        shared = False
+    del result
+    gc.collect()
+    left = _core.live_counts()["exported"] - exported
+    if left:
+        raise Fail(f"{left} exported Arrow array(s) not released after the consumer let go")
+    return ("shared" if shared else "copied") + ", released once"
 
 
 @check("producer.cuda-array-interface", "__cuda_array_interface__ is offered only for CUDA "

@@ -1,8 +1,9 @@
 """``arrayport matrix``: every producer x consumer x route x dtype x layout class, tried.
 
 A *route* is one way a consumer takes an array in: a protocol it reads directly
-("dlpack", "array_interface", "buffer", "__array__") or "arrayport" (the same target reached
-through arrayport: ``ap.to``/``ap.view``). Each cell ends as one of
+("dlpack", "array_interface", "buffer", "__array__", "cuda_array_interface", "arrow": the
+Arrow PyCapsule methods) or "arrayport" (the same target reached through arrayport:
+``ap.to``/``ap.view``). Each cell ends as one of
 ``zero-copy``, ``copy``, ``refused`` (a clean exception), ``crashed`` (the process died or
 hung: every cell runs in an isolated worker), ``wrong`` (shape, dtype or values differ, or a
 writable alias of read-only memory) or ``not-offered`` (the producer has no such array or
@@ -18,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from . import isolation
+from .adapting import ARROW_METHODS, arrow_only
 from .libraries import BY_NAME, NotOffered, element0_address, is_writable, to_host_numpy
 from .samples import base_array, numpy_layout
 
@@ -234,6 +236,11 @@ class _ArrayMethodOnly:
         return self._producer.__array__(dtype, copy=copy)
 
 
+def _offers_arrow(x) -> bool:
+    """A producer offers the arrow route with an Arrow array, stream or device array."""
+    return any(hasattr(type(x), name) for name in ARROW_METHODS[:3])
+
+
 def _offers_buffer(x) -> bool:
     try:
         memoryview(x).release()
@@ -252,6 +259,7 @@ PROTOCOLS = {
     "__array__": (lambda x: hasattr(type(x), "__array__"), _ArrayMethodOnly),
     "cuda_array_interface": (lambda x: hasattr(type(x), "__cuda_array_interface__"),
                              _CudaArrayInterfaceOnly),
+    "arrow": (_offers_arrow, arrow_only),
 }
 
 

@@ -131,6 +131,10 @@ LIBRARIES = (
     Library("xarray", "xarray", "xarray", "xarray", ("xarray",), "labelled"),
     Library("dask", "dask.array", "dask", "dask", ("dask",), "lazy",
             note="lazy arrays: a producer only (arrayport refuses them until computed)"),
+    # Arrow columns: the matrix's arrow route (the PyCapsule interface, nothing else).
+    Library("polars", "polars", "polars", "polars", ("polars",), "immutable", ("polars",)),
+    Library("nanoarrow", "nanoarrow", "nanoarrow", "nanoarrow", ("nanoarrow",), "immutable"),
+    Library("duckdb", "duckdb", "duckdb", "duckdb", ("duckdb",)),
 )
 
 _ADAPTERS: dict[str, ModuleType] = {}     # adapter modules imported so far, by name

@@ -13,7 +13,7 @@ def _make_arrayport(base, layout):
 def _arrayport_routes():
     from arrayport import View
     return {"dlpack": View.from_dlpack, "array_interface": View.from_array_interface,
-            "buffer": View.from_buffer, "__array__": View.from_array}
+            "buffer": View.from_buffer, "__array__": View.from_array, "arrow": _view}
 
 
 def _view(x):

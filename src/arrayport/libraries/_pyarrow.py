@@ -1,12 +1,13 @@
 """pyarrow: the converters to pyarrow.Array and pyarrow.Tensor, its tensors in the matrix, its
-unusual arrays (nulls, bit-packed bools, chunks…)."""
+consumer of Arrow's capsules (``pa.array``), its unusual arrays (nulls, bit-packed bools,
+chunks…)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import Kind, NotOffered, module
+from arrayport.cli.adapting import Kind, NotOffered, call, module
 from arrayport.cli.samples import numpy_layout
 from arrayport.convert_steps import _check_copy, _copied, _placed, no_type_for
 from arrayport.dtypes import DTypeCode
@@ -101,7 +102,7 @@ def like(tp):
 
 
 def routes():
-    return {}
+    return {"arrow": call("pyarrow", "array")}
 
 
 def via_arrayport(x):
@@ -118,5 +119,21 @@ def writable(x):
     return False
 
 
+def _rows_of_lists(x) -> bool:
+    import pyarrow as pa
+    return isinstance(x, pa.Array) and pa.types.is_fixed_size_list(x.type)
+
+
+def address_of(x):
+    # pyarrow's __dlpack__ refuses rows of fixed-size lists: those are read through Arrow.
+    import arrayport
+    if _rows_of_lists(x):
+        return arrayport.View.from_arrow(x.__arrow_c_array__()).ptr
+    return arrayport.view(x).ptr
+
+
 def host_values(x):
+    if _rows_of_lists(x):  # one n-d array, as arrayport reads it
+        import arrayport
+        return arrayport.View.from_arrow(x.__arrow_c_array__())
     return np.array(x.to_numpy()) if hasattr(x, "to_numpy") else None

@@ -1,0 +1,69 @@
+"""Polars: Series as Arrow columns (immutable) — the converter to a Series (through the View's
+Arrow export), its Series in the matrix (an Arrow stream), its consumer, reading a Series."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arrayport import _core
+from arrayport.cli.adapting import arrow_rows, call
+from arrayport.convert_steps import _check_copy, _copied, _placed
+
+
+def _to_polars(x, *, copy=None):
+    """A ``polars.Series`` over the data: zero-copy for a C-contiguous host View of an Arrow
+    number type (n-D: a Series of fixed-size arrays, one per row), else a copy NumPy makes."""
+    import polars as pl
+
+    _check_copy(copy, "to(polars)")
+    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
+    if view.ndim == 0:
+        raise ValueError("to(polars): a Series has at least one dimension, the data has 0; "
+                         "reshape to (1,)")
+    if not view.is_c_contiguous:
+        view = _copied(view, copy, "to(polars)", "Arrow columns are C-contiguous")
+    try:
+        view.__arrow_c_schema__()          # an Arrow number type: the Series shares it
+    except BufferError:                    # bool, complex, ml_dtypes: Polars copies
+        if copy is False:
+            raise BufferError(f"to(polars): Arrow has no fixed-width type for "
+                              f"{view.dtype.name}, so Polars copies, but copy=False") from None
+        return pl.Series(_core.to_numpy(view))
+    return pl.Series(view)
+
+
+def _make_polars(base, layout):
+    import polars as pl
+    return pl.Series(arrow_rows(base, layout, "polars"))
+
+
+# ---- what arrayport.libraries reads -----------------------------------------------------------
+
+TARGETS = {"polars": _to_polars}
+make = _make_polars
+
+
+def routes():
+    return {"arrow": call("polars", "Series")}
+
+
+def _column(series):
+    """The column a Series holds: a Series made from a one-column table (a DuckDB relation,
+    any table-shaped Arrow stream) is a Series of one-field structs, Polars' reading of a
+    table; the field is the column (no copy)."""
+    import polars as pl
+    if isinstance(series.dtype, pl.Struct) and len(series.dtype.fields) == 1:
+        return series.struct.field(series.dtype.fields[0].name)
+    return series
+
+
+def address_of(x):
+    return _column(x).to_numpy(allow_copy=False).__array_interface__["data"][0]
+
+
+def writable(x):
+    return False
+
+
+def host_values(x):
+    return np.array(_column(x).to_numpy())
