@@ -186,7 +186,7 @@ def test_a_cpu_device_array_is_a_host_view_with_the_id_convention():
 @pytest.mark.parametrize("device_type, device_id, message", [
     (1, -2, "device id -2 is out of range"),
     (2, -1, "device id -1 is out of range"),
-    (99, 0, "device"),
+    (99, 0, "device type 99 is not one Arrow defines"),
 ])
 def test_a_device_array_with_a_bad_device_is_refused(device_type, device_id, message):
     made = Made("g", np.arange(4.0))
@@ -194,6 +194,39 @@ def test_a_device_array_with_a_bad_device_is_refused(device_type, device_id, mes
         ap.View.from_arrow(device_capsules(made, device_type=device_type, device_id=device_id))
     gc.collect()
     assert made.released["array"] <= 1
+
+
+@pytest.mark.parametrize("device_type, message", [
+    (4, "(?i)opencl.*sync event"), (7, "(?i)vulkan.*sync event"),
+    (14, "(?i)oneapi.*sync event")])
+def test_a_sync_event_arrayport_cannot_wait_for_is_refused_not_dropped(device_type, message):
+    made = Made("g", np.arange(4.0))
+    event = ctypes.c_void_p(0x1234)
+    with pytest.raises(BufferError, match=message):
+        ap.View.from_arrow(device_capsules(made, device_type=device_type, device_id=0,
+                                           sync_event=ctypes.addressof(event)))
+    gc.collect()
+    assert made.released["array"] == 0 and made.device_struct.array.release  # not taken
+
+
+def test_a_cpu_sync_event_means_nothing_and_is_not_read():
+    made = Made("g", np.arange(4.0))
+    view = ap.View.from_arrow(device_capsules(made, device_type=1, device_id=-1,
+                                              sync_event=0x10))   # not a readable address
+    assert view.device == (1, 0)
+    del view
+
+
+@pytest.mark.parametrize("device_type", [17, 18])
+def test_device_kinds_arrow_has_no_number_for_are_refused(device_type):
+    made = Made("g", np.arange(4.0))
+    with pytest.raises(BufferError, match=f"device type {device_type} is not one Arrow"):
+        ap.View.from_arrow(device_capsules(made, device_type=device_type, device_id=0))
+
+
+def test_an_arrow_capsule_given_as_dlpack_says_where_it_goes():
+    with pytest.raises(BufferError, match="Arrow capsule: read it with arrayport.View.from_arrow"):
+        ap.from_dlpack(MadeStream([Made("i", np.arange(2, dtype=np.int32))]).capsule())
 
 
 def test_a_device_array_of_device_memory_with_uncounted_nulls_is_refused():
@@ -211,7 +244,8 @@ def test_a_view_device_export_of_host_memory_has_no_event():
     data = np.arange(5, dtype=np.uint16)
     schema, array = ap.view(data).__arrow_c_device_array__()
     struct = DeviceArray.from_address(_pointer_of(array, b"arrow_device_array"))
-    assert (struct.device_type, struct.device_id, struct.sync_event) == (1, 0, None)
+    # Arrow's convention for a device without ids: -1 (pyarrow's too)
+    assert (struct.device_type, struct.device_id, struct.sync_event) == (1, -1, None)
     assert struct.array.length == 5
     assert ctypes.cast(struct.array.buffers, ctypes.POINTER(ctypes.c_void_p))[1] \
         == data.ctypes.data
@@ -300,12 +334,27 @@ def test_pyarrow_chunked_arrays_one_chunk_zero_copy_several_copied_by_converters
 def test_pyarrow_tables_and_record_batches_of_one_column():
     embeddings = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(8, dtype=np.float32)), 4)
     table = pa.table({"embedding": embeddings})
-    view = ap.view(table)
+    view = ap.View.from_arrow(table)                          # Arrow asked: the column
     assert view.shape == (2, 4) and ap.to_numpy(view)[1].tolist() == [4, 5, 6, 7]
     batch = pa.record_batch({"x": pa.array([1, 2, 3], pa.int16())})
-    assert ap.to_numpy(ap.view(batch)).tolist() == [1, 2, 3]     # its device array
+    assert ap.View.from_arrow(batch).shape == (3,)              # through its device array
+    # ap.view asks an object with __array__ for its array, as NumPy reads it: (rows, 1),
+    # which pyarrow only copies; the converters make that copy.
+    with pytest.raises(ap.NeedsCopy, match="RecordBatch.__array__"):
+        ap.view(batch)
+    assert ap.to_numpy(batch).shape == np.asarray(batch).shape == (3, 1)
     with pytest.raises(BufferError, match="2 columns"):
-        ap.view(pa.table({"a": [1.0], "b": [2.0]}))
+        ap.View.from_arrow(pa.table({"a": [1.0], "b": [2.0]}))
+
+
+@needs_pyarrow
+def test_view_reports_arrow_s_refusal_of_an_arrow_array():
+    # pyarrow's DLPack export refuses too ("Can only use DLPack on arrays with no nulls"),
+    # but Arrow's refusal says how many and what to do.
+    with pytest.raises(BufferError, match="has 1 null.*fill them"):
+        ap.view(pa.array([1.0, None, 3.0]))
+    with pytest.raises(BufferError, match="utf-8 string"):
+        ap.view(pa.array(["a", "b"]))
 
 
 @needs_pyarrow
@@ -338,7 +387,11 @@ def test_duckdb_scans_a_view_and_its_results_become_views():
     view = ap.view(data)
     assert [row[0] for row in duckdb.sql("select * from view").fetchall()] == data.tolist()
     result = duckdb.sql("select range::DOUBLE as x from range(4)")
-    assert ap.to_numpy(result).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert ap.to_numpy(result).tolist() == [0.0, 1.0, 2.0, 3.0]     # its one column
+    embeddings = duckdb.sql("select [i, i + 1]::FLOAT[2] as e from range(3) t(i)")
+    assert ap.view(embeddings).shape == (3, 2)          # no __array__: the column is read
+    with pytest.raises(BufferError, match="2 columns"):
+        ap.view(duckdb.sql("select 1.0 as a, 2.0 as b"))
     del view
 
 

@@ -203,3 +203,20 @@ def test_a_view_with_nothing_pending_exports_no_event_and_host_only_forms_refuse
     finally:
         gc.collect()
         array.free()
+
+
+def test_the_exported_event_is_destroyed_even_after_its_stream_is_gone(nothing_leaks):
+    # The producer may destroy its stream before the consumer releases the array (legal):
+    # the event is destroyed in the context it was made in, which a dead stream no longer
+    # names. (Found by a review: it leaked, silently.)
+    stream = Stream(0)
+    array = DeviceArray(VALUES, stream=stream, busy=3)
+    view = ap.view(array)                                  # work pending on the stream
+    capsules = view.__arrow_c_device_array__()
+    stream.synchronize()
+    stream.close()
+    del view
+    gc.collect()
+    del capsules                                           # the release, after the stream
+    gc.collect()
+    array.free()

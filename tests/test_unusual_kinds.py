@@ -26,7 +26,7 @@ from arrayport.cli.unusual import FRAMEWORK_MODULES, KINDS_BY_LIBRARY, kinds_of
 from optional import installed
 
 CLEAN = (BufferError, TypeError, ValueError)
-MESSAGE_PREFIXES = ("dlpack:", "array:", "view:", "buffer:", "array_interface:",
+MESSAGE_PREFIXES = ("dlpack:", "arrow:", "array:", "view:", "buffer:", "array_interface:",
                     "from_dlpack:", "to_numpy:", "to_torch:", "to(", "__array__:")
 
 

@@ -1254,8 +1254,10 @@ cdef int _raise_bad_capsule(object capsule) except -1:
     name = None if raw_name == NULL else raw_name.decode("utf-8", "replace")
     if name in ("used_dltensor", "used_dltensor_versioned"):
         raise BufferError(f"dlpack: capsule {name!r} was already consumed")
+    hint = ("; it is an Arrow capsule: read it with arrayport.View.from_arrow"
+            if name is not None and name.startswith("arrow_") else "")
     raise BufferError(f"dlpack: capsule named {name!r} is not a DLPack capsule (expected "
-                      f"'dltensor_versioned' or 'dltensor')")
+                      f"'dltensor_versioned' or 'dltensor'){hint}")
 
 
 

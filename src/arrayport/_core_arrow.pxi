@@ -38,7 +38,7 @@
 #   _core.pyx: _adopt, _copy_elements, _fill_c_strides, _new_host_copy_of
 #   _core_dispatch.pxi: _check_host_stream
 #   _core_producers.pxi: NeedsCopy, _finish_import
-#   _core_streams.pxi: _arrow_export_event, _order_arrow_device_import
+#   _core_streams.pxi: _arrow_export_event, _arrow_sync_event, _order_arrow_device_import
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport INT64_MAX
@@ -79,6 +79,11 @@ cdef extern from "arrayport/arrow_abi.h":
 
 # Nesting deeper than this is refused (a View has at most MAX_NDIM dimensions anyway).
 cdef int _ARROW_MAX_DEPTH = 32
+# Arrow's device numbers are DLPack's up to here (ARROW_DEVICE_HEXAGON); later DLPack kinds
+# have no Arrow number (refused both ways).
+cdef int32_t _ARROW_LAST_DEVICE_TYPE = 16
+# The device id Arrow puts on devices without ids (the CPU), by convention.
+cdef int64_t _ARROW_NO_DEVICE_ID = -1
 cdef str _FIXED_SHAPE_TENSOR = "arrow.fixed_shape_tensor"
 
 cdef Py_ssize_t _live_arrow_arrays = 0       # held Arrow arrays not yet released (tests)
@@ -197,6 +202,11 @@ cdef int _check_arrow_array(const APArrowArray* a, Py_ssize_t buffers, Py_ssize_
     return 0
 
 
+class _ArrowTableDeferred(BufferError):
+    """A table offered through Arrow by an object that also has __array__: not a refusal,
+    arrayport.view asks __array__ instead (the dispatch does not report it)."""
+
+
 @cython.final
 cdef class _ArrowLayout:
     """What a schema says of the arrays it describes, parsed once: the levels above the
@@ -209,9 +219,12 @@ cdef class _ArrowLayout:
     cdef int64_t itemsize
 
 
-cdef _ArrowLayout _arrow_layout(const APArrowSchema* schema, str protocol):
+cdef _ArrowLayout _arrow_layout(const APArrowSchema* schema, str protocol,
+                               bint tables=True):
     """``schema`` parsed, or a BufferError saying why it has no strided form. Reads the
-    schema only: a refused type leaves every capsule as it was."""
+    schema only: a refused type leaves every capsule as it was. ``tables``: a struct of one
+    column is that column (else refused: arrayport.view asks an object that also has
+    __array__ for its array, whose shape a table's column is not)."""
     if schema == NULL or schema.release == NULL:
         raise BufferError(f"{protocol}: the schema is NULL or was already released")
     cdef _ArrowLayout layout = _ArrowLayout.__new__(_ArrowLayout)
@@ -226,6 +239,11 @@ cdef _ArrowLayout _arrow_layout(const APArrowSchema* schema, str protocol):
         if level.dictionary != NULL:
             raise BufferError(f"{protocol}: dictionary-encoded arrays have no strided form")
         if fmt == b"+s":
+            if not tables:
+                raise _ArrowTableDeferred(f"{protocol}: a table (struct of "
+                                          f"{level.n_children} columns) is read as its array "
+                                          f"through __array__; arrayport.View.from_arrow "
+                                          f"reads a one-column table's column")
             if level.n_children != 1 or level.children == NULL:
                 raise BufferError(f"{protocol}: a struct (record batch) of {level.n_children} "
                                   f"columns has no strided form; take one column (pyarrow: "
@@ -333,8 +351,8 @@ cdef View _view_from_arrow(_ArrowLayout layout, APArrowArray* moved_from,
     the array (its release callback owns them): the holder is the View's owner."""
     if moved_from == NULL or moved_from.release == NULL:
         raise BufferError(f"{protocol}: the array is NULL or was already released (moved)")
-    if device_id == -1 and device_type == APDL_CPU:
-        device_id = 0          # Arrow's convention for devices without ids
+    if device_id == _ARROW_NO_DEVICE_ID and device_type == APDL_CPU:
+        device_id = 0
     if device_id < 0 or device_id > 0x7fffffff:
         raise BufferError(f"{protocol}: device id {device_id} is out of range")
     # Take the array: from here on the holder releases it, whatever happens.
@@ -414,7 +432,7 @@ cdef str _arrow_nulls_message(int64_t nulls, str protocol):
 
 
 cdef View _view_from_arrow_capsules(object schema_capsule, object array_capsule,
-                                    str protocol):
+                                    str protocol, bint tables=True):
     if not PyCapsule_IsValid(schema_capsule, b"arrow_schema"):
         raise BufferError(f"{protocol}: expected an 'arrow_schema' capsule, got "
                           f"{type(schema_capsule).__name__}")
@@ -422,14 +440,15 @@ cdef View _view_from_arrow_capsules(object schema_capsule, object array_capsule,
         raise BufferError(f"{protocol}: expected an 'arrow_array' capsule, got "
                           f"{type(array_capsule).__name__}")
     layout = _arrow_layout(
-        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol)
+        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol,
+        tables)
     return _view_from_arrow(
         layout, <APArrowArray*>PyCapsule_GetPointer(array_capsule, b"arrow_array"),
         APDL_CPU, 0, protocol)
 
 
 cdef View _view_from_arrow_device_capsules(object schema_capsule, object array_capsule,
-                                           object stream, str protocol):
+                                           object stream, str protocol, bint tables=True):
     """An "arrow_device_array" capsule's array as a View on its device; the consumer's
     ``stream`` (DLPack's values; None: the default stream) waits for its sync event."""
     if not PyCapsule_IsValid(schema_capsule, b"arrow_schema"):
@@ -441,20 +460,23 @@ cdef View _view_from_arrow_device_capsules(object schema_capsule, object array_c
     cdef APArrowDeviceArray* device_array = <APArrowDeviceArray*>PyCapsule_GetPointer(
         array_capsule, b"arrow_device_array")
     cdef int32_t device_type = device_array.device_type
+    if device_type < 1 or device_type > _ARROW_LAST_DEVICE_TYPE:
+        raise BufferError(f"{protocol}: device type {device_type} is not one Arrow defines "
+                          f"(1 to {_ARROW_LAST_DEVICE_TYPE})")
     stream = check_stream(stream, device_type)
     layout = _arrow_layout(
-        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol)
-    # Read the event before the move: the struct in the capsule is the producer's.
+        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol,
+        tables)
     cdef uintptr_t event = 0
-    if device_array.sync_event != NULL and device_array.array.release != NULL:
-        event = <uintptr_t>(<void**>device_array.sync_event)[0]
+    if device_array.array.release != NULL:     # read before the move: the producer's struct
+        event = _arrow_sync_event(device_type, device_array.sync_event, protocol)
     cdef View v = _view_from_arrow(layout, &device_array.array, device_type,
                                    device_array.device_id, protocol)
     _order_arrow_device_import(v, event, stream)
     return v
 
 
-cdef View _view_from_arrow_stream_capsule(object capsule, str protocol):
+cdef View _view_from_arrow_stream_capsule(object capsule, str protocol, bint tables=True):
     """An "arrow_array_stream" capsule's arrays as one View: the array with rows (an empty
     View when there is none), or NeedsCopy (several) whose resolve() concatenates them
     (the converters' one copy, flagged ``is_copy``)."""
@@ -476,7 +498,7 @@ cdef View _view_from_arrow_stream_capsule(object capsule, str protocol):
     try:
         _arrow_stream_call(&stream, stream.get_schema(&stream, &schema), "get_schema",
                            protocol)
-        layout = _arrow_layout(&schema, protocol)
+        layout = _arrow_layout(&schema, protocol, tables)
         while True:
             array.release = NULL
             _arrow_stream_call(&stream, stream.get_next(&stream, &array), "get_next",
@@ -534,25 +556,27 @@ cdef View _arrow_concatenated(list chunks):
     return v
 
 
-cdef View _view_from_arrow_protocol(object obj, object stream):
+cdef View _view_from_arrow_protocol(object obj, object stream, bint tables=True):
     """A View of ``obj`` through the Arrow PyCapsule protocol: its device array when it
     offers one (DLPack's stream rules: the consumer's ``stream`` waits for the sync
-    event), else its array, else its stream (several arrays: NeedsCopy)."""
+    event), else its array, else its stream (several arrays: NeedsCopy). ``tables``: see
+    _arrow_layout."""
     tp = type(obj)
     if getattr(tp, "__arrow_c_device_array__", None) is not None:
         pair = _arrow_call(obj, "__arrow_c_device_array__")
         if type(pair) is not tuple or len(<tuple>pair) != 2:
             raise BufferError("arrow: __arrow_c_device_array__() must return (schema "
                               "capsule, device array capsule)")
-        return _view_from_arrow_device_capsules(pair[0], pair[1], stream, "arrow")
+        return _view_from_arrow_device_capsules(pair[0], pair[1], stream, "arrow", tables)
     _check_host_stream(stream, "arrow")
     if getattr(tp, "__arrow_c_array__", None) is not None:
         pair = _arrow_call(obj, "__arrow_c_array__")
         if type(pair) is not tuple or len(<tuple>pair) != 2:
             raise BufferError("arrow: __arrow_c_array__() must return (schema capsule, "
                               "array capsule)")
-        return _view_from_arrow_capsules(pair[0], pair[1], "arrow")
-    return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"), "arrow")
+        return _view_from_arrow_capsules(pair[0], pair[1], "arrow", tables)
+    return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"), "arrow",
+                                           tables)
 
 
 cdef object _arrow_call(object obj, str method):
@@ -622,9 +646,6 @@ cdef extern from "_csrc/arrow_export.h":
 # (code, bits) -> Arrow primitive format, from arrayport.formats (the one table).
 cdef dict _ARROW_FORMAT_OF = {(int(dtype.code), dtype.bits): fmt.encode()
                               for fmt, dtype in _formats.ARROW_PRIMITIVES.items()}
-# Arrow's device numbers are DLPack's up to here (ARROW_DEVICE_HEXAGON); later DLPack kinds
-# have no Arrow number.
-cdef int32_t _ARROW_LAST_DEVICE_TYPE = 16
 
 
 cdef bytes _arrow_export_format(View v, bint device_interface):
@@ -708,7 +729,8 @@ cdef object _arrow_device_array_capsule(View v):
         free(array)
         raise MemoryError()
     array.device_type = v._t.device.device_type
-    array.device_id = v._t.device.device_id
+    array.device_id = (_ARROW_NO_DEVICE_ID if v._t.device.device_type == APDL_CPU
+                       else v._t.device.device_id)
     array.sync_event = NULL if event is None else <void*><uintptr_t>event.address
     try:
         return PyCapsule_New(array, b"arrow_device_array",

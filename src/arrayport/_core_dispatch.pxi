@@ -8,7 +8,9 @@
 #   4. the buffer protocol (PEP 3118);
 #   5. __array_interface__;
 #   6. the Arrow PyCapsule protocol (__arrow_c_device_array__, __arrow_c_array__ or
-#      __arrow_c_stream__: read-only, zero-copy; a stream of several arrays is NeedsCopy);
+#      __arrow_c_stream__: read-only, zero-copy; a stream of several arrays is NeedsCopy;
+#      a table is read as its column only from objects without __array__; not for lazy or
+#      labelled arrays, whose rules are at __array__; its refusal is the one reported);
 #   7. __array__ (the NumPy array it returns is kept alive).
 # NumPy masked arrays are checked first: one with any masked element is refused (TypeError)
 # rather than exported without its mask, which every one of these protocols would do.
@@ -21,13 +23,13 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _dlpack_view, _view_from_capsule
-#   _core_arrow.pxi: _view_from_arrow_protocol
+#   _core_arrow.pxi: _ArrowTableDeferred, _view_from_arrow_protocol
 #   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_interface.pxi: _AI, _CAI, _view_from_ai_dict, _view_from_array_method,
 #       _view_from_cai_dict
 #   _core_numpy.pxi: _numpy_ndarray, _view_of_ndarray
-#   _core_producers.pxi: NeedsCopy, _refuse_masked
+#   _core_producers.pxi: NeedsCopy, _producer_kind, _refuse_masked
 #   _core_streams.pxi: _order_after_pending
 
 cdef enum _Protocol:
@@ -56,9 +58,13 @@ cdef tuple _make_plan(object tp, object obj):
         plan.append(_P_BUFFER)
     if instance_attributes or hasattr(tp, "__array_interface__"):
         plan.append(_P_AI)
-    if (getattr(tp, "__arrow_c_device_array__", None) is not None
+    kind = _producer_kind(tp)
+    if kind != _LAZY and kind != _LABELLED and (
+            getattr(tp, "__arrow_c_device_array__", None) is not None
             or getattr(tp, "__arrow_c_array__", None) is not None
             or getattr(tp, "__arrow_c_stream__", None) is not None):
+        # (Lazy and labelled arrays have their own rules, at __array__: xarray's Arrow
+        # stream is its table form, not its array.)
         plan.append(_P_ARROW)
     if getattr(tp, "__array__", None) is not None:
         plan.append(_P_ARRAY)
@@ -108,7 +114,10 @@ cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried)
         _check_host_stream(stream, _AI)
         return _view_from_ai_dict(d, obj)
     if protocol == _P_ARROW:
-        return _view_from_arrow_protocol(obj, stream)
+        # A table-shaped stream is read as its column only from an object without
+        # __array__, whose array is otherwise what NumPy's protocol says it is.
+        return _view_from_arrow_protocol(obj, stream,
+                                         getattr(type(obj), "__array__", None) is None)
     _check_host_stream(stream, "array")
     return _view_from_array_method(obj)
 
@@ -231,8 +240,12 @@ cdef View _view(obj, stream):
             if protocol == _P_ARRAY and first_refusal is not None:
                 raise first_refusal
             raise
+        except _ArrowTableDeferred:
+            continue            # a table with __array__: its array is asked there
         except BufferError as refusal:
-            if first_refusal is None:
+            if first_refusal is None or protocol == _P_ARROW:
+                # Of an Arrow object, Arrow's refusal names the type and what to do
+                # (nulls, strings), where its DLPack export's only says "not supported".
                 first_refusal = refusal
             continue
         if result is not None:

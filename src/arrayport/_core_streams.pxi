@@ -204,6 +204,21 @@ cdef int _order_cai_import(View v, driver, producer, consumer) except -1:
     return 0
 
 
+cdef uintptr_t _arrow_sync_event(int32_t device_type, void* sync_event,
+                                 str protocol) except? 0:
+    """The event handle an Arrow device array's ``sync_event`` points to (0: none). On the
+    CPU it means nothing and is not read; on CUDA and ROCm kinds it is a pointer to the
+    vendor's event; on other devices (OpenCL, Vulkan, Metal...) arrayport has no driver
+    to wait with, so a non-NULL one is refused rather than dropped."""
+    if sync_event == NULL or device_type == APDL_CPU:
+        return 0
+    if device_type not in _NONE_STREAM:
+        raise BufferError(f"{protocol}: the array on {_device_type_label(device_type)} "
+                          f"carries a sync event, which arrayport cannot wait for (no "
+                          f"driver for those devices)")
+    return <uintptr_t>(<void**>sync_event)[0]
+
+
 cdef int _order_arrow_device_import(View v, uintptr_t event, consumer) except -1:
     """An Arrow device array's sync event (0: none): with synchronization on, the
     consumer's stream (DLPack value; None: the default stream of the View's device type)

@@ -145,7 +145,10 @@ class VendorDriver:
         its stream's context, when the returned OwnedEvent goes."""
         names = self.symbols
         event = c_handle()
-        with self.on_stream_context(stream, ordinal):
+        with self.on_stream_context(stream, ordinal) as context:
+            # The event's context, kept: the stream may be destroyed before the consumer
+            # releases the event, and a destroyed stream has no context to ask.
+            key = getattr(context, "value", context)
             self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
             try:
                 self._call(names.event_record, event, stream)
@@ -154,7 +157,7 @@ class VendorDriver:
                 raise
 
         def destroy(handle: int) -> None:
-            with self.on_stream_context(stream, ordinal):
+            with self._context_of_event(key):
                 self._call(names.event_destroy, handle)
         return OwnedEvent(event, destroy)
 
