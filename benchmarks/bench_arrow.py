@@ -1,4 +1,4 @@
-"""The Arrow C data interface: arrayport beside pyarrow's own routes, in one run.
+"""The Arrow C data and device interfaces: arrayport beside pyarrow's and Polars' own routes, in one run.
 
     python benchmarks/bench_arrow.py [--repeat 15] [--number 20000]
 
@@ -6,9 +6,12 @@ Import: a View of a pyarrow array through the Arrow PyCapsule protocol
 (``View.from_arrow``), beside NumPy reading the same array through pyarrow's own
 ``__dlpack__`` (``np.from_dlpack``) and ``ap.view`` (which takes DLPack first). Export:
 pyarrow reading a View (``pa.array(view)``, through ``View.__arrow_c_array__``) beside
-``pa.array(ndarray)`` (pyarrow reading NumPy). Small arrays (1,000 float32), where the
-protocol's cost is the whole cost. Medians in nanoseconds per call, including freeing
-what the call returns.
+``pa.array(ndarray)`` (pyarrow reading NumPy). Streams: a one-chunk ChunkedArray and a
+Polars Series viewed (``__arrow_c_stream__``), a two-chunk one joined by ``ap.to_numpy``
+beside pyarrow's ``to_numpy``. ``View.from_arrow(pa)`` takes the device array
+(``__arrow_c_device_array__``, as ``pa.array`` does); the ``(schema, array)`` row shows the
+plain array. Small arrays (1,000 float32), where the protocol's cost is the whole cost.
+Medians in nanoseconds per call, including freeing what the call returns.
 """
 
 from __future__ import annotations
@@ -24,7 +27,17 @@ ROWS = [
      "np.from_dlpack(pa_array)", "pa"),
     ("View.from_arrow(pa) vs ap.view (DLPack)", "ap.View.from_arrow(pa_array)",
      "ap.view(pa_array)", "pa"),
+    ("from_arrow((schema, array)) vs dlpack",
+     "ap.View.from_arrow(pa_array.__arrow_c_array__())", "np.from_dlpack(pa_array)", "pa"),
+    ("view(1-chunk ChunkedArray) vs dlpack", "ap.view(pa_chunked)",
+     "np.from_dlpack(pa_chunked.chunk(0))", "pa"),
+    ("to_numpy(2-chunk Chunked) vs to_numpy", "ap.to_numpy(pa_two_chunks)",
+     "pa_two_chunks.to_numpy()", "pa"),
+    ("view(pl.Series) vs Series.to_numpy", "ap.view(pl_series)",
+     "pl_series.to_numpy(allow_copy=False)", "pl"),
     ("pa.array(View) vs pa.array(ndarray)", "pa.array(flat_view)", "pa.array(flat)", "pa"),
+    ("pa.chunked_array(View) vs ([ndarray])", "pa.chunked_array(flat_view)",
+     "pa.chunked_array([flat])", "pa"),
     ("pa.array(2-D View) vs FixedSizeList", "pa.array(rows_view)",
      "pa.FixedSizeListArray.from_arrays(pa.array(flat), 4)", "pa"),
 ]
@@ -38,7 +51,14 @@ def main():
                      rows_view=namespace["ap"].view(flat.reshape(250, 4)))
     if importlib.util.find_spec("pyarrow") is not None:
         import pyarrow as pa
-        namespace.update(pa=pa, pa_array=pa.array(flat))
+        namespace.update(pa=pa, pa_array=pa.array(flat), pa_chunked=pa.chunked_array([flat]),
+                         pa_two_chunks=pa.chunked_array([flat[:500], flat[500:]]))
+    if importlib.util.find_spec("polars") is not None:
+        import polars as pl
+        namespace.update(pl=pl, pl_series=pl.Series(flat))
+    print("# " + ", ".join(f"{name} {namespace[short].__version__}"
+                           for short, name in (("pa", "pyarrow"), ("pl", "polars"))
+                           if short in namespace))
     print_table(ROWS, namespace, args)
     if "pa" not in namespace:
         print("# pyarrow not installed: every row skipped")
