@@ -209,6 +209,32 @@ def test_a_sync_event_arrayport_cannot_wait_for_is_refused_not_dropped(device_ty
     assert made.released["array"] == 0 and made.device_struct.array.release  # not taken
 
 
+def test_the_array_is_asked_first_and_the_device_array_when_it_cannot_be_given():
+    class Producer:
+        """pyarrow's shape: both methods; __arrow_c_array__ refuses data not on the CPU."""
+
+        def __init__(self, on_host):
+            self.made, self.on_host, self.asked = Made("g", np.arange(3.0)), on_host, []
+
+        def __arrow_c_array__(self, requested_schema=None):
+            self.asked.append("array")
+            if not self.on_host:
+                raise NotImplementedError("the data is not on the CPU")
+            return self.made.capsules()
+
+        def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+            self.asked.append("device")
+            return device_capsules(self.made)
+
+    host, elsewhere = Producer(True), Producer(False)
+    assert ap.to_numpy(ap.View.from_arrow(host)).tolist() == [0, 1, 2]
+    assert ap.to_numpy(ap.View.from_arrow(elsewhere)).tolist() == [0, 1, 2]
+    assert (host.asked, elsewhere.asked) == (["array"], ["array", "device"])
+    with pytest.raises(ValueError, match="stream must be None for cpu memory"):
+        ap.View.from_arrow(Producer(True), stream=5)   # a stream: the device array, on CPU
+    gc.collect()
+
+
 def test_a_cpu_sync_event_means_nothing_and_is_not_read():
     made = Made("g", np.arange(4.0))
     view = ap.View.from_arrow(device_capsules(made, device_type=1, device_id=-1,
@@ -337,7 +363,7 @@ def test_pyarrow_tables_and_record_batches_of_one_column():
     view = ap.View.from_arrow(table)                          # Arrow asked: the column
     assert view.shape == (2, 4) and ap.to_numpy(view)[1].tolist() == [4, 5, 6, 7]
     batch = pa.record_batch({"x": pa.array([1, 2, 3], pa.int16())})
-    assert ap.View.from_arrow(batch).shape == (3,)              # through its device array
+    assert ap.View.from_arrow(batch).shape == (3,)              # through its Arrow array
     # ap.view asks an object with __array__ for its array, as NumPy reads it: (rows, 1),
     # which pyarrow only copies; the converters make that copy.
     with pytest.raises(ap.NeedsCopy, match="RecordBatch.__array__"):

@@ -238,9 +238,9 @@ cdef class View:
     @staticmethod
     def from_arrow(obj, /, *, stream=None):
         """A read-only View of an Arrow array, through the Arrow PyCapsule protocol
-        (``obj.__arrow_c_device_array__()``, else ``__arrow_c_array__()``, else
-        ``__arrow_c_stream__()``) or given as its capsules: a (schema, array) or (schema,
-        device array) pair, or a stream capsule.
+        (``obj.__arrow_c_array__()``; ``__arrow_c_device_array__()`` when a ``stream`` is
+        named or the data is not on the host; else ``__arrow_c_stream__()``) or given as
+        its capsules: a (schema, array) or (schema, device array) pair, or a stream capsule.
 
         Fixed-width numbers give a 1-D View (the array's offset applied), fixed-size lists
         of them an n-D one, and the ``arrow.fixed_shape_tensor`` extension its cells'
