@@ -8,9 +8,9 @@ Import: a View of a pyarrow array through the Arrow PyCapsule protocol
 pyarrow reading a View (``pa.array(view)``, through ``View.__arrow_c_array__``) beside
 ``pa.array(ndarray)`` (pyarrow reading NumPy). Streams: a one-chunk ChunkedArray and a
 Polars Series viewed (``__arrow_c_stream__``), a two-chunk one joined by ``ap.to_numpy``
-beside pyarrow's ``to_numpy``. ``View.from_arrow(pa)`` takes the device array
-(``__arrow_c_device_array__``, as ``pa.array`` does); the ``(schema, array)`` row shows the
-plain array. Small arrays (1,000 float32), where the protocol's cost is the whole cost.
+beside pyarrow's ``to_numpy``. ``View.from_arrow(pa)`` asks ``__arrow_c_array__``; the
+``(schema, array)`` row gives the capsules directly (pyarrow's export outside the count
+of the protocol call). Small arrays (1,000 float32), where the protocol's cost is the whole cost.
 Medians in nanoseconds per call, including freeing what the call returns.
 """
 
