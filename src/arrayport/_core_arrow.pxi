@@ -763,7 +763,8 @@ cdef tuple _view_arrow_array(View v, object requested_schema):
 cdef tuple _view_arrow_device_array(View v, object requested_schema, dict kwargs):
     # Future keywords of the interface are accepted with the value None (their default),
     # as the Arrow PyCapsule interface asks of producers.
-    unknown = sorted(name for name, value in kwargs.items() if value is not None)
+    unknown = sorted(name for name, value in kwargs.items() if value is not None) \
+        if kwargs else None
     if unknown:
         raise NotImplementedError(f"arrow: __arrow_c_device_array__ takes no keyword "
                                   f"{', '.join(unknown)} (arrayport knows none yet)")
