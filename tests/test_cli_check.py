@@ -162,7 +162,11 @@ def test_nanoarrow_is_checked_over_arrow_alone():
     assert rows["consumer.arrow"]["reason"] == "shared, released once"
     assert rows["producer.tensor"]["status"] == "skip"      # no DLPack to hold it to
     assert rows["consumer.capsule"]["reason"] == "the module has no from_dlpack"
-    assert report["summary"]["fail"] == 0 and report["summary"]["pass"] == 2
+    # Each dtype is held to its Arrow type and values; bool is the factory's uint8.
+    assert rows["producer.dtype.float16"]["reason"] == "float16 through Arrow"
+    assert rows["producer.dtype.uint64"]["status"] == "pass"
+    assert rows["producer.dtype.bool"]["reason"] == "the factory made uint8 from bool"
+    assert report["summary"]["fail"] == 0 and report["summary"]["pass"] == 13
 
 
 def test_a_library_without_an_arrow_consumer_skips_the_arrow_consumer_check():
