@@ -404,3 +404,10 @@ def test_to_polars_shares_c_contiguous_memory_and_copies_the_rest():
         ap.to(np.array([True, False]), "polars", copy=False)
     with pytest.raises(ValueError, match="at least one dimension"):
         ap.to(np.float32(1.0), "polars")
+    # Types Polars has no type for are refused, not held as Python objects (the matrix
+    # found bfloat16 arriving as dtype Object).
+    with pytest.raises(TypeError, match="Polars has no type for complex64"):
+        ap.to(np.zeros(2, np.complex64), "polars")
+    ap_bf16 = ap.view(np.zeros(2, np.uint16)).view_as("bfloat16")
+    with pytest.raises(TypeError, match="Polars has no type for bfloat16"):
+        ap.to(ap_bf16, "polars")

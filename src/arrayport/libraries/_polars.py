@@ -7,12 +7,15 @@ import numpy as np
 
 from arrayport import _core
 from arrayport.cli.adapting import arrow_rows, call
-from arrayport.convert_steps import _check_copy, _copied, _placed
+from arrayport.convert_steps import _check_copy, _copied, _placed, no_type_for
+from arrayport.dtypes import DTypeCode
 
 
 def _to_polars(x, *, copy=None):
     """A ``polars.Series`` over the data: zero-copy for a C-contiguous host View of an Arrow
-    number type (n-D: a Series of fixed-size arrays, one per row), else a copy NumPy makes."""
+    number type (n-D: a Series of fixed-size arrays, one per row); bool copied (Polars
+    packs it); types Polars has no type for (complex, bfloat16, float8...) refused rather
+    than held as Python objects."""
     import polars as pl
 
     _check_copy(copy, "to(polars)")
@@ -24,10 +27,13 @@ def _to_polars(x, *, copy=None):
         view = _copied(view, copy, "to(polars)", "Arrow columns are C-contiguous")
     try:
         view.__arrow_c_schema__()          # an Arrow number type: the Series shares it
-    except BufferError:                    # bool, complex, ml_dtypes: Polars copies
-        if copy is False:
-            raise BufferError(f"to(polars): Arrow has no fixed-width type for "
-                              f"{view.dtype.name}, so Polars copies, but copy=False") from None
+    except BufferError:
+        if view.dtype.code is not DTypeCode.BOOL:
+            # complex, bfloat16, float8...: Polars would hold them as Python objects
+            raise no_type_for("to(polars)", "Polars", view.dtype) from None
+        if copy is False:                  # bit-packed in Arrow: Polars copies
+            raise BufferError("to(polars): Polars holds bool bit-packed, so it copies, but "
+                              "copy=False") from None
         return pl.Series(_core.to_numpy(view))
     return pl.Series(view)
 
