@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import capsules, isolation
-from .adapting import arrow_only
+from .adapting import ARROW_METHODS, arrow_only
 from .libraries import to_host_numpy
 from .samples import available_dtypes, base_array, numpy_dtype
 
@@ -536,8 +536,7 @@ def _arrow_dtype_check(x, source, dtype: str) -> str:
     arrayport, holds ``dtype`` and the values (a type Arrow holds without a strided form,
     bit-packed booleans say, is the allowed refusal)."""
     import arrayport
-    if not any(hasattr(type(x), name) for name in ("__arrow_c_array__", "__arrow_c_stream__",
-                                                   "__arrow_c_device_array__")):
+    if not any(hasattr(type(x), name) for name in ARROW_METHODS[:3]):
         raise Skip(f"{type(x).__name__} has no __dlpack__ and no Arrow export")
     try:
         view = arrayport.View.from_arrow(x)
