@@ -1013,6 +1013,7 @@ cdef int _copy_elements(View v, char* dst) except -1:
     cdef int64_t nbytes = v._nbytes
     if v._size == 0:
         return 0
+    _host_wait_for_pending(v)
     if itembits % 8 or ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
         # Packed sub-byte views are always C-contiguous (validated on import).
         with nogil:

@@ -15,6 +15,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _adopt, _count_elements
 #   _core_producers.pxi: _finish_import
+#   _core_streams.pxi: _host_wait_for_pending
 
 from cpython.buffer cimport (
     PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_FORMAT, PyBUF_ND,
@@ -215,6 +216,7 @@ cdef int _fill_buffer(View v, Py_buffer* buffer, int flags) except -1:
             dims[i] = v._t.shape[i]
             dims[ndim + i] = v._t.strides[i] * itemsize
         v._buffer_dims = dims
+    _host_wait_for_pending(v)   # the host reads it from here on
     buffer.buf = <char*>v._t.data + v._t.byte_offset
     buffer.len = v._nbytes  # checked when the View was made (extent.h)
     buffer.readonly = (v._flags & APDL_FLAG_READ_ONLY) != 0

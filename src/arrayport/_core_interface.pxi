@@ -20,7 +20,8 @@
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
 #   _core_producers.pxi: NeedsCopy, _finish_import, _producer_kind, _refuse_lazy,
 #       _refuse_lazy_labelled, _refuse_unexportable
-#   _core_streams.pxi: _cai_export_stream, _cai_stream, _order_cai_import
+#   _core_streams.pxi: _cai_export_stream, _cai_stream, _host_wait_for_pending,
+#       _order_cai_import
 
 
 cdef str _AI = "array_interface"
@@ -335,6 +336,7 @@ cdef dict _array_interface_of(View v):
         raise AttributeError(f"__array_interface__: NumPy has no native type for "
                              f"{v.dtype.name}; use __array__ / arrayport.to_numpy (ml_dtypes) "
                              f"or DLPack")
+    _host_wait_for_pending(v)   # its reader reads host memory through the pointer
     return _interface_of(v, "__array_interface__")
 
 

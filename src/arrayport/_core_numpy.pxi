@@ -12,6 +12,7 @@
 #   _core.pyx: _count_elements
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook
+#   _core_streams.pxi: _host_wait_for_pending
 
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -71,6 +72,7 @@ cdef View _view_of_ndarray(array):
 
 cdef object _ndarray_over_view(View v):
     """A new ndarray over ``v``'s host memory (a NumPy-native type), based on ``v``."""
+    _host_wait_for_pending(v)
     _load_numpy()
     return ap_ndarray_over(&v._t, (v._flags & APDL_FLAG_READ_ONLY) != 0, v)
 

@@ -144,8 +144,19 @@ cdef int _order_default_stream_after_pending(View v) except -1:
 
 
 cdef int _host_wait_for_pending(View v) except -1:
-    """Block until work pending on ``v`` is done: before the host reads it (the spec's rule
-    for CPU exports of memory a GPU may still be writing)."""
+    """The one rule for every host reader of a View (issue 40): before the host touches
+    memory with GPU work pending on it (pinned memory an asynchronous copy is still
+    writing), block until that work is done; nothing when nothing is pending (one pointer
+    test). The spec's rule for CPU exports of memory a GPU may still be writing, applied to
+    every host form, each of which calls this before handing out or reading the memory:
+    the buffer protocol (_fill_buffer), __array_interface__ (_array_interface_of), every
+    ndarray over a View (_ndarray_over_view: __array__, to_numpy, NumPy's dispatch), the
+    Arrow C data exports (_view_arrow_array, _view_arrow_stream), the host copy kernel
+    (_copy_elements: host_copy, share, the converters' and copies' host packing), the
+    sub-byte unpacking (unpacked_copy), DLPack exports to the CPU and pinned consumers
+    (_export_source, _order_after_pending) and pickling. tests/test_host_readers.py lists
+    every host form and fails when one does not wait.
+    Implicit synchronization off: nothing (the caller orders its own reads)."""
     if v._stream is None or not _implicit_sync:
         return 0
     _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
@@ -153,8 +164,19 @@ cdef int _host_wait_for_pending(View v) except -1:
 
 
 def host_wait_for_pending(View v):
-    """``_host_wait_for_pending`` for the Python layers (copies, pickling)."""
+    """``_host_wait_for_pending`` for the Python layers (pickling)."""
     _host_wait_for_pending(v)
+
+
+cdef int _host_wait_for_arrow_event(int32_t device_type, int32_t device_id,
+                                    uintptr_t event) except -1:
+    """Block until an Arrow producer's sync ``event`` has completed: before arrayport
+    itself reads a host-accessible buffer of the array (a pinned validity bitmap, counted
+    on the host) during the import. Done whatever the implicit-synchronization switch says:
+    the read is arrayport's own, needed for a right answer, as a copy to the host is."""
+    if event != 0:
+        _driver_for(device_type).synchronize_event(device_id, event)
+    return 0
 
 
 cdef object _cai_export_stream(View v):

@@ -56,8 +56,7 @@ def copy_view(view, device=None, stream=None, who="copy"):
     stream = _core.check_stream(stream, gpu_end.type)
     try:
         if target.type is DeviceType.CPU and not gpu.is_device_memory(source.type):
-            # Pinned host memory to the CPU: a host copy once pending GPU work is done.
-            _core.host_wait_for_pending(view)
+            # Pinned host memory to the CPU: a host copy (which waits for pending GPU work).
             return view.host_copy()
         return _driver_copy(view, source, target, driver,
                             _core.copy_work_stream(stream, gpu_end.type))

@@ -30,6 +30,17 @@ def slow_streams():
 
 
 @pytest.fixture
+def producer_stream():
+    """A non-blocking stream of device 0 that a test's producer writes on; drained and
+    destroyed after the test."""
+    from sim_arrays import Stream
+    stream = Stream(0)
+    yield stream
+    stream.synchronize()
+    stream.close()
+
+
+@pytest.fixture
 def nothing_leaks():
     """No allocation, stream or event outlives the test — but the one event per context
     the driver keeps for reuse (released at exit: tests/test_gpu_suite.py checks that)."""
