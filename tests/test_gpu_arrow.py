@@ -28,11 +28,11 @@ except BufferError as error:
 from arrow_structs import DeviceArray as DeviceArrayStruct  # noqa: E402
 from arrow_structs import Made, device_capsules  # noqa: E402
 from on_simulator import (SIMULATED, needs_simulator, nothing_leaks,  # noqa: E402,F401
-                          simulator, slow_streams)
+                          producer_stream, simulator, slow_streams)
 from sim_arrays import Context, DeviceArray, Stream, check, cuda  # noqa: E402
 
 VALUES = np.arange(24, dtype=np.float32)
-CUDA = 2
+CUDA, CUDA_HOST = 2, 3
 
 _pointer_of = ctypes.pythonapi.PyCapsule_GetPointer
 _pointer_of.restype = ctypes.c_void_p
@@ -44,37 +44,68 @@ class ArrowOnDevice:
     by an asynchronous copy on ``stream`` (late: ``busy`` items of work before it), and a
     sync event recorded on ``stream`` after the write, as an Arrow producer does."""
 
-    def __init__(self, stream, *, null_count=0, validity=False, busy=3):
-        self.memory = DeviceArray(VALUES, stream=stream, busy=busy)
+    def __init__(self, stream, *, null_count=0, validity=False, busy=3, device=0):
+        self.device = device
+        self.memory = DeviceArray(VALUES, stream=stream, busy=busy, device=device)
         buffers = [self.memory.ptr if validity else None, self.memory.ptr]
         self.made = Made("f", None, length=VALUES.size, null_count=null_count,
                          buffers=buffers)
-        driver = cuda()
-        driver.cuEventCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
-        driver.cuEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        driver.cuEventDestroy_v2.argtypes = [ctypes.c_void_p]
-        self.driver, self.event = driver, ctypes.c_void_p()
-        with Context(0):
-            check(driver.cuEventCreate(ctypes.byref(self.event), 0), "cuEventCreate")
-            check(driver.cuEventRecord(self.event, stream.handle), "cuEventRecord")
+        self.driver, self.event = _recorded_event(stream, device)
 
     def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
-        return device_capsules(self.made, device_type=CUDA, device_id=0,
+        return device_capsules(self.made, device_type=CUDA, device_id=self.device,
+                               sync_event=ctypes.addressof(self.event))
+
+    def close(self):
+        gc.collect()
+        with Context(self.device):
+            check(self.driver.cuEventDestroy_v2(self.event), "cuEventDestroy")
+        self.memory.free()
+
+
+def _recorded_event(stream, device):
+    """(driver, event): a new event recorded on ``stream`` (of ``device``) now, after the
+    work enqueued on it so far — what an Arrow producer hands over as its sync event."""
+    driver = cuda()
+    driver.cuEventCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+    driver.cuEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    driver.cuEventDestroy_v2.argtypes = [ctypes.c_void_p]
+    event = ctypes.c_void_p()
+    with Context(device):
+        check(driver.cuEventCreate(ctypes.byref(event), 0), "cuEventCreate")
+        check(driver.cuEventRecord(event, stream.handle), "cuEventRecord")
+    return driver, event
+
+
+class PinnedWithPendingBitmap:
+    """A pinned (cuda_host) Arrow device array of VALUES whose validity bitmap reads "all
+    valid" until an asynchronous write on ``stream`` — queued behind ``busy`` items —
+    makes every element null; the sync event is recorded after that write. The null count
+    is -1 (not counted): the consumer must count the bitmap, after the event."""
+
+    def __init__(self, stream, *, busy=2):
+        self.values = DeviceArray(VALUES, kind="pinned")
+        self.bitmap = DeviceArray(np.full(3, 0xFF, np.uint8), kind="pinned")
+        self.bitmap.read()             # both written: the legacy stream's work is done
+        driver = cuda()
+        with Context(0):
+            for _ in range(busy + 1):  # the last write is the one that matters: all null
+                check(driver.cuMemsetD8Async(self.bitmap.ptr, 0, 3, stream.handle),
+                      "cuMemsetD8Async")
+        self.made = Made("f", None, length=VALUES.size, null_count=-1,
+                         buffers=[self.bitmap.ptr, self.values.ptr])
+        self.driver, self.event = _recorded_event(stream, 0)
+
+    def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+        return device_capsules(self.made, device_type=CUDA_HOST, device_id=0,
                                sync_event=ctypes.addressof(self.event))
 
     def close(self):
         gc.collect()
         with Context(0):
             check(self.driver.cuEventDestroy_v2(self.event), "cuEventDestroy")
-        self.memory.free()
-
-
-@pytest.fixture
-def producer_stream():
-    stream = Stream(0)
-    yield stream
-    stream.synchronize()
-    stream.close()
+        self.values.free()
+        self.bitmap.free()
 
 
 def read_through_arrayport(obj, sync=True):
@@ -147,6 +178,60 @@ def test_device_nulls_are_refused_without_reading_device_memory(producer_stream,
         finally:
             producer_stream.synchronize()
             on_device.close()
+
+
+def test_a_pinned_bitmap_is_counted_after_the_sync_event(slow_streams, producer_stream,
+                                                         nothing_leaks):
+    """Issue 40: pinned memory is host memory, so its uncounted nulls are counted on the
+    host — after the producer's sync event, not while the GPU is still writing the bitmap
+    (every element null: read early, the bitmap said "all valid")."""
+    pinned = PinnedWithPendingBitmap(producer_stream)
+    try:
+        with pytest.raises(BufferError, match="has 24 nulls"):
+            ap.view(pinned)
+        gc.collect()
+        assert pinned.made.released["array"] == 1
+    finally:
+        producer_stream.synchronize()
+        pinned.close()
+
+
+def test_a_pinned_array_without_nulls_waits_for_nothing_at_import(producer_stream,
+                                                                   nothing_leaks):
+    """No bitmap to count: the import orders the consumer's stream (on the GPU) and the
+    host waits only when it reads (the host-reader rule)."""
+    pinned = PinnedWithPendingBitmap(producer_stream, busy=0)
+    pinned.made.array.buffers[0] = None
+    pinned.made.array.null_count = 0
+    try:
+        before = simulator.counters() if SIMULATED else None
+        view = ap.view(pinned)
+        if SIMULATED:
+            assert simulator.counters()["host_synchronizations"] == \
+                before["host_synchronizations"]
+        assert str(view.device) == "cuda_host"
+        np.testing.assert_array_equal(np.asarray(view), VALUES)
+        del view
+    finally:
+        producer_stream.synchronize()
+        pinned.close()
+
+
+@pytest.mark.skipif(_cuda_driver.driver.device_count() < 2, reason="needs a second GPU")
+def test_an_import_on_the_second_device_waits_there(slow_streams, nothing_leaks):
+    """Issue 40 (a bug the suite missed): the default stream that waits for the sync
+    event is the array's device's, not device 0's — they are different streams."""
+    stream = Stream(1)
+    on_device = ArrowOnDevice(stream, device=1)
+    try:
+        view = ap.view(on_device)
+        assert str(view.device) == "cuda:1"
+        np.testing.assert_array_equal(ap.to_numpy(view.copy(device="cpu")), VALUES)
+        del view
+    finally:
+        stream.synchronize()
+        stream.close()
+        on_device.close()
 
 
 # ---- a View's device export ------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_every_table_entry_is_a_declared_signature():
     for module in VENDORS.values():
         symbols = module.driver.symbols
         names = [value for value in symbols if isinstance(value, str)]
-        assert len(names) == 12
+        assert len(names) == 13
         missing = set(names) - set(module._SIGNATURES)
         assert not missing, f"{module.__name__}: {missing} has no declared C signature"
 
@@ -108,6 +108,23 @@ def test_stream_wait_records_an_event_made_once_per_context(vendor):
     assert symbols.event_create not in again
     assert dict(recorder.log)[symbols.event_record][0] == record[0]
     assert [name for name in again if name in shared] == shared[1:]
+
+
+def test_an_event_wait_on_the_host_blocks_on_that_event_on_its_device(vendor):
+    """synchronize_event (issue 40: a pinned Arrow bitmap counted after its producer's sync
+    event): the event itself is waited for, with its device current; no stream is."""
+    module, recorder = vendor
+    symbols = module.driver.symbols
+    module.driver.synchronize_event(1, 0xE7E7)
+    assert dict(recorder.log)[symbols.event_synchronize] == (0xE7E7,)
+    assert symbols.stream_synchronize not in recorder.names()
+    names = recorder.names()
+    if module is _cuda_driver:   # inside device 1's primary context
+        push = names.index("cuCtxPushCurrent_v2")
+        assert push < names.index(symbols.event_synchronize)
+        assert recorder.log[push][1][0] is module.driver.primary_context(1)
+    else:
+        assert ("hipSetDevice", (1,)) in recorder.log
 
 
 def test_equal_streams_need_no_call(vendor):

@@ -21,7 +21,10 @@
 # Devices: an ArrowDeviceArray's device type and id (DLPack's numbering) become the View's
 # device; its sync event is handed to the stream-order owner (_core_streams.pxi), which makes
 # the consumer's stream wait for it. Nulls in device memory cannot be counted on the host:
-# a device array with an uncounted null count (-1) and a validity bitmap is refused.
+# a device array with an uncounted null count (-1) and a validity bitmap is refused. In
+# pinned memory they are counted, once the host has waited for the sync event (the bitmap
+# may still be being written). A positive null count without a bitmap is malformed (the C
+# data interface allows NULL only with a null count of 0), refused on every device.
 #
 # Streams (__arrow_c_stream__): every array is read (get_next) and the stream released; one
 # array with rows (empty ones are skipped) -> its View; none -> an empty View; several ->
@@ -38,7 +41,8 @@
 #   _core.pyx: _adopt, _copy_elements, _fill_c_strides, _new_host_copy_of
 #   _core_dispatch.pxi: _check_host_stream
 #   _core_producers.pxi: NeedsCopy, _finish_import
-#   _core_streams.pxi: _arrow_export_event, _arrow_sync_event, _order_arrow_device_import
+#   _core_streams.pxi: _arrow_export_event, _arrow_sync_event, _host_wait_for_arrow_event,
+#       _host_wait_for_pending, _order_arrow_device_import
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport INT64_MAX
@@ -144,35 +148,75 @@ cdef dict _arrow_metadata(const char* metadata):
     return result
 
 
+cdef tuple _arrow_metadata_integers(described, str field, bint required):
+    """The JSON list ``described[field]`` of an arrow.fixed_shape_tensor's metadata as a
+    tuple of ints, read as Arrow's C++ reader does: integers only (no floats, booleans or
+    strings), each within int64; None when absent and not ``required``."""
+    value = described.get(field)
+    if value is None and not required:
+        return None
+    if type(value) is not list:
+        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata: {field!r} must be a list "
+                          f"of integers, got {type(value).__name__}")
+    for n in value:
+        if type(n) is not int or not 0 <= n <= INT64_MAX:
+            raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata: {field!r} holds "
+                              f"{n!r}, not an integer from 0 to 2**63 - 1")
+    return tuple(value)
+
+
 cdef tuple _arrow_tensor_layout(dict metadata, Py_ssize_t width):
-    """(shape, permutation) of an arrow.fixed_shape_tensor's cells, from its metadata."""
+    """(shape, permutation) of an arrow.fixed_shape_tensor's cells, from its metadata;
+    a BufferError naming the field for anything else."""
     import json
     try:
         described = json.loads(metadata.get(b"ARROW:extension:metadata", b"{}"))
-        shape = tuple(int(n) for n in described["shape"])
-        permutation = described.get("permutation")
-        permutation = (tuple(range(len(shape))) if permutation is None
-                       else tuple(int(p) for p in permutation))
-    except (ValueError, KeyError, TypeError) as error:
-        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata is malformed: "
-                          f"{error}") from None
-    cdef Py_ssize_t cells = 1
+    except (ValueError, RecursionError) as error:   # RecursionError: "[[[[..." nested deep
+        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata is not JSON: "
+                          f"{type(error).__name__}: {str(error)[:200]}") from None
+    if type(described) is not dict:
+        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata must be a JSON object, "
+                          f"got {type(described).__name__}")
+    shape = _arrow_metadata_integers(described, "shape", True)
+    permutation = _arrow_metadata_integers(described, "permutation", False)
+    if permutation is None:
+        permutation = tuple(range(len(shape)))
+    cells, span = 1, 1               # Python ints: products past int64 are refused, not lost
     for n in shape:
-        if n < 0:
-            raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} shape {shape} is negative")
         cells *= n
+        span *= max(n, 1)            # the strides of the cells' row-major layout reach this
     if cells != width or sorted(permutation) != list(range(len(shape))):
         raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} shape {shape} / permutation "
                           f"{permutation} does not fit lists of {width}")
+    if span > INT64_MAX:             # empty cells (a 0 in the shape) beside huge extents
+        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata: 'shape' {shape} spans more "
+                          f"elements than 64 bits count")
     return shape, permutation
+
+
+cdef inline bint _arrow_bitmap_counts(const APArrowArray* a, int64_t count) noexcept:
+    """Whether ``a``'s nulls over ``count`` elements can only be known by reading its
+    validity bitmap (a bitmap, a null count that is not 0, elements to cover)."""
+    return a.n_buffers >= 1 and a.buffers[0] != NULL and a.null_count != 0 and count != 0
+
+
+cdef Py_ssize_t _arrow_list_width(bytes fmt, str protocol) except -1:
+    """The width N of the fixed-size list format "+w:N", parsed as Arrow's C readers do:
+    decimal digits only (no sign, space or underscore), within int32 (Arrow's list sizes)."""
+    digits = fmt[3:]
+    if not digits or not digits.isdigit():          # bytes.isdigit: ASCII digits only
+        raise BufferError(f"{protocol}: {fmt.decode('utf-8', 'replace')!r} is not an Arrow "
+                          f"format string (a fixed-size list is '+w:' and decimal digits)")
+    if len(digits) > 10 or int(digits) > 0x7fffffff:
+        raise BufferError(f"{protocol}: fixed-size list {fmt.decode()!r}: the width is out of "
+                          f"range (Arrow's list sizes are 32-bit)")
+    return int(digits)
 
 
 cdef int64_t _arrow_nulls(const APArrowArray* a, int64_t first, int64_t count) except -1:
     """Nulls among elements [first, first + count) of ``a``'s validity bitmap (offset
     applied by the caller), counting the bits when the producer did not."""
-    if a.n_buffers < 1 or a.buffers[0] == NULL or count == 0:
-        return 0
-    if a.null_count == 0:
+    if not _arrow_bitmap_counts(a, count):
         return 0
     cdef const uint8_t* bits = <const uint8_t*>a.buffers[0]
     cdef int64_t nulls = 0, i
@@ -254,14 +298,10 @@ cdef _ArrowLayout _arrow_layout(const APArrowSchema* schema, str protocol,
             if metadata.get(b"ARROW:extension:name") == _FIXED_SHAPE_TENSOR.encode():
                 layout.tensor = metadata
         if fmt.startswith(b"+w:"):
-            try:
-                width = int(fmt[3:])
-            except ValueError:
-                raise BufferError(f"{protocol}: {fmt.decode('utf-8', 'replace')!r} is not an "
-                                  f"Arrow format string") from None
-            if width < 0 or level.n_children != 1 or level.children == NULL:
+            width = _arrow_list_width(fmt, protocol)
+            if level.n_children != 1 or level.children == NULL:
                 raise BufferError(f"{protocol}: fixed-size list {fmt.decode()!r} needs one "
-                                  f"child and a width >= 0")
+                                  f"child")
             layout.levels.append(width)
             lists += 1
         elif fmt != b"+s":
@@ -345,10 +385,13 @@ cdef View _arrow_layout_view(_ArrowLayout layout, const void* values, int64_t ro
 
 
 cdef View _view_from_arrow(_ArrowLayout layout, APArrowArray* moved_from,
-                           int32_t device_type, int64_t device_id, str protocol):
+                           int32_t device_type, int64_t device_id, str protocol,
+                           uintptr_t sync_event=0):
     """A read-only View of the Arrow array ``moved_from`` (moved out: its release set to
     NULL) of ``layout``, in ``device_type`` memory. The array's buffers live as long as
-    the array (its release callback owns them): the holder is the View's owner."""
+    the array (its release callback owns them): the holder is the View's owner.
+    ``sync_event`` (0: none): the producer's event, still pending perhaps — waited for on
+    the host before a host-accessible validity bitmap is counted."""
     if moved_from == NULL or moved_from.release == NULL:
         raise BufferError(f"{protocol}: the array is NULL or was already released (moved)")
     if device_id == _ARROW_NO_DEVICE_ID and device_type == APDL_CPU:
@@ -381,6 +424,8 @@ cdef View _view_from_arrow(_ArrowLayout layout, APArrowArray* moved_from,
         if _arrow_end(first, count, width, protocol) > child.length and width:
             raise BufferError(f"{protocol}: the child array holds {child.length} elements, "
                               f"its parent's rows reach {(first + count) * width}")
+        sync_event = _before_bitmap_read(a, count, on_host, device_type, device_id,
+                                         sync_event)
         _refuse_arrow_nulls(a, first, count, on_host, protocol)
         _arrow_end(child.offset, first * width, 1, protocol)
         first = child.offset + first * width
@@ -389,6 +434,7 @@ cdef View _view_from_arrow(_ArrowLayout layout, APArrowArray* moved_from,
     if not levels:
         _check_arrow_array(a, 2, 0, "primitive")
     _arrow_end(first, count, layout.itemsize, protocol)   # the values' bytes: no overflow
+    _before_bitmap_read(a, count, on_host, device_type, device_id, sync_event)
     _refuse_arrow_nulls(a, first, count, on_host, protocol)
     if count and a.buffers[1] == NULL:
         raise BufferError(f"{protocol}: the values buffer is NULL for {count} elements")
@@ -407,11 +453,29 @@ cdef int64_t _arrow_end(int64_t first, int64_t count, int64_t width,
     return (first + count) * width
 
 
+cdef uintptr_t _before_bitmap_read(const APArrowArray* a, int64_t count, bint on_host,
+                                  int32_t device_type, int64_t device_id,
+                                  uintptr_t sync_event) except? 1:
+    """The host waits for the producer's ``sync_event`` before counting a validity bitmap
+    in host-accessible (pinned) memory the GPU may still be writing; returns the event
+    left to wait for (0 once waited: one wait per import)."""
+    if sync_event == 0 or not on_host or not _arrow_bitmap_counts(a, count):
+        return sync_event       # nothing to wait for, or no bitmap read
+    _host_wait_for_arrow_event(device_type, <int32_t>device_id, sync_event)
+    return 0
+
+
 cdef int _refuse_arrow_nulls(const APArrowArray* a, int64_t first, int64_t count,
                              bint on_host, str protocol) except -1:
     """BufferError when elements [first, first + count) of ``a`` hold a null (the bitmap
-    is read only in host memory: elsewhere an uncounted null count is refused)."""
+    is read only in host memory: elsewhere an uncounted null count is refused), or when
+    ``a`` claims nulls and has no validity bitmap (the C data interface allows a NULL
+    bitmap only with a null count of 0)."""
     cdef int64_t nulls
+    if a.null_count > 0 and (a.n_buffers < 1 or a.buffers[0] == NULL):
+        raise BufferError(f"{protocol}: the array claims {a.null_count} null"
+                          f"{'s' if a.null_count != 1 else ''} and has no validity bitmap "
+                          f"(NULL is allowed only with a null count of 0): malformed")
     if not on_host:
         if a.null_count != 0 and a.buffers[0] != NULL and count:
             if a.null_count > 0:
@@ -471,7 +535,7 @@ cdef View _view_from_arrow_device_capsules(object schema_capsule, object array_c
     if device_array.array.release != NULL:     # read before the move: the producer's struct
         event = _arrow_sync_event(device_type, device_array.sync_event, protocol)
     cdef View v = _view_from_arrow(layout, &device_array.array, device_type,
-                                   device_array.device_id, protocol)
+                                   device_array.device_id, protocol, event)
     _order_arrow_device_import(v, event, stream)
     return v
 
@@ -560,17 +624,21 @@ cdef View _view_from_arrow_protocol(object obj, object stream, bint tables=True)
     """A View of ``obj`` through the Arrow PyCapsule protocol: its array (the C data
     interface: host memory, and the cheaper export — pyarrow's by ~200 ns) when no stream
     is named, else, or when the producer cannot export one (device data), its device array
-    (DLPack's stream rules: the consumer's ``stream`` waits for the sync event); else its
+    (DLPack's stream rules: the consumer's ``stream`` waits for the sync event); else, or
+    when the producer cannot export one array (nanoarrow's Array of several chunks), its
     stream (several arrays: NeedsCopy). ``tables``: see _arrow_layout."""
     tp = type(obj)
     cdef bint device = getattr(tp, "__arrow_c_device_array__", None) is not None
+    cdef bint has_stream = getattr(tp, "__arrow_c_stream__", None) is not None
     if getattr(tp, "__arrow_c_array__", None) is not None and (stream is None or not device):
         _check_host_stream(stream, "arrow")
         try:
             pair = _arrow_call(obj, "__arrow_c_array__")
-        except BufferError:
-            if not device:
+        except BufferError as failure:
+            if not device and not has_stream:
                 raise
+            if not device:               # one array it cannot make: its stream may do
+                return _view_from_arrow_stream_after(obj, failure, tables)
             pair = None                  # not host data, perhaps: the device array says
         if pair is not None:
             if type(pair) is not tuple or len(<tuple>pair) != 2:
@@ -586,6 +654,18 @@ cdef View _view_from_arrow_protocol(object obj, object stream, bint tables=True)
     _check_host_stream(stream, "arrow")
     return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"), "arrow",
                                            tables)
+
+
+cdef View _view_from_arrow_stream_after(object obj, object failure, bint tables):
+    """``obj``'s Arrow stream, read because its ``__arrow_c_array__()`` failed
+    (``failure``); when the stream fails too, a BufferError with both reasons."""
+    try:
+        return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"),
+                                               "arrow", tables)
+    except (NeedsCopy, _ArrowTableDeferred):
+        raise                            # the stream's answer (its arrays joined by a copy)
+    except BufferError as error:
+        raise BufferError(f"{error}; before it, {failure}") from failure
 
 
 cdef object _arrow_call(object obj, str method):
@@ -757,6 +837,7 @@ cdef object _view_arrow_schema(View v):
 cdef tuple _view_arrow_array(View v, object requested_schema):
     fmt = _arrow_export_format(v, False)
     _check_requested_schema(requested_schema)
+    _host_wait_for_pending(v)   # the C data interface's consumer reads it on the host
     return (_arrow_schema_capsule(v, fmt), _arrow_array_capsule(v))
 
 
@@ -776,6 +857,7 @@ cdef tuple _view_arrow_device_array(View v, object requested_schema, dict kwargs
 cdef object _view_arrow_stream(View v, object requested_schema):
     fmt = _arrow_export_format(v, False)
     _check_requested_schema(requested_schema)
+    _host_wait_for_pending(v)   # the stream's consumer reads it on the host
     cdef APArrowArrayStream* stream = <APArrowArrayStream*>malloc(sizeof(APArrowArrayStream))
     if stream == NULL:
         raise MemoryError()

@@ -35,6 +35,7 @@ class VendorSymbols(NamedTuple):
     event_destroy: str
     stream_wait_event: str
     stream_synchronize: str
+    event_synchronize: str
     allocate: str
     free: str
     host_allocate: str
@@ -166,6 +167,13 @@ class VendorDriver:
         must read the data (a copy to host memory, a CPU export of pinned memory)."""
         with self.on_device(ordinal):
             self._call(self.symbols.stream_synchronize, stream)
+
+    def synchronize_event(self, ordinal: int, event: int) -> None:
+        """Block the host until ``event`` (someone else's, recorded on a stream of device
+        ``ordinal``) has completed: only where arrayport itself must read host memory the
+        event guards (a pinned Arrow validity bitmap, counted during the import)."""
+        with self.on_device(ordinal):
+            self._call(self.symbols.event_synchronize, event)
 
     def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
         """``nbytes`` of device memory on device ``ordinal`` (or managed memory where the

@@ -68,6 +68,7 @@ _SIGNATURES = {
     "hipEventDestroy": (_INT, [c_handle]),
     "hipStreamWaitEvent": (_INT, [c_handle, c_handle, ctypes.c_uint]),
     "hipStreamSynchronize": (_INT, [c_handle]),
+    "hipEventSynchronize": (_INT, [c_handle]),
     # Device addresses as integers, as CUDA's: void* is 64 bits on every platform ROCm runs on.
     "hipMalloc": (_INT, [ctypes.POINTER(c_address), c_size]),
     "hipFree": (_INT, [c_address]),
@@ -103,6 +104,7 @@ _SYMBOLS = VendorSymbols(
     device_count="hipGetDeviceCount", event_create="hipEventCreateWithFlags",
     event_record="hipEventRecord", event_destroy="hipEventDestroy",
     stream_wait_event="hipStreamWaitEvent", stream_synchronize="hipStreamSynchronize",
+    event_synchronize="hipEventSynchronize",
     allocate="hipMalloc", free="hipFree", host_allocate="hipHostMalloc",
     host_free="hipHostFree", copy="hipMemcpyAsync",
     device_attribute="hipDeviceGetAttribute", max_pitch_attribute=_HIP_DEVICE_ATTRIBUTE_MAX_PITCH,
