@@ -281,8 +281,10 @@ def test_to_pyarrow_shares_one_dimensional_contiguous_data():
     assert ap.to(strided, "pyarrow").to_pylist() == [5.0, 3.0, 1.0]
     with pytest.raises(BufferError, match="Arrow arrays are contiguous, .* copy=False"):
         ap.to(strided, "pyarrow", copy=False)
-    with pytest.raises(ValueError, match="one dimension, the data has 2"):
-        ap.to(np.zeros((2, 2)), "pyarrow")
+    # n-D data: nested fixed-size lists (tests/test_hostile_third_pass.py), 0-d: none
+    assert ap.to(np.zeros((2, 2)), "pyarrow").to_pylist() == [[0.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(ValueError, match="the data is 0-d"):
+        ap.to(np.float64(0), "pyarrow")
     with pytest.raises(TypeError, match="no fixed-width type for complex128"):
         ap.to(np.zeros(2, complex), "pyarrow")
 

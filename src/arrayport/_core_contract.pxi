@@ -9,8 +9,7 @@
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _require_fix_hook
 #   _core_layout.pxi: _as_readonly, _is_integer_index, _plain_int
-#   _core_numpy.pxi: _load_numpy
-#   _core_producers.pxi: NeedsCopy, _view_or_copy
+#   _core_producers.pxi: _PYTHON_VALUES, _view_of_python_values, _view_or_copy
 
 # What a View can fail, in the order require checks (and fixes) them. contracts.py names
 # them: keep CONSTRAINTS in step.
@@ -527,35 +526,18 @@ cdef object _require(Spec spec, x, copy, stream, name):
                                                    name)
 
 
-# Python's own values, taken where a copy is allowed as numpy.asarray takes them: they hold
-# no array memory to share.
-cdef tuple _PYTHON_VALUES = (list, tuple, int, float, complex, bool)
-
-
 cdef View _from_python_values(x, Spec spec, copy, name):
-    """A new host array of a Python list, tuple or number — of the Spec's dtype when it
-    names exactly one NumPy can hold (the values are converted, as numpy.asarray(x, dtype)
-    does, so no cast=True is needed), else of the dtype NumPy infers. ``NeedsCopy`` with
-    ``copy=False``: there is nothing to share."""
-    what = name or "the argument"
-    if copy is False:
-        raise NeedsCopy(f"require: {what} is a Python {type(x).__name__}, which holds no array "
-                        f"memory to share: taking it needs a copy (as numpy.asarray makes), "
-                        f"but copy=False", lambda: _sys.modules["numpy"].asarray(x))
-    _load_numpy()
-    numpy = _sys.modules["numpy"]
+    """A Python list, tuple or number as the converters take it (_view_of_python_values),
+    of the Spec's dtype when it names exactly one NumPy can hold (the values are
+    converted, as numpy.asarray(x, dtype) does, so no cast=True is needed), else of the
+    dtype NumPy infers."""
     dtype = None
-    if len(spec._given_dtypes) == 1:
+    if copy is not False and len(spec._given_dtypes) == 1:
         try:
             dtype = (<object>spec._given_dtypes[0]).to_numpy()
         except TypeError:   # a type NumPy cannot hold: NumPy infers one, the check judges
             dtype = None
-    try:
-        array = numpy.array(x, dtype=dtype)
-    except (ValueError, TypeError, OverflowError) as error:
-        raise type(error)(f"require: {what} cannot become an array as numpy.asarray would "
-                          f"make it: {error}") from None
-    return mark_copied(_view(array, None), None)
+    return _view_of_python_values(x, dtype, copy, "require", name or "the argument")
 
 
 cdef object _import_stream(x, stream):

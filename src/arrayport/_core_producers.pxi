@@ -33,6 +33,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core.pyx: _dlpack_view
 #   _core_dispatch.pxi: _view
+#   _core_numpy.pxi: _load_numpy
 #   _core_torch_bits.pxi: _load_torch_probes, _torch_is_conj_of, _torch_is_neg_of,
 #       _torch_requires_grad_of
 
@@ -294,6 +295,28 @@ cdef int _finish_import(View v, object owner) except -1:
 
 # ---- copy-allowed entry points ----------------------------------------------------------------
 
+# Python's own values (lists, tuples, numbers): where a copy is allowed — every converter
+# and require — taken as numpy.asarray takes them; they hold no array memory to share, so
+# under copy=False they are NeedsCopy. arrayport.view (never a copy) refuses them.
+cdef tuple _PYTHON_VALUES = (list, tuple, int, float, complex, bool)
+
+
+cdef View _view_of_python_values(x, dtype, copy, str who, str what):
+    """A new host array of the Python values ``x`` (of ``dtype``; None: NumPy's choice),
+    flagged ``is_copy``; ``NeedsCopy`` with ``copy=False``."""
+    if copy is False:
+        raise NeedsCopy(f"{who}: {what} is a Python {type(x).__name__}, which holds no array "
+                        f"memory to share: taking it needs a copy (as numpy.asarray makes), "
+                        f"but copy=False", lambda: _sys.modules["numpy"].asarray(x))
+    _load_numpy()
+    try:
+        array = _sys.modules["numpy"].array(x, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise type(error)(f"{who}: {what} cannot become an array as numpy.asarray would "
+                          f"make it: {error}") from None
+    return mark_copied(_view(array, None), None)
+
+
 cdef View _resolved_view(refusal, stream, bint dlpack_only):
     """The View of what ``refusal.resolve()`` gives, flagged as a copy when it is one."""
     resolved = refusal.resolve()
@@ -313,12 +336,20 @@ cdef View _view_or_copy(obj, stream, bint copy_asked=False):
         if refusal.explicit and not copy_asked:
             raise
         return _resolved_view(refusal, stream, False)
+    except TypeError:
+        if type(obj) not in _PYTHON_VALUES:
+            raise
+    return _view_of_python_values(obj, None, None, "arrayport", "the data")
 
 
 def view_or_copy(obj, /, *, stream=None, copy=None):
     """``view(obj, stream=stream)`` for converters: with ``copy`` not False, a producer
     whose memory does not hold its values as they are (NeedsCopy) is resolved into a copy
-    (``is_copy``) instead of refused (a lazy one only with ``copy=True``)."""
+    (``is_copy``) instead of refused (a lazy one only with ``copy=True``), and Python
+    values (lists, tuples, numbers) become a new array as numpy.asarray makes it
+    (NeedsCopy under ``copy=False``)."""
     if copy is False:
+        if type(obj) in _PYTHON_VALUES:
+            return _view_of_python_values(obj, None, False, "arrayport", "the data")
         return _view(obj, stream)
     return _view_or_copy(obj, stream, copy is True)

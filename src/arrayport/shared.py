@@ -309,7 +309,10 @@ def from_shared(handle) -> object:
     item = _check_handle(handle)
     readonly = handle.readonly
     if handle.kind == "memfd":
-        descriptor, readonly = _open_memfd(handle)
+        # Read-only when the kernel says so, or when the handle asks for it of a writable
+        # segment (the descriptor is then opened for reading only, and so is the mapping).
+        descriptor, sealed_readonly = _open_memfd(handle)
+        readonly = readonly or sealed_readonly
     else:
         flags = os.O_RDONLY if handle.readonly else os.O_RDWR
         try:

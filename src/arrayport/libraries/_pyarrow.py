@@ -23,18 +23,22 @@ def _pyarrow_type(view, who):
 
 
 def _to_pyarrow(x, *, copy=None):
-    """A ``pyarrow.Array`` (one dimension; Arrow arrays are immutable, so read-only memory
-    is shared)."""
+    """A ``pyarrow.Array``: one dimension as a primitive array, n dimensions as nested
+    fixed-size lists (rows of the first dimension, as arrayport's Arrow export gives them;
+    ``pyarrow.Tensor`` is the other n-D target). Arrow arrays are immutable, so read-only
+    memory is shared; a layout that is not C-contiguous is copied."""
     import pyarrow as pa
 
     _check_copy(copy, "to(pyarrow)")
     view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
-    if view.ndim != 1:
-        raise ValueError(f"to(pyarrow): an Arrow array has one dimension, the data has "
-                         f"{view.ndim}; use target 'pyarrow.Tensor'")
+    if view.ndim == 0:
+        raise ValueError("to(pyarrow): an Arrow array is a column, and the data is 0-d; "
+                         "reshape it to (1,)")
     arrow_type = _pyarrow_type(view, "to(pyarrow)")
     if not view.is_c_contiguous:
         view = _copied(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
+    if view.ndim > 1:
+        return pa.array(view)            # the View's __arrow_c_array__: nested lists, shared
     return pa.Array.from_buffers(arrow_type, view.size, [None, pa.py_buffer(view)])
 
 
