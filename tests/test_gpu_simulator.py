@@ -115,6 +115,22 @@ def test_peer_copy_of_a_source_with_pending_work(slow_streams, nothing_leaks):
         stream.close()
 
 
+def test_work_pending_on_device_0s_default_stream_is_waited_for_by_device_1s(slow_streams,
+                                                                           nothing_leaks):
+    # Issue 40 (a bug the suite missed): the legacy default stream (1) of device 0 and
+    # that of device 1 are two streams; a copy on cuda:1's must wait for cuda:0's work.
+    array = DeviceArray(VALUES, device=0, busy=3)      # written on device 0's stream 1
+    try:
+        view = ap.view(array)
+        assert view.__cuda_array_interface__["stream"] == 1
+        copied = view.copy(device="cuda:1")            # on device 1's stream 1
+        np.testing.assert_array_equal(ap.to_numpy(copied.copy(device="cpu")), VALUES)
+        del copied, view
+    finally:
+        array.read()
+        array.free()
+
+
 # ---- stream order ------------------------------------------------------------------------------
 
 def copy_to_host_of_pending(sync):

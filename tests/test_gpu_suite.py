@@ -1,7 +1,11 @@
 """The GPU suite (`pytest -m gpu`) on the CUDA driver simulator, from the main suite
 (issue 32): in a process of its own, where tests/conftest.py loads the simulator as
 libcuda.so.1 before anything opens a driver — this process keeps seeing a machine without
-CUDA. At that process's exit the simulator reports anything never released."""
+CUDA. At that process's exit the simulator reports anything never released.
+
+Where the simulator cannot be built (no compiler, no NVIDIA header) the test skips, saying
+why — except where ARRAYPORT_REQUIRE_GPU_SUITE=1 says the GPU suite must run (CI's full
+environment, .ci/run): there the skip would hide every stream-order test, so it fails."""
 
 import os
 import re
@@ -13,11 +17,15 @@ import pytest
 
 import cudasim
 
-pytestmark = pytest.mark.skipif(cudasim.library() is None, reason=cudasim.unavailable())
 TESTS = Path(__file__).resolve().parent
 
 
 def test_the_gpu_suite_passes_on_the_simulator_and_releases_everything(tmp_path):
+    if cudasim.library() is None:
+        if os.environ.get("ARRAYPORT_REQUIRE_GPU_SUITE") == "1":
+            pytest.fail(f"the GPU suite must run here (ARRAYPORT_REQUIRE_GPU_SUITE=1), and "
+                        f"the CUDA driver simulator cannot be built: {cudasim.unavailable()}")
+        pytest.skip(cudasim.unavailable())
     report = tmp_path / "unreleased.txt"
     env = dict(os.environ, CUDASIM_REPORT=str(report), ARRAYPORT_GPU="simulator")
     run = subprocess.run(
