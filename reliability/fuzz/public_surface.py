@@ -3,12 +3,21 @@
 One input drives one story: a producer built from the fuzzer's bytes (an
 ``__array_interface__`` dict over a real buffer, a buffer-protocol object, a NumPy array
 with broadcast or negative strides, a pickle of a View with bytes flipped, an Arrow array,
-device array or stream whose structs are fuzzed over honest buffers), then a chain of
+device array or stream whose structs are fuzzed over honest buffers — and whose
+fixed-size list widths and fixed_shape_tensor metadata are fuzzed text), then a chain of
 layout operations, then every export and copy of the result, and contracts (``Spec``,
 ``require``) with the fuzzer's integers. Refusals of the contract's kinds are the expected
 outcome of most inputs; anything else — another exception type, a wrong byte count, a
 copy whose bytes differ from NumPy's, and above all a crash (ASan report, SIGSEGV) — is a
 finding.
+
+Where the CUDA driver simulator is this process's driver (``reliability/fuzz.sh`` loads it
+when it can be built: ``CUDASIM_LIBRARY`` names it), Arrow device arrays also live in the
+simulator's pinned or device memory, written by an asynchronous copy still pending on a
+stream, with the producer's sync event recorded after it (issue 40): every host read of
+pinned memory must wait for it (the exports compare NumPy's reading with the copies'),
+and device memory must never be read by the host (the simulator's device memory is not
+mapped there: a read is a crash).
 
 Run it through ``reliability/fuzz.sh`` (builds the core instrumented with clang's coverage
 and AddressSanitizer, then runs libFuzzer over the seed corpus in
@@ -19,11 +28,16 @@ seed corpus: tests/test_fuzz_public_surface.py).
 
 from __future__ import annotations
 
+import atexit
 import collections
+import ctypes
 import io
+import json
+import os
 import pickle
 import struct
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +46,7 @@ import arrayport as ap
 
 # The Arrow structs come from the test suite's hand-made producer (one definition of them).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "helpers"))
-from arrow_structs import Made, MadeStream, device_capsules  # noqa: E402
+from arrow_structs import Made, MadeStream, device_capsules, metadata_bytes  # noqa: E402
 
 # What arrayport may answer to a bad input (the contract's kinds), and what the fuzzed
 # Python around it may raise on its own (NumPy refusing the same operation).
@@ -85,6 +99,40 @@ ARROW_FORMATS = ["c", "C", "s", "S", "i", "I", "l", "L", "e", "f", "g", "b", "u"
 _ARROW_KEPT: collections.deque = collections.deque(maxlen=4096)
 
 
+# Fixed-size list widths as text: what Arrow's C readers take (decimal digits) and what
+# they do not (signs, spaces, underscores, other scripts' digits, widths past int32).
+LIST_WIDTHS = ["2", "0", "002", " 2", "+2", "4_0", "-1", "", "99999999999999999999",
+               "2147483648", "\u0662"]
+
+
+def _list_format(r: Reader, fmt: str) -> str:
+    return "+w:" + r.pick(LIST_WIDTHS) if fmt.startswith("+w:") and r.byte() & 1 else fmt
+
+
+def _tensor_metadata(r: Reader):
+    """None, or arrow.fixed_shape_tensor metadata whose JSON the fuzzer writes: shape and
+    permutation entries of every JSON kind (huge, negative, fractional, boolean, infinite
+    integers...), truncated text, or deep nesting."""
+    if r.byte() & 3:
+        return None
+
+    def entry():
+        return r.pick([r.small(4), r.small(4), r.integer(), 2**64 + 2, 1.5, True, "2",
+                       None, float("inf"), [2]])
+    described = {}
+    for field in ("shape", "permutation"):
+        if r.byte() & 1:
+            described[field] = [entry() for _ in range(r.small(3))]
+    text = json.dumps(r.pick([described, described, described, [2, 3], "x"]))
+    kind = r.small(3)
+    if kind == 2:
+        text = text[:r.small(len(text))]
+    elif kind == 3:
+        text = '{"shape": ' + "[" * (1 + r.byte() * 100)
+    return metadata_bytes({b"ARROW:extension:name": b"arrow.fixed_shape_tensor",
+                           b"ARROW:extension:metadata": text.encode()})
+
+
 def _arrow_made(r: Reader, depth: int = 0):
     """A hand-made Arrow array: fuzzed format, lengths, offsets, null counts and buffer and
     child counts, over buffers as large as the lengths honestly need (the C data interface
@@ -105,11 +153,71 @@ def _arrow_made(r: Reader, depth: int = 0):
     n_buffers = r.pick([1 if fmt.startswith("+") else 2, r.small(3)])
     buffers = [validity, r.pick([values.ctypes.data, values.ctypes.data, None])][:n_buffers]
     buffers += [None] * (n_buffers - len(buffers))
-    made = Made(fmt, None, length=length, offset=offset,
+    made = Made(_list_format(r, fmt), None, length=length, offset=offset,
                 null_count=r.pick([0, 0, -1, r.integer()]), n_buffers=n_buffers,
-                buffers=buffers, children=(child,) if child is not None else ())
+                buffers=buffers, children=(child,) if child is not None else (),
+                metadata=_tensor_metadata(r) if fmt.startswith("+w:") else None)
     made.keep += [values, bits]
+    made.host_buffers = {values.ctypes.data: values, bits.ctypes.data: bits}
     return made
+
+
+# ---- Arrow device arrays in the simulator's memory, still being written ---------------------
+
+_GPU = None          # (driver, stream, event) once the simulator answers; False: no simulator
+
+
+def _simulator():
+    """The simulator's stream and event the fuzzed producers write and record on, when the
+    simulator is this process's CUDA driver (fuzz.sh); None elsewhere (replays in the suite)."""
+    global _GPU
+    if _GPU is None:
+        _GPU = False
+        if os.environ.get("CUDASIM_LIBRARY"):
+            from sim_arrays import Context, Stream, check, cuda
+            driver = cuda()
+            driver.cudasim_set_delay_us(200)   # pending long enough to be caught, not longer
+            driver.cuEventCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+            driver.cuEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            event = ctypes.c_void_p()
+            with Context(0):
+                check(driver.cuEventCreate(ctypes.byref(event), 0), "cuEventCreate")
+            _GPU = (driver, Stream(0), event)
+            atexit.register(_release_simulator_objects)
+    return _GPU or None
+
+
+def _release_simulator_objects():
+    """At exit: the stream and event back to the simulator (which reports what is not)."""
+    from sim_arrays import Context
+    driver, stream, event = _GPU
+    _ARROW_KEPT.clear()
+    import gc
+    gc.collect()
+    stream.synchronize()
+    with Context(0):
+        driver.cuEventDestroy_v2.argtypes = [ctypes.c_void_p]
+        driver.cuEventDestroy_v2(event)
+    stream.close()
+
+
+def _on_the_simulator(r: Reader, made, gpu) -> tuple[int, int]:
+    """Move ``made``'s own buffers into simulator memory (pinned or device, as the fuzzer
+    picks), each written by an asynchronous copy on the stream behind a few items of
+    work; record the event after them. Returns (device type, address of the sync event)."""
+    from sim_arrays import Context, DeviceArray, check
+    driver, stream, event = gpu
+    kind = r.pick(["pinned", "device"])
+    pointers = made.keep[0]                   # the array's buffers (see Made)
+    for i in range(made.array.n_buffers):
+        host = made.host_buffers.get(pointers[i])
+        if host is not None:
+            memory = DeviceArray(host, kind=kind, stream=stream, busy=r.small(2))
+            weakref.finalize(made, memory.free)
+            pointers[i] = memory.ptr
+    with Context(0):
+        check(driver.cuEventRecord(event, stream.handle), "cuEventRecord")
+    return (3 if kind == "pinned" else 2), ctypes.addressof(event)
 
 
 def arrow_producer(r: Reader):
@@ -122,6 +230,11 @@ def arrow_producer(r: Reader):
         return ap.View.from_arrow(made.capsule())
     made = _arrow_made(r)
     _ARROW_KEPT.append(made)
+    gpu = _simulator() if shape == 1 else None
+    if gpu is not None and r.byte() & 1:
+        device_type, event = _on_the_simulator(r, made, gpu)
+        return ap.View.from_arrow(device_capsules(made, device_type=device_type, device_id=0,
+                                                  sync_event=event))
     if shape == 1:
         return ap.View.from_arrow(device_capsules(
             made, device_type=r.pick([1, 1, 3, 2, r.integer()]),
