@@ -81,12 +81,21 @@ class PinnedWithPendingBitmap:
     """A pinned (cuda_host) Arrow device array of VALUES whose validity bitmap reads "all
     valid" until an asynchronous write on ``stream`` — queued behind ``busy`` items —
     makes every element null; the sync event is recorded after that write. The null count
-    is -1 (not counted): the consumer must count the bitmap, after the event."""
+    is -1 (not counted): the consumer must count the bitmap, after the event.
+    ``bitmap=False``: no bitmap (null count 0), and the values themselves are the write
+    still pending on ``stream``."""
 
-    def __init__(self, stream, *, busy=2):
-        self.values = DeviceArray(VALUES, kind="pinned")
+    def __init__(self, stream, *, busy=2, bitmap=True):
         self.bitmap = DeviceArray(np.full(3, 0xFF, np.uint8), kind="pinned")
-        self.bitmap.read()             # both written: the legacy stream's work is done
+        self.bitmap.read()             # written: the legacy stream's work is done
+        if not bitmap:
+            self.values = DeviceArray(VALUES, kind="pinned", stream=stream, busy=busy)
+            self.made = Made("f", None, length=VALUES.size, null_count=0,
+                             buffers=[None, self.values.ptr])
+            self.driver, self.event = _recorded_event(stream, 0)
+            return
+        self.values = DeviceArray(VALUES, kind="pinned")
+        self.values.read()
         driver = cuda()
         with Context(0):
             for _ in range(busy + 1):  # the last write is the one that matters: all null
@@ -196,13 +205,12 @@ def test_a_pinned_bitmap_is_counted_after_the_sync_event(slow_streams, producer_
         pinned.close()
 
 
-def test_a_pinned_array_without_nulls_waits_for_nothing_at_import(producer_stream,
+def test_a_pinned_array_without_nulls_waits_for_nothing_at_import(slow_streams,
+                                                                   producer_stream,
                                                                    nothing_leaks):
-    """No bitmap to count: the import orders the consumer's stream (on the GPU) and the
-    host waits only when it reads (the host-reader rule)."""
-    pinned = PinnedWithPendingBitmap(producer_stream, busy=0)
-    pinned.made.array.buffers[0] = None
-    pinned.made.array.null_count = 0
+    """No bitmap to count: the import orders the consumer's stream (on the GPU), and the
+    host waits only when it reads (the host-reader rule) — then for the values' write."""
+    pinned = PinnedWithPendingBitmap(producer_stream, bitmap=False)
     try:
         before = simulator.counters() if SIMULATED else None
         view = ap.view(pinned)

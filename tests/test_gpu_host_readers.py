@@ -63,3 +63,20 @@ def test_the_race_is_real_without_the_rule(slow_streams, producer_stream, nothin
             del view
             producer_stream.synchronize()
             memory.free()
+
+
+def test_a_view_read_once_survives_its_producer_destroying_the_stream(nothing_leaks):
+    """Once the host has waited, the View has nothing pending: its producer may destroy
+    the stream (its work is done), and later reads neither fail nor wait."""
+    from sim_arrays import Stream
+    stream = Stream(0)
+    view, memory = pinned_being_written(stream)
+    try:
+        np.testing.assert_array_equal(np.asarray(view), VALUES)
+        stream.synchronize()
+        stream.close()
+        np.testing.assert_array_equal(np.array(memoryview(view)), VALUES)
+        np.testing.assert_array_equal(view.host_copy(), VALUES)
+        del view
+    finally:
+        memory.free()

@@ -4,11 +4,15 @@ waits for that work, through every door (tests/helpers/host_forms.py lists them)
 place (``_host_wait_for_pending`` in _core_streams.pxi); and nothing waits when nothing is
 pending.
 
-The pinned View here is NumPy memory labelled ``cuda_host`` with work recorded as pending
-on stream 5, and the CUDA driver's ``synchronize`` is replaced by a recorder: the test
-judges the decision (the host waited for stream 5 of device 0 before the form returned).
+The pinned View here is NumPy memory labelled ``cuda_host``, holding zeros, with work
+recorded as pending on stream 5; the CUDA driver's ``synchronize`` is replaced by a
+stand-in that records the wait and then lands the pending write (the values appear in the
+memory), as the GPU's work completes when the host waits for it. A form that reads before
+it waits reads zeros; one that never waits reads zeros and records nothing.
 tests/test_gpu_host_readers.py holds the same forms to the values on the CUDA driver
 simulator, where the write is really still pending."""
+
+import ctypes
 
 import numpy as np
 import pytest
@@ -23,22 +27,34 @@ PENDING = 5
 
 
 class HostWaits:
-    """The CUDA driver's host waits, recorded and not run."""
+    """The CUDA driver's host waits, recorded; a wait for stream PENDING lands the pending
+    write of every View made by ``pinned_with_pending_work`` since."""
 
     def __init__(self, monkeypatch):
-        self.calls = []
-        monkeypatch.setattr(_cuda_driver.driver, "synchronize",
-                            lambda ordinal, stream: self.calls.append((ordinal, stream)))
+        self.calls, self.pending_writes = [], []
+        monkeypatch.setattr(_cuda_driver.driver, "synchronize", self.synchronize)
+
+    def synchronize(self, ordinal, stream):
+        self.calls.append((ordinal, stream))
+        if stream == PENDING:
+            for memory in self.pending_writes:
+                memory[...] = VALUES
+
+    def pinned_with_pending_work(self):
+        """A writable ``cuda_host`` View of zeros whose write of VALUES is pending on stream
+        PENDING (it lands when the host waits for that stream)."""
+        memory = np.zeros_like(VALUES)
+        view = _core.view_from_pointer(memory.ctypes.data, memory.shape, None,
+                                       str(memory.dtype), readonly=False, owner=memory,
+                                       device=(3, 0), protocol="test")
+        _core.set_pending_stream(view, PENDING)
+        self.pending_writes.append(memory)
+        return view
 
 
-def pinned_with_pending_work(values=VALUES):
-    """``values`` as a writable ``cuda_host`` View with work pending on stream PENDING."""
-    memory = np.array(values)
-    view = _core.view_from_pointer(memory.ctypes.data, memory.shape, None, str(memory.dtype),
-                                   readonly=False, owner=memory, device=(3, 0),
-                                   protocol="test")
-    _core.set_pending_stream(view, PENDING)
-    return view
+@pytest.fixture
+def waits(monkeypatch):
+    return HostWaits(monkeypatch)
 
 
 @pytest.fixture(params=HOST_FORMS, ids=[form.name for form in HOST_FORMS])
@@ -52,36 +68,79 @@ def form(request):
     return form
 
 
-def test_every_host_form_waits_for_the_pending_work_first(monkeypatch, form):
-    waits = HostWaits(monkeypatch)
-    values = form.read(pinned_with_pending_work())
-    np.testing.assert_array_equal(values, VALUES)
-    assert (0, PENDING) in waits.calls, f"{form.name} read pinned memory without waiting"
+def test_every_host_form_waits_for_the_pending_work_first(waits, form):
+    values = form.read(waits.pinned_with_pending_work())
+    np.testing.assert_array_equal(values, VALUES,
+                                  err_msg=f"{form.name} read before the write landed")
+    assert (0, PENDING) in waits.calls
 
 
-def test_nothing_waits_when_nothing_is_pending(monkeypatch, form):
-    waits = HostWaits(monkeypatch)
-    view = pinned_with_pending_work()
+def test_nothing_waits_when_nothing_is_pending(waits, form):
+    view = waits.pinned_with_pending_work()
+    waits.synchronize(0, PENDING)          # the write is done, and the View knows nothing
     _core.set_pending_stream(view, None)
+    waits.calls.clear()
     np.testing.assert_array_equal(form.read(view), VALUES)
     assert waits.calls == []
 
 
-def test_no_wait_with_implicit_synchronization_off(monkeypatch):
+def test_once_waited_a_view_waits_no_more(waits):
+    """The work is done once waited for: later reads do not wait again (for unrelated work
+    queued since, or on a stream its producer has destroyed); the stream is still known
+    as one that may write the data, so copies order it after themselves."""
+    view = waits.pinned_with_pending_work()
+    np.testing.assert_array_equal(np.asarray(view), VALUES)
+    np.testing.assert_array_equal(memoryview(view), VALUES)
+    assert waits.calls == [(0, PENDING)]
+    assert _core.pending_stream(view) is None and _core.producer_stream(view) == PENDING
+    ordered = []
+
+    class Driver:
+        def make_stream_wait(self, *args):
+            ordered.append(args)
+    _core.order_writers_after_copy(Driver(), view, 0, 9)
+    assert ordered == [(0, PENDING, 9, 0)], "the producer's stream waits for the copy"
+
+
+def test_no_wait_with_implicit_synchronization_off(waits):
     """Off, the caller orders its own reads (docs/devices.md): arrayport waits for nothing."""
-    waits = HostWaits(monkeypatch)
     with ap.no_implicit_sync():
-        np.testing.assert_array_equal(np.asarray(pinned_with_pending_work()), VALUES)
+        np.asarray(waits.pinned_with_pending_work())
     assert waits.calls == []
 
 
-def test_the_rule_is_not_asked_of_a_layout_operation_until_the_host_reads(monkeypatch):
+def test_the_rule_is_not_asked_of_a_layout_operation_until_the_host_reads(waits):
     """Metadata operations keep the pending stream and wait for nothing; the read waits."""
-    waits = HostWaits(monkeypatch)
-    view = pinned_with_pending_work()[::2].T
+    view = waits.pinned_with_pending_work()[::2].T
     assert waits.calls == [] and _core.pending_stream(view) == PENDING
     np.testing.assert_array_equal(np.asarray(view), VALUES[::2])
     assert waits.calls == [(0, PENDING)]
+
+
+# ---- the doors for C and for the frameworks' importers ------------------------------------------
+
+def _values_at(address):
+    return np.ctypeslib.as_array((ctypes.c_float * VALUES.size).from_address(address)).copy()
+
+
+@pytest.mark.parametrize("door", ["capi_import", "capi_dltensor", "exchange_import_with",
+                                  "exchange_dltensor_with"])
+def test_the_c_doors_wait_before_handing_out_the_pointer(waits, capi_consumer, door):
+    """arrayport's C API (to_managed with no stream, view_dltensor) and the DLPack exchange
+    API (View's table): a C consumer reads the address it is given at once."""
+    view = waits.pinned_with_pending_work()
+    call = getattr(capi_consumer, door)
+    described = call(view, view) if door.startswith("exchange") else call(view)
+    np.testing.assert_array_equal(_values_at(described["data"]), VALUES)
+    assert (0, PENDING) in waits.calls
+
+
+def test_the_legacy_capsule_for_immutable_consumers_waits(waits):
+    """What ap.to(x, "jax") hands JAX's importer: a legacy capsule, ordered as __dlpack__."""
+    view = waits.pinned_with_pending_work()
+    capsule = _core.legacy_capsule_for_immutable_consumer(view)
+    np.testing.assert_array_equal(np.asarray(ap.view(capsule)), VALUES)
+    assert (0, PENDING) in waits.calls
 
 
 def test_every_door_is_a_host_form_or_says_why_it_is_not():

@@ -80,14 +80,18 @@ def tensor_array(described_json: bytes, width=6):
     (b'{"shape": [3, 6148914691236517206]}', "does not fit lists of 6"),
     (b'{"shape": [0, 4611686018427387904, 4]}', "spans more elements than 64 bits count"),
     (b'{"shape": [Infinity]}', "'shape' holds inf, not an integer"),
-    (b'{"shape": ' + b"[" * 20000 + b"}", "metadata is not JSON: RecursionError"),
+    (b'{"shape": ' + b"[" * 20000 + b"}", "metadata cannot be read as JSON: RecursionError"),
     (b'{"shape": [1.9, 2]}', "'shape' holds 1.9, not an integer"),
     (b'{"shape": [true, 2]}', "'shape' holds True, not an integer"),
     (b'{"shape": [-2, -3]}', "'shape' holds -2, not an integer"),
     (b'{"shape": "23"}', "'shape' must be a list of integers, got str"),
     (b'{"shape": [2, 3], "permutation": [1.0, 0]}', "'permutation' holds 1.0"),
     (b'[2, 3]', "must be a JSON object, got list"),
-    (b'{"shape": [2, 3', "metadata is not JSON"),
+    (b'{"shape": [2, 3], "shape": [6]}', "a key appears twice"),
+    (b'{"shape": [2, 3], "permutation": null}', "'permutation' must be a list"),
+    (b'{"shape": [2, 3], "dim_names": ["x"]}', "'dim_names' must be a list of 2 strings"),
+    (b'{"shape": [2, 3], "dim_names": "xy"}', "'dim_names' must be a list of 2 strings"),
+    (b'{"shape": [2, 3', "metadata cannot be read as JSON"),
 ])
 def test_tensor_metadata_is_read_strictly_and_refused_as_a_buffer_error(described, message):
     width = 0 if b"4611686018427387904" in described else 6
@@ -111,10 +115,16 @@ def test_list_widths_are_decimal_digits_within_int32(fmt, message):
     refused_and_released_once(made, made.capsules(), message)
 
 
-def test_a_width_with_leading_zeros_is_the_number_c_reads():
+@pytest.mark.parametrize("fmt", [b"+w:002", b"+w:00000000000002"])
+def test_a_width_with_leading_zeros_is_the_number_c_reads(fmt):
     made = fixed_size_list(2, Made("i", np.arange(4, dtype=np.int32)))
-    made.schema.format = b"+w:002"
+    made.schema.format = fmt
     assert ap.View.from_arrow(made.capsules()).shape == (2, 2)
+
+
+def test_named_dimensions_are_read():
+    made = tensor_array(b'{"shape": [2, 3], "dim_names": ["y", "x"]}')
+    assert ap.View.from_arrow(made.capsules()).shape == (3, 2, 3)
 
 
 # ---- case 6: an Arrow object whose one array fails, and whose stream works ----------------------
@@ -201,6 +211,12 @@ def test_converters_take_python_values_as_numpy_asarray_does(convert, values):
     np.testing.assert_array_equal(convert(values), np.asarray(values))
     with pytest.raises(ap.NeedsCopy, match="holds no array memory to share"):
         convert(values, copy=False)
+
+
+@pytest.mark.parametrize("values", [["a", "b"], [2**70], [object()]])
+def test_python_values_no_view_can_hold_are_a_type_error_that_says_so(values):
+    with pytest.raises(TypeError, match="numpy.asarray makes a .* array, which no View can hold"):
+        ap.to_numpy(values)
 
 
 def test_require_and_the_converters_agree_on_lists():

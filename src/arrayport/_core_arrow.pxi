@@ -148,13 +148,23 @@ cdef dict _arrow_metadata(const char* metadata):
     return result
 
 
+def _json_object_without_repeats(pairs):
+    """A JSON object whose keys are all different: readers disagree on which of two equal
+    keys counts (Python's the last, Arrow C++'s the first), so such metadata is refused."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError(f"a key appears twice in {[key for key, _ in pairs]}")
+    return result
+
+
 cdef tuple _arrow_metadata_integers(described, str field, bint required):
     """The JSON list ``described[field]`` of an arrow.fixed_shape_tensor's metadata as a
     tuple of ints, read as Arrow's C++ reader does: integers only (no floats, booleans or
-    strings), each within int64; None when absent and not ``required``."""
-    value = described.get(field)
-    if value is None and not required:
+    strings), each within int64; None when absent and not ``required`` (present, it must
+    be a list: ``null`` is refused)."""
+    if field not in described and not required:
         return None
+    value = described.get(field)
     if type(value) is not list:
         raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata: {field!r} must be a list "
                           f"of integers, got {type(value).__name__}")
@@ -170,15 +180,21 @@ cdef tuple _arrow_tensor_layout(dict metadata, Py_ssize_t width):
     a BufferError naming the field for anything else."""
     import json
     try:
-        described = json.loads(metadata.get(b"ARROW:extension:metadata", b"{}"))
+        described = json.loads(metadata.get(b"ARROW:extension:metadata", b"{}"),
+                               object_pairs_hook=_json_object_without_repeats)
     except (ValueError, RecursionError) as error:   # RecursionError: "[[[[..." nested deep
-        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata is not JSON: "
+        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata cannot be read as JSON: "
                           f"{type(error).__name__}: {str(error)[:200]}") from None
     if type(described) is not dict:
         raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata must be a JSON object, "
                           f"got {type(described).__name__}")
     shape = _arrow_metadata_integers(described, "shape", True)
     permutation = _arrow_metadata_integers(described, "permutation", False)
+    names = described.get("dim_names", [""] * len(shape))
+    if type(names) is not list or len(names) != len(shape) \
+            or any(type(name) is not str for name in names):
+        raise BufferError(f"arrow: {_FIXED_SHAPE_TENSOR} metadata: 'dim_names' must be a list "
+                          f"of {len(shape)} strings, got {names!r:.200}")
     if permutation is None:
         permutation = tuple(range(len(shape)))
     cells, span = 1, 1               # Python ints: products past int64 are refused, not lost
@@ -207,6 +223,7 @@ cdef Py_ssize_t _arrow_list_width(bytes fmt, str protocol) except -1:
     if not digits or not digits.isdigit():          # bytes.isdigit: ASCII digits only
         raise BufferError(f"{protocol}: {fmt.decode('utf-8', 'replace')!r} is not an Arrow "
                           f"format string (a fixed-size list is '+w:' and decimal digits)")
+    digits = digits.lstrip(b"0") or b"0"            # leading zeros: the number C reads
     if len(digits) > 10 or int(digits) > 0x7fffffff:
         raise BufferError(f"{protocol}: fixed-size list {fmt.decode()!r}: the width is out of "
                           f"range (Arrow's list sizes are 32-bit)")

@@ -17,7 +17,7 @@
 #   _core.pyx: _request_capsule, _view_from_capsule
 #   _core_dispatch.pxi: _view
 #   _core_exchange.pxi: _exchange_api_for, _view_owning_versioned
-#   _core_streams.pxi: _order_default_stream_after_pending
+#   _core_streams.pxi: _order_after_pending, _order_default_stream_after_pending
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_New
@@ -111,7 +111,9 @@ cdef int _capi_to_managed(object obj, const int64_t* stream,
                           APDLManagedTensorVersioned** out) except -1:
     out[0] = NULL
     cdef View v = _view(obj, _stream_value(stream))
-    out[0] = v._export_managed(False)
+    if stream == NULL:
+        _order_after_pending(v, None)   # as View.__dlpack__() with no stream: the default
+    out[0] = v._export_managed(False)   # stream waits (the host, for pinned memory)
     return 0
 
 
@@ -125,6 +127,7 @@ cdef int _capi_view_dltensor(object obj, APDLTensor* out, uint64_t* flags) excep
     if type(obj) is not View:
         raise TypeError(f"arrayport C API: view_dltensor expects an arrayport.View, got "
                         f"{type(obj).__name__}")
+    _order_default_stream_after_pending(<View>obj)   # as the exchange API's dltensor
     out[0] = (<View>obj)._t
     if flags != NULL:
         flags[0] = (<View>obj)._flags

@@ -12,6 +12,7 @@
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook, _to_torch_general_hook
 #   _core_numpy.pxi: _is_ndarray_type, _ndarray_over_view
 #   _core_producers.pxi: _view_or_copy
+#   _core_streams.pxi: _order_after_pending
 
 from cpython.ref cimport Py_DECREF
 
@@ -95,7 +96,7 @@ def legacy_capsule_for_immutable_consumer(View v, stream=None):
     """A legacy ("dltensor") capsule of ``v`` even when ``v`` is read-only. Only for
     consumers whose arrays are immutable (JAX), which ask for legacy capsules and never
     write through them."""
-    check_stream(stream, v._t.device.device_type)
+    _order_after_pending(v, check_stream(stream, v._t.device.device_type))  # as __dlpack__
     return v._export_legacy_writable_or_immutable()
 
 

@@ -314,7 +314,13 @@ cdef View _view_of_python_values(x, dtype, copy, str who, str what):
     except (ValueError, TypeError, OverflowError) as error:
         raise type(error)(f"{who}: {what} cannot become an array as numpy.asarray would "
                           f"make it: {error}") from None
-    return mark_copied(_view(array, None), None)
+    try:
+        v = _view(array, None)
+    except (BufferError, TypeError) as error:   # strings, objects, datetimes: no DLPack type
+        raise TypeError(f"{who}: {what} is a Python {type(x).__name__} that numpy.asarray "
+                        f"makes a {array.dtype} array, which no View can hold ({error})") \
+            from None
+    return mark_copied(v, None)
 
 
 cdef View _resolved_view(refusal, stream, bint dlpack_only):

@@ -156,10 +156,19 @@ cdef int _host_wait_for_pending(View v) except -1:
     sub-byte unpacking (unpacked_copy), DLPack exports to the CPU and pinned consumers
     (_export_source, _order_after_pending) and pickling. tests/test_host_readers.py lists
     every host form and fails when one does not wait.
+    Once waited, the work is done: ``v`` has nothing pending any more, so later reads do
+    not wait again — not for unrelated work queued on that stream since, nor on a stream
+    its producer has destroyed in the meantime. The stream stays known as one that may
+    write the data again (``_producer_stream``, unless one is known already), so copies
+    still order it after themselves (order_writers_after_copy).
     Implicit synchronization off: nothing (the caller orders its own reads)."""
     if v._stream is None or not _implicit_sync:
         return 0
-    _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, v._stream)
+    stream = v._stream
+    _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, stream)
+    v._stream = None
+    if v._producer_stream is None:
+        v._producer_stream = stream
     return 0
 
 
@@ -290,13 +299,16 @@ def order_writers_after_copy(driver, View source, int ordinal, stream):
     """The streams that may write ``source`` again wait for the copy enqueued on
     ``stream`` (of device ``ordinal``): its pending stream (else, for device memory, the
     default stream) and, when a CUDA Array Interface import handed the data to a consumer,
-    the producer's own stream. Host memory without pending work: nothing orders it."""
+    the producer's own stream. Host memory without pending work: only a stream known to
+    write it again (its producer's, once the host has waited for that) is ordered."""
     if not _implicit_sync:
         return
     cdef int32_t device_type = source._t.device.device_type
     cdef int32_t device_id = source._t.device.device_id
     pending, producer = source._stream, source._producer_stream
     if pending is None and _host_accessible(device_type):
+        if producer is not None:
+            driver.make_stream_wait(device_id, producer, stream, ordinal)
         return
     if pending is None:
         pending = _NONE_STREAM[device_type]

@@ -121,9 +121,8 @@ NOT_HOST_READERS = {
                                 "the consumer orders itself after it (the spec's rule)",
     "__arrow_c_device_array__": "a device consumer's door: it carries a sync event the "
                                 "consumer waits on (tests/test_gpu_arrow.py)",
-    "__dlpack_c_exchange_api__": "C consumers: its no-sync exports make the default stream "
-                                 "wait, on the host for pinned memory "
-                                 "(_order_default_stream_after_pending)",
+    "__dlpack_c_exchange_api__": "C consumers: its exports wait as __dlpack__ does "
+                                 "(tests/test_host_readers.py, the C doors)",
     "__array_wrap__": "wraps NumPy's result, reads no View",
     "accepts": "a decorator: its arguments go through require",
     "device_pickling": "a setting", "set_device_pickling": "a setting",
