@@ -143,7 +143,7 @@ cdef int _order_default_stream_after_pending(View v) except -1:
     return _order_after_pending(v, None)
 
 
-cdef int _host_wait_for_pending(View v) except -1:
+cdef inline int _host_wait_for_pending(View v) except -1:
     """The one rule for every host reader of a View (issue 40): before the host touches
     memory with GPU work pending on it (pinned memory an asynchronous copy is still
     writing), block until that work is done; nothing when nothing is pending (one pointer
@@ -161,8 +161,16 @@ cdef int _host_wait_for_pending(View v) except -1:
     its producer has destroyed in the meantime. The stream stays known as one that may
     write the data again (``_producer_stream``, unless one is known already), so copies
     still order it after themselves (order_writers_after_copy).
-    Implicit synchronization off: nothing (the caller orders its own reads)."""
-    if v._stream is None or not _implicit_sync:
+    Implicit synchronization off: nothing (the caller orders its own reads).
+    Inline: the common case, nothing pending, is one pointer test at each door."""
+    if v._stream is None:
+        return 0
+    return _host_wait_for_pending_work(v)
+
+
+cdef int _host_wait_for_pending_work(View v) except -1:
+    """``_host_wait_for_pending`` when something is pending (see there)."""
+    if not _implicit_sync:
         return 0
     stream = v._stream
     _driver_for(v._t.device.device_type).synchronize(v._t.device.device_id, stream)
