@@ -84,10 +84,10 @@ def live(request):
 @pytest.fixture
 def without_cuda(monkeypatch):
     """The CUDA driver as a machine without one has it (also on a machine with a GPU)."""
-    from arrayport import _cuda_driver
-    from arrayport._gpu_library import NativeLibrary
+    from arrayport.gpu import cuda as cuda_driver
+    from arrayport.gpu.library import NativeLibrary
 
     missing = NativeLibrary("cuda", "the CUDA driver", ("libarrayport-no-such-cuda.so",),
-                            _cuda_driver.CudaUnavailable, {}, lambda library: None)
-    monkeypatch.setattr(_cuda_driver.driver, "library", missing)
+                            cuda_driver.CudaUnavailable, {}, lambda library: None)
+    monkeypatch.setattr(cuda_driver.driver, "library", missing)
     return missing

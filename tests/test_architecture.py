@@ -18,8 +18,9 @@ CORE_SOURCES = [PACKAGE / "_core.pyx", *sorted(PACKAGE.glob("_core_*.pxi"))]
 # The facts the core is built on: data models with no policy (they import nothing of
 # arrayport's but each other).
 BELOW_THE_CORE = {"devices", "dtypes", "formats"}
-IMPORT = re.compile(r"^\s*(?:from\s+arrayport(?:\.(\w+))?\s+import\s+([\w, ]+)|"
-                    r"import\s+arrayport(?:\.(\w+))?)", re.MULTILINE)
+# (a module inside a package counts as its top-level name: arrayport.gpu.copies is "gpu")
+IMPORT = re.compile(r"^\s*(?:from\s+arrayport(?:\.(\w+)(?:\.\w+)*)?\s+import\s+([\w, ]+)|"
+                    r"import\s+arrayport(?:\.(\w+)(?:\.\w+)*)?)", re.MULTILINE)
 
 
 def imported_modules(text):
@@ -50,7 +51,7 @@ def test_the_modules_below_the_core_import_no_policy():
 
 
 def test_the_grep_catches_an_upward_import():
-    assert imported_modules("    from arrayport.copies import copy_view\n") == {"copies"}
+    assert imported_modules("    from arrayport.gpu.copies import copy_view\n") == {"gpu"}
     assert imported_modules("from arrayport import gpu, convert\n") == {"gpu", "convert"}
     assert imported_modules("import arrayport.numpy_dispatch\n") == {"numpy_dispatch"}
 
@@ -75,15 +76,16 @@ def test_importing_arrayport_installs_the_hooks_and_loads_no_numpy_or_gpu_librar
 
 
 def test_the_public_exceptions_are_the_built_in_types_they_were():
-    from arrayport import _cuda_driver, _hip_driver, errors
+    from arrayport import errors
+    from arrayport.gpu import cuda as cuda_driver, hip as hip_driver
     assert issubclass(errors.NeedsCopy, BufferError)
     assert issubclass(errors.DriverUnavailable, BufferError)
     assert issubclass(errors.CudaUnavailable, errors.DriverUnavailable)
     assert issubclass(errors.HipUnavailable, errors.DriverUnavailable)
     assert issubclass(errors.ReadOnlySharedWarning, UserWarning)
     # One class each, whichever module raises it.
-    assert _cuda_driver.CudaUnavailable is errors.CudaUnavailable
-    assert _hip_driver.HipUnavailable is errors.HipUnavailable
+    assert cuda_driver.CudaUnavailable is errors.CudaUnavailable
+    assert hip_driver.HipUnavailable is errors.HipUnavailable
     assert arrayport.NeedsCopy is errors.NeedsCopy is _core.NeedsCopy
     assert arrayport.ReadOnlySharedWarning is errors.ReadOnlySharedWarning
     assert set(errors.__all__) <= set(dir(errors))
@@ -112,7 +114,7 @@ def test_the_torch_type_table_is_the_cores():
     assert not _core.torch_holds(DType("float8_e3m4")) and not _core.torch_holds(DType(2, 32, 4))
 
 
-@pytest.mark.parametrize("module_name", ["_cuda_driver", "_hip_driver"])
+@pytest.mark.parametrize("module_name", ["cuda", "hip"])
 def test_both_gpu_drivers_provide_the_one_interface(module_name):
     """GpuDriver states what the copy and stream layers ask of a driver; each vendor's
     driver provides every call with the same parameters (no GPU needed to check it), and
@@ -120,9 +122,9 @@ def test_both_gpu_drivers_provide_the_one_interface(module_name):
     import importlib
     import inspect
 
-    from arrayport._gpu_driver import VendorDriver
-    from arrayport._gpu_interface import GpuDriver
-    driver = importlib.import_module(f"arrayport.{module_name}").driver
+    from arrayport.gpu.vendor import VendorDriver
+    from arrayport.gpu.interface import GpuDriver
+    driver = importlib.import_module(f"arrayport.gpu.{module_name}").driver
     assert isinstance(driver, VendorDriver)
     calls = [name for name, member in vars(GpuDriver).items()
              if callable(member) and not name.startswith("_")]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _cuda_driver
+from arrayport.gpu import cuda as cuda_driver
 from lifetime_checks import assert_view_keeps_source_alive
 from producer import spec
 
@@ -27,9 +27,9 @@ class FakeDriver:
     def __init__(self, monkeypatch, location=(2, 1), current=0):
         self.location, self.current = location, current
         self.located, self.waits = [], []
-        monkeypatch.setattr(_cuda_driver.driver, "locate_pointer", self.locate_pointer)
-        monkeypatch.setattr(_cuda_driver.driver, "current_device", lambda: self.current)
-        monkeypatch.setattr(_cuda_driver.driver, "make_stream_wait", self.make_stream_wait)
+        monkeypatch.setattr(cuda_driver.driver, "locate_pointer", self.locate_pointer)
+        monkeypatch.setattr(cuda_driver.driver, "current_device", lambda: self.current)
+        monkeypatch.setattr(cuda_driver.driver, "make_stream_wait", self.make_stream_wait)
 
     def locate_pointer(self, pointer):
         self.located.append(pointer)
@@ -50,7 +50,7 @@ def no_driver_calls(monkeypatch):
         raise AssertionError("the driver was called before the dict was validated")
 
     for name in ("locate_pointer", "current_device", "make_stream_wait"):
-        monkeypatch.setattr(_cuda_driver.driver, name, fail)
+        monkeypatch.setattr(cuda_driver.driver, name, fail)
 
 
 def cai(array=None, **changes):
@@ -149,11 +149,11 @@ def test_consumer_stream_zero_is_rejected_before_the_driver(no_driver_calls):
 
 
 def test_without_a_driver_the_error_says_so(without_cuda):
-    with pytest.raises(_cuda_driver.CudaUnavailable,
+    with pytest.raises(cuda_driver.CudaUnavailable,
                        match=r"^cuda: the CUDA driver \(libarrayport-no-such-cuda.so\) cannot "
                              r"be loaded"):
         ap.View.from_cuda_array_interface(CAIObject(cai()))
-    assert issubclass(_cuda_driver.CudaUnavailable, BufferError)
+    assert issubclass(cuda_driver.CudaUnavailable, BufferError)
 
 
 def test_cpu_work_never_loads_the_driver():
@@ -161,7 +161,7 @@ def test_cpu_work_never_loads_the_driver():
     import sys
 
     code = ("import numpy, arrayport as ap, sys; ap.view(numpy.zeros(3)); "
-            "memoryview(ap.view(b'x')); print('arrayport._cuda_driver' in sys.modules)")
+            "memoryview(ap.view(b'x')); print('arrayport.gpu.cuda' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"

@@ -11,7 +11,7 @@ import pytest
 
 import arrayport as ap
 from arrayport import _core, gpu
-from arrayport.copies import plan_runs
+from arrayport.gpu.copies import plan_runs
 
 from copy_layouts import copy_layouts
 from labelled import device_view
@@ -96,12 +96,12 @@ def test_copy_without_a_cuda_driver_says_so(without_cuda):
 
 
 def test_copy_without_a_rocm_runtime_says_so(monkeypatch):
-    from arrayport import _hip_driver
-    from arrayport._gpu_library import NativeLibrary
-    monkeypatch.setattr(_hip_driver.driver, "library", NativeLibrary(
+    from arrayport.gpu import hip as hip_driver
+    from arrayport.gpu.library import NativeLibrary
+    monkeypatch.setattr(hip_driver.driver, "library", NativeLibrary(
         "rocm", "the HIP runtime", ("libarrayport-no-such-hip.so",),
-        _hip_driver.HipUnavailable, {}, lambda library: None))
-    with pytest.raises(_hip_driver.HipUnavailable) as caught:
+        hip_driver.HipUnavailable, {}, lambda library: None))
+    with pytest.raises(hip_driver.HipUnavailable) as caught:
         ap.view(np.arange(3.0)).copy(device="rocm:0")
     assert str(caught.value).startswith(
         "copy: cannot copy cpu memory to rocm:0: rocm: the HIP runtime")
@@ -186,10 +186,10 @@ def test_environment_variable_sets_the_default(value, enabled):
 
 
 def test_gpu_module_names_drivers():
-    from arrayport import _cuda_driver, _hip_driver
-    assert gpu.driver_for(2) is _cuda_driver.driver and gpu.driver_for(13) is _cuda_driver.driver
-    assert gpu.driver_for(3) is _cuda_driver.driver and gpu.driver_for(10) is _hip_driver.driver
-    assert gpu.driver_for(11) is _hip_driver.driver
+    from arrayport.gpu import cuda as cuda_driver, hip as hip_driver
+    assert gpu.driver_for(2) is cuda_driver.driver and gpu.driver_for(13) is cuda_driver.driver
+    assert gpu.driver_for(3) is cuda_driver.driver and gpu.driver_for(10) is hip_driver.driver
+    assert gpu.driver_for(11) is hip_driver.driver
     assert gpu.driver_for(1) is None and gpu.driver_for(7) is None
 
 
@@ -220,7 +220,7 @@ def test_from_dlpack_to_the_cpu_asks_with_a_cpu_stream():
 
 
 def test_driver_memory_is_released_once_even_if_the_driver_is_gone():
-    from arrayport._gpu_library import OwnedMemory
+    from arrayport.gpu.library import OwnedMemory
     released = []
     memory = OwnedMemory(0x1000, 64, released.append)
     memory.__del__()

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _hip_driver
-from arrayport._gpu_library import NativeLibrary
+from arrayport.gpu import hip as hip_driver
+from arrayport.gpu.library import NativeLibrary
 from producer import spec
 
 DEVICE_TYPES = list(ap.DeviceType)
@@ -18,9 +18,9 @@ CUDA_KINDS = {ap.DeviceType.CUDA, ap.DeviceType.CUDA_HOST, ap.DeviceType.CUDA_MA
 
 @pytest.fixture
 def without_rocm(monkeypatch):
-    monkeypatch.setattr(_hip_driver.driver, "library", NativeLibrary(
+    monkeypatch.setattr(hip_driver.driver, "library", NativeLibrary(
         "rocm", "the HIP runtime", ("libarrayport-no-such-hip.so",),
-        _hip_driver.HipUnavailable, {}, lambda library: None))
+        hip_driver.HipUnavailable, {}, lambda library: None))
 
 
 def device_id(device_type):

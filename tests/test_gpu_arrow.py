@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _cuda_driver
+from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
 try:
-    _cuda_driver.driver.library.get()
+    cuda_driver.driver.library.get()
 except BufferError as error:
     pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
 
@@ -225,7 +225,7 @@ def test_a_pinned_array_without_nulls_waits_for_nothing_at_import(slow_streams,
         pinned.close()
 
 
-@pytest.mark.skipif(_cuda_driver.driver.device_count() < 2, reason="needs a second GPU")
+@pytest.mark.skipif(cuda_driver.driver.device_count() < 2, reason="needs a second GPU")
 def test_an_import_on_the_second_device_waits_there(slow_streams, nothing_leaks):
     """Issue 40 (a bug the suite missed): the default stream that waits for the sync
     event is the array's device's, not device 0's — they are different streams."""

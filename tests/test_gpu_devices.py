@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _cuda_driver
+from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
@@ -57,13 +57,13 @@ LAYOUTS = {
 def test_every_memory_kind_is_located():
     device_tensor = torch.ones(4, device="cuda:0")
     pinned = torch.ones(4).pin_memory()
-    assert _cuda_driver.driver.locate_pointer(device_tensor.data_ptr()) == (2, 0)
-    assert _cuda_driver.driver.locate_pointer(pinned.data_ptr()) == (3, 0)
+    assert cuda_driver.driver.locate_pointer(device_tensor.data_ptr()) == (2, 0)
+    assert cuda_driver.driver.locate_pointer(pinned.data_ptr()) == (3, 0)
     with pytest.raises(BufferError, match="not memory CUDA knows"):
-        _cuda_driver.driver.locate_pointer(np.zeros(4).ctypes.data)
+        cuda_driver.driver.locate_pointer(np.zeros(4).ctypes.data)
     cupy = pytest.importorskip("cupy")
     managed = cupy.cuda.malloc_managed(256)
-    assert _cuda_driver.driver.locate_pointer(managed.ptr) == (13, 0)
+    assert cuda_driver.driver.locate_pointer(managed.ptr) == (13, 0)
 
 
 def test_a_pinned_cai_export_is_labelled_cuda_host():
@@ -279,6 +279,6 @@ def test_copy_into_managed_memory():
     source = sample("float64").T
     copy = ap.view(source).copy(device="cuda_managed")
     assert copy.device == (13, 0)
-    assert _cuda_driver.driver.locate_pointer(copy.ptr) == (13, 0)
+    assert cuda_driver.driver.locate_pointer(copy.ptr) == (13, 0)
     back = copy.copy(device="cpu")
     assert ctypes.string_at(back.ptr, back.nbytes) == host_bytes(source)

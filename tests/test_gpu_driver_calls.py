@@ -11,10 +11,10 @@ import ctypes
 
 import pytest
 
-from arrayport import _cuda_driver, _hip_driver
-from arrayport._gpu_library import NativeLibrary
+from arrayport.gpu import cuda as cuda_driver, hip as hip_driver
+from arrayport.gpu.library import NativeLibrary
 
-VENDORS = {"cuda": _cuda_driver, "rocm": _hip_driver}
+VENDORS = {"cuda": cuda_driver, "rocm": hip_driver}
 
 
 class RecordingLibrary:
@@ -94,7 +94,7 @@ def test_stream_wait_records_an_event_made_once_per_context(vendor):
     assert wait[0] == 111, "the consumer's stream waits"
     create = dict(recorder.log)[symbols.event_create]
     assert create[1] == 0x2, "events are created without timing"
-    if module is _cuda_driver:  # inside the producer stream's context, popped after
+    if module is cuda_driver:  # inside the producer stream's context, popped after
         # (the recorder's answer to cuCtxGetCurrent is no context: so it is pushed)
         assert names[:3] == ["cuStreamGetCtx", "cuCtxGetCurrent", "cuCtxPushCurrent_v2"]
         assert dict(recorder.log)["cuStreamGetCtx"][0] == 222
@@ -119,7 +119,7 @@ def test_an_event_wait_on_the_host_blocks_on_that_event_on_its_device(vendor):
     assert dict(recorder.log)[symbols.event_synchronize] == (0xE7E7,)
     assert symbols.stream_synchronize not in recorder.names()
     names = recorder.names()
-    if module is _cuda_driver:   # inside device 1's primary context
+    if module is cuda_driver:   # inside device 1's primary context
         push = names.index("cuCtxPushCurrent_v2")
         assert push < names.index(symbols.event_synchronize)
         assert recorder.log[push][1][0] is module.driver.primary_context(1)
@@ -153,7 +153,7 @@ def test_device_memory_is_freed_once_on_its_device(vendor):
     del memory
     assert recorder.names().count(symbols.free) == 1
     assert dict(recorder.log)[symbols.free] == (0xA000,)
-    if module is _cuda_driver:  # freed inside device 1's primary context, retained once
+    if module is cuda_driver:  # freed inside device 1's primary context, retained once
         assert recorder.names()[:2] == ["cuCtxGetCurrent", "cuCtxPushCurrent_v2"]
         assert recorder.log[1][1][0] is module.driver.primary_context(1)
 
@@ -173,13 +173,13 @@ def test_linear_copy_passes_the_stream_last(vendor):
     module.driver.copy_async(0, 0x1000, 0x2000, 48, 0x9999)
     arguments = dict(recorder.log)[module.driver.symbols.copy]
     assert arguments[:3] == (0x1000, 0x2000, 48) and arguments[-1] == 0x9999
-    if module is _hip_driver:
+    if module is hip_driver:
         assert arguments[3] == 4, "hipMemcpyDefault: HIP infers the direction from UVA"
 
 
 def test_managed_memory_is_cuda_only(vendor):
     module, recorder = vendor
-    if module is _hip_driver:
+    if module is hip_driver:
         with pytest.raises(module.HipUnavailable, match="managed"):
             module.driver.allocate_device(0, 16, managed=True)
         assert recorder.log == []
@@ -202,8 +202,8 @@ def test_device_count_reads_the_output(vendor, monkeypatch):
 
 
 def test_hip_switches_the_device_and_restores_it(monkeypatch):
-    recorder = wire_to_recorder(_hip_driver, monkeypatch)
-    monkeypatch.setattr(_hip_driver.driver, "current_device", lambda: 0)
-    _hip_driver.driver.synchronize(2, 5)
+    recorder = wire_to_recorder(hip_driver, monkeypatch)
+    monkeypatch.setattr(hip_driver.driver, "current_device", lambda: 0)
+    hip_driver.driver.synchronize(2, 5)
     assert recorder.log == [("hipSetDevice", (2,)), ("hipStreamSynchronize", (5,)),
                             ("hipSetDevice", (0,))]

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _core, _cuda_driver
+from arrayport import _core
+from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
 try:
-    _cuda_driver.driver.library.get()
+    cuda_driver.driver.library.get()
 except BufferError as error:
     pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
 

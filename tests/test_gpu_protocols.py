@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _cuda_driver
+from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
@@ -26,24 +26,24 @@ class CAIObject:
 
 def test_driver_locates_device_memory_on_its_own_gpu():
     tensor = torch.arange(6, device=last_device(), dtype=torch.float32)
-    assert _cuda_driver.driver.locate_pointer(tensor.data_ptr()) == (2, tensor.device.index)
+    assert cuda_driver.driver.locate_pointer(tensor.data_ptr()) == (2, tensor.device.index)
 
 
 def test_driver_locates_pinned_host_memory():
     pinned = torch.zeros(16, pin_memory=True)
-    assert _cuda_driver.driver.locate_pointer(pinned.data_ptr()) == (3, 0)
+    assert cuda_driver.driver.locate_pointer(pinned.data_ptr()) == (3, 0)
 
 
 def test_driver_refuses_pageable_host_memory():
     pageable = np.zeros(16)
     with pytest.raises(BufferError, match="is not memory CUDA knows"):
-        _cuda_driver.driver.locate_pointer(pageable.__array_interface__["data"][0])
+        cuda_driver.driver.locate_pointer(pageable.__array_interface__["data"][0])
 
 
 def test_managed_memory_is_cuda_managed():
     cupy = pytest.importorskip("cupy")
     managed = cupy.cuda.malloc_managed(64)
-    assert _cuda_driver.driver.locate_pointer(managed.ptr) == (13, 0)
+    assert cuda_driver.driver.locate_pointer(managed.ptr) == (13, 0)
 
 
 def test_pytorch_cai_export_imports_on_the_right_device():

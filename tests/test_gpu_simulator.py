@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _cuda_driver
+from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
 try:
-    _cuda_driver.driver.library.get()
+    cuda_driver.driver.library.get()
 except BufferError as error:
     pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
 
@@ -54,7 +54,7 @@ def test_the_driver_locates_memory_from_a_thread_without_a_context(kind, expecte
     # Class 1: a pointer lookup on a thread that never touched CUDA.
     array = DeviceArray(VALUES, device=1 if kind == "device" else 0, kind=kind)
     try:
-        assert in_fresh_thread(lambda: _cuda_driver.driver.locate_pointer(array.ptr)) \
+        assert in_fresh_thread(lambda: cuda_driver.driver.locate_pointer(array.ptr)) \
             == expected
     finally:
         array.free()
@@ -62,7 +62,7 @@ def test_the_driver_locates_memory_from_a_thread_without_a_context(kind, expecte
 
 def test_pageable_host_memory_is_not_cuda_memory():
     with pytest.raises(BufferError, match="is not memory CUDA knows"):
-        in_fresh_thread(lambda: _cuda_driver.driver.locate_pointer(VALUES.ctypes.data))
+        in_fresh_thread(lambda: cuda_driver.driver.locate_pointer(VALUES.ctypes.data))
 
 
 def test_the_host_cannot_read_device_memory_without_a_copy(nothing_leaks):

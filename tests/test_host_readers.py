@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import arrayport as ap
-from arrayport import _core, _cuda_driver
+from arrayport import _core
+from arrayport.gpu import cuda as cuda_driver
 from host_forms import HOST_FORMS, NOT_HOST_READERS, public_doors
 from optional import installed
 
@@ -32,7 +33,7 @@ class HostWaits:
 
     def __init__(self, monkeypatch):
         self.calls, self.pending_writes = [], []
-        monkeypatch.setattr(_cuda_driver.driver, "synchronize", self.synchronize)
+        monkeypatch.setattr(cuda_driver.driver, "synchronize", self.synchronize)
 
     def synchronize(self, ordinal, stream):
         self.calls.append((ordinal, stream))

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import arrayport as ap
-from arrayport import _core, _cuda_driver
+from arrayport import _core
+from arrayport.gpu import cuda as cuda_driver
 
 MEMORY = bytearray(4096)
 BASE = np.frombuffer(MEMORY, np.uint8).__array_interface__["data"][0]
@@ -101,9 +102,9 @@ def test_array_interface_dicts(d):
 @SETTINGS
 @given(interface_dicts(), st.sampled_from([None, 1, 2, 99, 0, -1, "s"]))
 def test_cuda_array_interface_dicts(monkeypatch, d, stream):
-    monkeypatch.setattr(_cuda_driver.driver, "locate_pointer", lambda pointer: (2, 1))
-    monkeypatch.setattr(_cuda_driver.driver, "current_device", lambda: 0)
-    monkeypatch.setattr(_cuda_driver.driver, "make_stream_wait", lambda *args: None)
+    monkeypatch.setattr(cuda_driver.driver, "locate_pointer", lambda pointer: (2, 1))
+    monkeypatch.setattr(cuda_driver.driver, "current_device", lambda: 0)
+    monkeypatch.setattr(cuda_driver.driver, "make_stream_wait", lambda *args: None)
     d = dict(d, stream=stream)
     d.pop("offset", None)
 

@@ -13,7 +13,7 @@ from arrayport.devices import DeviceType
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "arrayport"
 OWNER = "_core_streams.pxi"
-SOURCES = [path for path in sorted(PACKAGE.glob("*.py")) + sorted(PACKAGE.glob("_core*.p*"))
+SOURCES = [path for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.glob("_core*.p*"))
            if path.suffix in (".py", ".pyx", ".pxi")]
 
 

@@ -79,7 +79,7 @@ FLAG_IS_SUBBYTE_TYPE_PADDED = APDL_FLAG_IS_SUBBYTE_TYPE_PADDED
 cdef str _DLPACK_METHOD = "__dlpack__"
 cdef tuple _KW_MAX_VERSION = ("max_version",)
 cdef tuple _OUR_MAX_VERSION = DLPACK_VERSION
-cdef list _DEVICE_TYPES = [None] * 19
+cdef list _DEVICE_TYPES = [None] * (max(DeviceType) + 1)   # DeviceType by number
 for _t in DeviceType:
     _DEVICE_TYPES[_t] = _t
 del _t

@@ -81,8 +81,9 @@ cdef int _exchange_dltensor(void* obj, APDLTensor* out) except -1 with gil:
 cdef int _exchange_current_stream(int32_t device_type, int32_t device_id,
                                   void** out) noexcept nogil:
     # arrayport keeps no per-thread "current stream": work it enqueues goes on the stream
-    # the caller names. NULL is the CPU's answer and CUDA's legacy default stream (ROCm's
-    # null stream), which Views with pending work order after it before export (above).
+    # the caller names. NULL: the CPU's answer, and on a GPU the stream None stands for
+    # (_core_streams.pxi, _NONE_STREAM), which Views with pending work order after it
+    # before export (above).
     out[0] = NULL
     return 0
 

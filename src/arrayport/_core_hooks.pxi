@@ -1,16 +1,16 @@
 # Included first by _core.pyx. The policy the core calls *up* to, installed by the Python
 # layer at import (arrayport/_policy.py calls install_hooks): the core imports nothing above
-# itself — not copies, gpu, the drivers, _import_rules, convert or numpy_dispatch — so the
-# layers stay a tree (tests/test_architecture.py greps for it). Each hook is a plain Python
-# callable; until arrayport's __init__ has installed them (it does so before returning), a
-# call raises RuntimeError naming the hook.
+# itself — not the GPU wing (gpu/: copies, drivers), _import_rules, convert, the library
+# adapters or numpy_dispatch — so the layers stay a tree (tests/test_architecture.py greps
+# for it). Each hook is a plain Python callable; until arrayport's __init__ has installed
+# them (it does so before returning), a call raises RuntimeError naming the hook.
 
-cdef object _copy_view_hook = None            # copies.copy_view(view, device, stream, who)
+cdef object _copy_view_hook = None            # gpu.copies.copy_view(view, device, stream, who)
 cdef object _driver_for_hook = None           # gpu.driver_for(device_type) -> driver or None
 cdef object _from_dlpack_options_hook = None  # _import_rules.from_dlpack_with_options
 cdef object _ndarray_fallback_hook = None     # _import_rules.ndarray_dlpack_fallback(x)
 cdef object _to_numpy_general_hook = None     # convert.to_numpy_general(x, copy=)
-cdef object _to_torch_general_hook = None     # convert.to_torch_general(x, **options)
+cdef object _to_torch_general_hook = None     # libraries._torch.to_torch_general(x, **opts)
 cdef object _array_ufunc_hook = None          # numpy_dispatch.array_ufunc
 cdef object _array_function_hook = None       # numpy_dispatch.array_function
 cdef object _require_fix_hook = None          # contracts.require_fix(view, spec, failure, ...)

@@ -11,7 +11,7 @@
 #     memory must be readable when a call returns.
 # Every path asks it: DLPack export (View.__dlpack__, ap.view of a View) and import
 # (_dlpack_view), the CUDA Array Interface both ways, the DLPack exchange API and the C API,
-# copies on one device, between devices and to the host (arrayport/copies.py, through the
+# copies on one device, between devices and to the host (arrayport/gpu/copies.py, through the
 # def functions at the end), and pickling.
 #
 # A View carries two stream facts, set only here: _stream, the stream with work pending on
@@ -28,7 +28,7 @@ cdef bint _implicit_sync = _os.environ.get("ARRAYPORT_IMPLICIT_SYNC", "1").strip
     not in ("0", "false", "off", "no")
 # The stream None stands for, per device type (DLPack: the legacy default stream; ROCm's
 # null stream). The pinned-host kinds: the stream a copy to or from them runs on.
-# (held equal to DeviceType.default_stream by tests/test_dtypes_devices.py)
+# (the one statement of it; Python asks none_stream_of)
 cdef dict _NONE_STREAM = {APDL_CUDA: 1, APDL_CUDA_MANAGED: 1, APDL_CUDA_HOST: 1,
                           APDL_ROCM: 0, APDL_ROCM_HOST: 0}
 
@@ -285,7 +285,7 @@ cdef object _arrow_export_event(View v):
     return _driver_for(v._t.device.device_type).record_event(v._t.device.device_id, v._stream)
 
 
-# ---- copies (arrayport/copies.py) ------------------------------------------------------------
+# ---- copies (arrayport/gpu/copies.py) ------------------------------------------------------------
 
 def copy_work_stream(stream, int32_t device_type):
     """The stream handle a copy involving ``device_type`` memory runs on: ``stream``, or

@@ -19,7 +19,7 @@ from arrayport import _core, convert, gpu, libraries
 
 
 def _copy_view(view, device=None, stream=None, who="copy"):
-    from arrayport.copies import copy_view
+    from arrayport.gpu.copies import copy_view
     return copy_view(view, device, stream, who)
 
 

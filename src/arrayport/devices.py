@@ -53,23 +53,16 @@ class DeviceType(enum.IntEnum):
         kinds), ``"rocm"`` (ROCm and its pinned kind), or None."""
         return _VENDOR.get(self)
 
-    @property
-    def default_stream(self) -> int | None:
-        """The stream a ``None`` stream stands for on this memory: CUDA's legacy default
-        stream (1), ROCm's null stream (0); None where streams do not exist."""
-        return _DEFAULT_STREAM.get(self)
-
 
 # The device-kind facts, stated once for Python. The core's C predicates (_core_base.pxi
-# _host_accessible, _stream_ordered, _cuda_kind) and the stream owner's _NONE_STREAM
-# (_core_streams.pxi) are held equal to them by tests/test_dtypes_devices.py.
+# _host_accessible, _stream_ordered, _cuda_kind) are held equal to them by
+# tests/test_dtypes_devices.py. Which stream None stands for is a stream rule: its one
+# owner is the core's _core_streams.pxi (_core.none_stream_of asks it).
 _HOST_ACCESSIBLE = frozenset({DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST})
 _GPU_MEMORY = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
 _VENDOR = {DeviceType.CUDA: "cuda", DeviceType.CUDA_HOST: "cuda",
            DeviceType.CUDA_MANAGED: "cuda", DeviceType.ROCM: "rocm",
            DeviceType.ROCM_HOST: "rocm"}
-_DEFAULT_STREAM = {DeviceType.CUDA: 1, DeviceType.CUDA_HOST: 1, DeviceType.CUDA_MANAGED: 1,
-                   DeviceType.ROCM: 0, DeviceType.ROCM_HOST: 0}
 
 # Kinds of memory that DLPack always labels with device_id 0: str() omits the ordinal.
 _SINGLE_INSTANCE = frozenset(

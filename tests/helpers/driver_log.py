@@ -16,7 +16,8 @@ import ctypes
 
 import numpy as np
 
-from arrayport import _core, _cuda_driver
+from arrayport import _core
+from arrayport.gpu import cuda as cuda_driver
 from sim_arrays import Context, DeviceArray, check, cuda
 
 # name -> the arguments worth judging, from those arrayport passed
@@ -40,7 +41,7 @@ class DriverLog:
 
     def __init__(self, monkeypatch):
         self.log = []
-        driver = _cuda_driver.driver
+        driver = cuda_driver.driver
         for name, judged in FORMATS.items():
             monkeypatch.setattr(driver, name, self._recording(name, judged,
                                                                getattr(driver, name)))

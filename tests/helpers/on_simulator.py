@@ -11,7 +11,7 @@ import os
 import pytest
 
 import cudasim
-from arrayport import _cuda_driver
+from arrayport.gpu import cuda as cuda_driver
 
 SIMULATED = "CUDASIM_LIBRARY" in os.environ
 simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"]) if SIMULATED else None
@@ -45,11 +45,11 @@ def nothing_leaks():
     """No allocation, stream or event outlives the test — but the one event per context
     the driver keeps for reuse (released at exit: tests/test_gpu_suite.py checks that)."""
     before = simulator.live() if simulator else None
-    cached = _cuda_driver.driver.cached_events()
+    cached = cuda_driver.driver.cached_events()
     yield
     if simulator is not None:
         gc.collect()
         allocations, events, streams = simulator.live()
-        kept = _cuda_driver.driver.cached_events() - cached
+        kept = cuda_driver.driver.cached_events() - cached
         assert (allocations, events - kept, streams) == before, \
             "device memory, events or streams left behind"

@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from arrayport.devices import DeviceType
+
 from . import capsules, isolation
 from .adapting import ARROW_METHODS, arrow_only
 from .libraries import to_host_numpy
@@ -154,7 +156,7 @@ def _(target):
     if not (isinstance(device, tuple) and len(device) == 2
             and all(isinstance(int(v), int) for v in device)):
         raise Fail(f"returned {device!r}")
-    if not 1 <= int(device[0]) <= 18:
+    if int(device[0]) not in set(DeviceType):
         raise Fail(f"device type {int(device[0])} is not a DLPack device type")
     return f"{tuple(int(v) for v in device)}"
 

@@ -15,7 +15,7 @@ Stream values are the DLPack ones, which are also the driver's handles: 1 is
 ``CU_STREAM_LEGACY``, 2 ``CU_STREAM_PER_THREAD``, anything larger a ``CUstream``.
 
 This module holds CUDA's facts (constants, signatures, the entry-point table) and the calls
-that differ from HIP; the calls both share are written once in ``_gpu_driver.VendorDriver``.
+that differ from HIP; the calls both share are written once in ``gpu.vendor.VendorDriver``.
 ``driver`` is the instance ``gpu.driver_for`` hands out for CUDA memory.
 """
 
@@ -29,8 +29,8 @@ import weakref
 
 from arrayport import errors
 from arrayport.devices import DeviceType
-from arrayport._gpu_driver import VendorDriver, VendorSymbols
-from arrayport._gpu_library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
+from arrayport.gpu.vendor import VendorDriver, VendorSymbols
+from arrayport.gpu.library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
 
 __all__ = ["CudaUnavailable", "CudaDriver", "driver"]
 

@@ -1,5 +1,12 @@
 """GPU devices and stream ordering: which driver serves a device, and the public switch
-for arrayport's implicit synchronization. The stream rules themselves (what a stream value
+for arrayport's implicit synchronization.
+
+The GPU wing (issue 41): this package's face is this module; beside it, each with one job —
+``vendor`` (the one driver implementation, ``VendorDriver``, over a vendor's symbol table),
+``cuda`` and ``hip`` (each vendor's facts and own calls), ``library`` (a vendor library
+opened lazily with ctypes), ``interface`` (``GpuDriver``, what the layers ask of a driver)
+and ``copies`` (``View.copy`` in every direction, and the 2-D transfer plan). Importing
+``arrayport`` imports this module only; the others load on first use. The stream rules themselves (what a stream value
 means, who waits for whom, and where the switch is read) have one owner, the core's
 ``_core_streams.pxi``; this module only turns the switch.
 
@@ -29,7 +36,7 @@ import contextlib
 from arrayport import _core
 from arrayport.devices import DeviceType
 
-# The driver interface is arrayport._gpu_interface.GpuDriver (a typing.Protocol, kept out of
+# The driver interface is arrayport.gpu.interface.GpuDriver (a typing.Protocol, kept out of
 # this module so that importing arrayport does not import typing).
 
 __all__ = ["set_implicit_sync", "implicit_sync_enabled", "no_implicit_sync", "driver_for",
@@ -96,16 +103,16 @@ def no_implicit_sync():
         set_implicit_sync(previous)
 
 
-def driver_for(device_type) -> "_gpu_interface.GpuDriver | None":  # noqa: F821
+def driver_for(device_type) -> "interface.GpuDriver | None":  # noqa: F821
     """The driver for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm kinds:
     HIP), its module imported only now; None for devices arrayport has no driver for."""
     vendor = DeviceType(device_type).vendor
     if vendor == "cuda":
-        from arrayport import _cuda_driver
-        return _cuda_driver.driver
+        from arrayport.gpu import cuda
+        return cuda.driver
     if vendor == "rocm":
-        from arrayport import _hip_driver
-        return _hip_driver.driver
+        from arrayport.gpu import hip
+        return hip.driver
     return None
 
 

@@ -5,12 +5,12 @@ allocates and copies linearly: an event created without timing, recorded on one 
 waited on by another; a stream synchronisation; a device allocation and its free; portable
 pinned host memory and its free; an asynchronous linear copy. ``VendorDriver`` writes those
 once; a ``VendorSymbols`` table names each vendor's entry points and flag values. What does
-not match stays in the vendor's subclass (``_cuda_driver.CudaDriver``,
-``_hip_driver.HipDriver``): how a device is made current (CUDA's primary contexts, HIP's
+not match stays in the vendor's subclass (``gpu.cuda.CudaDriver``,
+``gpu.hip.HipDriver``): how a device is made current (CUDA's primary contexts, HIP's
 current device), how a pointer is located, the 2-D and peer copies, managed memory.
 
 Every driver is an instance that ``gpu.driver_for`` hands out; it satisfies
-``_gpu_interface.GpuDriver``. Its library (a ``NativeLibrary``) opens on the first call.
+``gpu.interface.GpuDriver``. Its library (a ``NativeLibrary``) opens on the first call.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 import weakref
 from typing import NamedTuple
 
-from arrayport._gpu_library import NativeLibrary, OwnedEvent, OwnedMemory, c_address, c_handle
+from arrayport.gpu.library import NativeLibrary, OwnedEvent, OwnedMemory, c_address, c_handle
 
 
 class VendorSymbols(NamedTuple):

@@ -1,8 +1,8 @@
 """The HIP runtime (ROCm), opened at run time (``libamdhip64.so``) with ctypes.
 
-The ROCm counterpart of ``_cuda_driver``: HIP's facts (constants, signatures, the
+The ROCm counterpart of ``gpu.cuda``: HIP's facts (constants, signatures, the
 entry-point table) and the calls that differ from CUDA's; the calls both share are written
-once in ``_gpu_driver.VendorDriver``. ``driver`` is the instance ``gpu.driver_for`` hands out
+once in ``gpu.vendor.VendorDriver``. ``driver`` is the instance ``gpu.driver_for`` hands out
 for ROCm memory. Written against the HIP 6 headers' facts (struct
 layouts and enum values below) and reviewed against the DLPack stream rules for ROCm: 0 is
 the default (null) stream, 1 and 2 are not streams (refused by ``check_stream`` before
@@ -21,8 +21,8 @@ import sys
 
 from arrayport import errors
 from arrayport.devices import DeviceType
-from arrayport._gpu_driver import VendorDriver, VendorSymbols
-from arrayport._gpu_library import NativeLibrary, c_address, c_handle, c_size
+from arrayport.gpu.vendor import VendorDriver, VendorSymbols
+from arrayport.gpu.library import NativeLibrary, c_address, c_handle, c_size
 
 __all__ = ["HipUnavailable", "HipDriver", "driver"]
 

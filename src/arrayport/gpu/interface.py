@@ -1,8 +1,8 @@
 """The one interface of a GPU vendor's driver (``gpu.driver_for`` returns one): what the copy
-and stream layers ask of it. Both drivers, ``_cuda_driver.driver`` and ``_hip_driver.driver``
-(``_gpu_driver.VendorDriver`` instances), provide it; tests/test_architecture.py holds them
-to it. Kept out of
-gpu.py so that ``import arrayport`` does not import ``typing``."""
+and stream layers ask of it. Both drivers, ``gpu.cuda.driver`` and ``gpu.hip.driver``
+(``gpu.vendor.VendorDriver`` instances), provide it; tests/test_architecture.py holds them
+to it. Kept out of the package's face (``arrayport.gpu``) so that ``import arrayport``
+does not import ``typing``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 class GpuDriver(Protocol):
     """What the copy and stream layers ask of a GPU vendor's driver — the one interface
-    both drivers (``_cuda_driver.driver``, ``_hip_driver.driver``) provide.
+    both drivers (``gpu.cuda.driver``, ``gpu.hip.driver``) provide.
     Ordinals are the vendor's device numbers; streams and pointers are integer handles;
     every call raises the vendor's ``DriverUnavailable`` when there is no usable driver."""
 

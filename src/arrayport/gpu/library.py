@@ -1,6 +1,6 @@
 """A GPU vendor library (the CUDA driver, the HIP runtime) opened on first use, with ctypes.
 
-Shared by ``_cuda_driver`` and ``_hip_driver`` (through ``_gpu_driver.VendorDriver``): both open their library lazily — importing
+Shared by ``gpu.cuda`` and ``gpu.hip`` (through ``gpu.vendor.VendorDriver``): both open their library lazily — importing
 arrayport never loads one — once per process under a lock, declare the C signatures they
 call, and turn a missing library or a failed initialisation into one remembered message,
 raised (as the driver's ``…Unavailable`` error, a ``BufferError``) on every request.
