@@ -198,6 +198,38 @@ def test_every_cross_part_name_is_declared_in_the_parts_header():
             f"{uses.get(path.name, {})}")
 
 
+# The pairs of parts that still use each other (renovation 3 cut them from 11 to these 5,
+# none with the View or _core.pyx). A new pair fails the test below; a pair that is gone
+# must leave this list too.
+_MUTUAL_PARTS = {
+    ("_core_arrow.pxi", "_core_dispatch.pxi"),     # the Arrow import is a protocol of view;
+    ("_core_dispatch.pxi", "_core_numpy.pxi"),     # so is the ndarray fast path;
+    ("_core_dispatch.pxi", "_core_producers.pxi"),  # resolving a NeedsCopy views the copy;
+    ("_core_dlpack.pxi", "_core_exchange.pxi"),    # DLPack import asks the exchange table,
+    ("_core_dlpack.pxi", "_core_producers.pxi"),   # which imports like a capsule
+}
+
+
+def _mutual_pairs(uses):
+    edges = {(part, home) for part, homes in uses.items() for home in homes}
+    return {tuple(sorted(edge)) for edge in edges if (edge[1], edge[0]) in edges}
+
+
+def test_the_parts_graph_has_no_new_pair_that_uses_each_other():
+    """``pytest tests/test_architecture.py -k parts_graph -s`` prints who uses whom."""
+    uses = _cross_part_uses()
+    for part in sorted(uses):
+        print(f"{part} uses {', '.join(sorted(uses[part]))}")
+    mutual = _mutual_pairs(uses)
+    assert mutual <= _MUTUAL_PARTS, f"parts that now use each other: {mutual - _MUTUAL_PARTS}"
+    assert _MUTUAL_PARTS <= mutual, f"no longer mutual, drop from the list: {_MUTUAL_PARTS - mutual}"
+
+
+def test_the_pair_finder_sees_a_pair():
+    uses = {"a.pxi": {"b.pxi": {"_x"}}, "b.pxi": {"a.pxi": {"_y"}, "c.pxi": {"_z"}}}
+    assert _mutual_pairs(uses) == {("a.pxi", "b.pxi")}
+
+
 # ---- no two-way rooms ------------------------------------------------------------------------
 
 def _import_graph():

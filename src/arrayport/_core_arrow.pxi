@@ -38,9 +38,10 @@
 # after the move drops the holder: released once, all the same.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _copy_elements, _fill_c_strides, _new_host_copy_of
+#   _core_describe.pxi: _adopt, _fill_c_strides
 #   _core_dispatch.pxi: _check_host_stream
-#   _core_producers.pxi: NeedsCopy, _finish_import
+#   _core_host_copy.pxi: _copy_elements, _new_host_copy_of
+#   _core_producers.pxi: _finish_import, NeedsCopy
 #   _core_streams.pxi: _arrow_export_event, _arrow_sync_event, _host_wait_for_arrow_event,
 #       _host_wait_for_pending, _order_arrow_device_import
 

@@ -5,7 +5,7 @@
 # once, when the last View reading it dies. While it is held the exporter keeps its memory
 # where it is (a bytearray cannot resize, an mmap cannot close).
 #
-# Export: View.__getbuffer__ (in _core.pyx) fills a Py_buffer for host-readable memory. The
+# Export: View.__getbuffer__ (in _core_view.pxi) fills a Py_buffer for host-readable memory. The
 # shape and byte strides (Py_ssize_t, as PEP 3118 wants them) are worked out at the View's
 # first export into one block the View owns (View._buffer_dims, freed with the View) and
 # shared by every later export: Py_buffer.obj holds the View, so the block outlives every
@@ -13,7 +13,7 @@
 # NumPy caches its arrays' buffer info.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _count_elements
+#   _core_describe.pxi: _adopt, _count_elements
 #   _core_producers.pxi: _finish_import
 #   _core_streams.pxi: _host_wait_for_pending
 

@@ -14,8 +14,8 @@
 # (or deleted at once when that fails).
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _request_capsule, _view_from_capsule
 #   _core_dispatch.pxi: _view
+#   _core_dlpack.pxi: _request_capsule, _view_from_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_owning_versioned
 #   _core_streams.pxi: _order_after_pending, _order_default_stream_after_pending
 

@@ -6,9 +6,10 @@
 # through the require_fix hook (arrayport/contracts.py).
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_describe.pxi: _plain_int
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _require_fix_hook
-#   _core_layout.pxi: _as_readonly, _is_integer_index, _plain_int
+#   _core_layout.pxi: _as_readonly, _is_integer_index
 #   _core_producers.pxi: _PYTHON_VALUES, _view_of_python_values, _view_or_copy
 
 # What a View can fail, in the order require checks (and fixes) them. contracts.py names

@@ -27,9 +27,9 @@
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _dlpack_view, _view_from_capsule
 #   _core_arrow.pxi: _ArrowTableDeferred, _view_from_arrow_protocol
 #   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
+#   _core_dlpack.pxi: _dlpack_view, _view_from_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
 #   _core_interface.pxi: _AI, _CAI, _view_from_ai_dict, _view_from_array_method,
 #       _view_from_cai_dict

@@ -13,7 +13,8 @@
 # table once; the general plan then goes straight to __dlpack__.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _refuse_foreign_major
+#   _core_describe.pxi: _adopt
+#   _core_dlpack.pxi: _refuse_foreign_major
 #   _core_producers.pxi: _finish_import, _producer_failure, _producer_kind,
 #       _refuse_unexportable, _torch_after_import, _torch_before_export
 

@@ -1,4 +1,4 @@
-# Included first by _core.pyx. The policy the core calls *up* to, installed by the Python
+# Included by _core.pyx. The policy the core calls *up* to, installed by the Python
 # layer at import (arrayport/_policy.py calls install_hooks): the core imports nothing above
 # itself — not the GPU wing (gpu/: copies, drivers), _import_rules, convert, the library
 # adapters or numpy_dispatch — so the layers stay a tree (tests/test_architecture.py greps

@@ -13,12 +13,13 @@
 # the View holds that buffer (a _BufferLease) and the layout is checked against its length.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _adopt, _copy_elements, _dlpack_view
-#   _core_buffer.pxi: _BufferLease, _buffer_item_type, _lease_buffer
+#   _core_buffer.pxi: _buffer_item_type, _BufferLease, _lease_buffer
+#   _core_describe.pxi: _adopt, _parse_dl_device, _plain_int
+#   _core_dlpack.pxi: _dlpack_view
 #   _core_hooks.pxi: _driver_for
-#   _core_layout.pxi: _plain_int
+#   _core_host_copy.pxi: _copy_elements
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
-#   _core_producers.pxi: NeedsCopy, _finish_import, _producer_kind, _refuse_lazy,
+#   _core_producers.pxi: _finish_import, NeedsCopy, _producer_kind, _refuse_lazy,
 #       _refuse_lazy_labelled, _refuse_unexportable
 #   _core_streams.pxi: _cai_export_stream, _cai_stream, _host_wait_for_pending,
 #       _order_cai_import
@@ -447,3 +448,16 @@ def copy_into_buffer(View v, buffer):
         raise BufferError(f"copy: the buffer holds {lease.buffer.len} bytes, the View "
                           f"{v._nbytes}")
     _copy_elements(v, <char*>lease.buffer.buf)
+
+
+def view_from_pointer(uintptr_t ptr, shape, strides, dtype, *, bint readonly, owner,
+                      device=(APDL_CPU, 0), str protocol):
+    """A View over raw memory described by ``shape`` and byte ``strides`` (None means
+    C-contiguous), validated like a DLPack import. ``owner`` keeps the memory alive."""
+    dtype = DType(dtype)
+    device_type, device_id = _parse_dl_device(tuple(device))
+    cdef View v = _view_from_layout(ptr, shape, strides,
+                                    (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
+                                    readonly, owner, protocol)
+    v._t.device.device_type, v._t.device.device_id = device_type, device_id
+    return v

@@ -10,19 +10,11 @@
 # deleter runs once, after the last derived View; otherwise it holds the base's owner.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _count_elements, _fill_c_strides
+#   _core_describe.pxi: _count_elements, _data_is_address, _fill_c_strides, _plain_int
 
 from cpython.number cimport PyNumber_Index
 from cpython.slice cimport PySlice_AdjustIndices, PySlice_Unpack
 from libc.string cimport memset
-
-
-# Device types whose DLTensor.data is an address (pointer arithmetic allowed); for the
-# others (OpenCL, Vulkan, Metal handles…) only byte_offset may move.
-cdef inline bint _data_is_address(int32_t device_type) noexcept:
-    return (device_type == APDL_CPU or device_type == APDL_CUDA
-            or device_type == APDL_CUDA_HOST or device_type == APDL_CUDA_MANAGED
-            or device_type == APDL_ROCM or device_type == APDL_ROCM_HOST)
 
 
 cdef View _derived(View base, int ndim):
@@ -88,14 +80,6 @@ cdef int _check_packed_layout(View v) except -1:
         raise BufferError(f"layout: a View of packed {v.dtype.name} elements must stay "
                           f"C-contiguous; copy() it into a wider type first")
     return 0
-
-
-cdef object _plain_int(obj):
-    """``obj`` as a plain ``int`` (``operator.index``), taken once. Every integer a user
-    hands the core becomes one before it is checked or stored: an integer-like's own
-    comparisons, or a second ``__index__`` that answers differently, never decide what is
-    written into a C array."""
-    return PyNumber_Index(obj)
 
 
 cdef int64_t _index_value(obj, int axis, int64_t extent) except? -1:

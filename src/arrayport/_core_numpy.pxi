@@ -9,7 +9,7 @@
 # the View (its base). Neither holds the other, so no cycle is ever made.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _count_elements
+#   _core_describe.pxi: _count_elements
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook
 #   _core_streams.pxi: _host_wait_for_pending

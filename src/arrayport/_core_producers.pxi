@@ -31,8 +31,8 @@
 # writable numpy.ndarray (NumPy's own flag: the source saying otherwise).
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core.pyx: _dlpack_view
 #   _core_dispatch.pxi: _view
+#   _core_dlpack.pxi: _dlpack_view
 #   _core_numpy.pxi: _load_numpy
 #   _core_torch_bits.pxi: _load_torch_probes, _torch_is_conj_of, _torch_is_neg_of,
 #       _torch_requires_grad_of

@@ -19,8 +19,8 @@
 # stream once the import has handed the data over to a consumer's stream.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_describe.pxi: _plain_int
 #   _core_hooks.pxi: _driver_for
-#   _core_layout.pxi: _plain_int
 
 
 # Implicit synchronization: on unless ARRAYPORT_IMPLICIT_SYNC=0 (or false/off/no) says off.
@@ -333,3 +333,28 @@ def finish_copy(driver, int ordinal, stream, bint lands_on_host):
         driver.synchronize(ordinal, stream)
         return None
     return stream
+
+
+# ---- a View's stream facts, read and set for the Python layers --------------------------------
+
+def pending_stream(View v):
+    """The stream with work pending on ``v``'s data (CUDA/ROCm), or None."""
+    return v._stream
+
+
+def producer_stream(View v):
+    """The stream a CUDA Array Interface producer wrote ``v``'s data on, when its import
+    moved the data into a consumer's stream order (``pending_stream``); else None."""
+    return v._producer_stream
+
+
+def set_pending_stream(View v, stream):
+    """Record that work on ``v``'s data is pending on ``stream`` (None: none)."""
+    v._stream = stream
+
+
+def mark_copied(View v, stream):
+    """Flag ``v`` as a copy (IS_COPIED) whose data is still being written on ``stream``."""
+    v._flags |= APDL_FLAG_IS_COPIED
+    v._stream = stream
+    return v
