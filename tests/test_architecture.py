@@ -75,6 +75,21 @@ def test_importing_arrayport_installs_the_hooks_and_loads_no_numpy_or_gpu_librar
     assert child.stdout.split() == ["[]", "True"]  # View.copy went through the hook
 
 
+def test_converting_loads_nothing_of_the_command():
+    """The adapters' shared toolkit lives with the libraries (renovation 3): a conversion,
+    and every adapter module, loads nothing of arrayport.cli (the command depends on the
+    libraries, not the other way)."""
+    code = ("import sys, importlib, numpy as np, arrayport as ap\n"
+            "from arrayport import libraries\n"
+            "ap.to(np.zeros(3), 'numpy'); ap.to_numpy([1, 2])\n"
+            "for library in libraries.LIBRARIES:\n"
+            "    library.adapted()\n"
+            "print([m for m in sys.modules if m.startswith('arrayport.cli')])\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["[]"]
+
+
 def test_the_public_exceptions_are_the_built_in_types_they_were():
     from arrayport import errors
     from arrayport.gpu import cuda as cuda_driver, hip as hip_driver

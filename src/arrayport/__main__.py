@@ -88,7 +88,8 @@ class _ProgressBar:
 
 
 def _matrix(args) -> int:
-    from arrayport.cli import html_report, matrix, report, samples
+    from arrayport.cli import html_report, matrix, report
+    from arrayport.libraries import samples
 
     available = [library.name for library, _ in installed() if exercisable(library)]
     libraries = _split(args.libraries) or available

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 
 from arrayport import _core, errors, libraries
-from arrayport.convert_steps import _check_copy, _unpacked
+from arrayport.convert_steps import check_copy, unpacked
 from arrayport.devices import DeviceType
 
 __all__ = ["ReadOnlySharedWarning", "TARGETS", "to", "to_numpy", "to_torch"]
@@ -61,7 +61,7 @@ def to_numpy_general(x, *, copy=None):
         # Already NumPy's: itself, or NumPy's own copy (which holds any NumPy array, even
         # ones no View can describe: structured fields, byte-swapped, object…).
         return x.copy() if copy else x
-    _check_copy(copy, "to_numpy")
+    check_copy(copy, "to_numpy")
     view = x if type(x) is View else _core.view_or_copy(x, copy=copy)
     if view.device.type is not DeviceType.CPU:
         if not view.device.type.is_host_accessible:
@@ -70,7 +70,7 @@ def to_numpy_general(x, *, copy=None):
         view = _core.from_dlpack(view, device="cpu")  # pinned memory: relabelled, shared
     if copy:
         view = view.host_copy()
-    view = _unpacked(view, copy, "to_numpy")     # ml_dtypes holds float4/6 one per byte
+    view = unpacked(view, copy, "to_numpy")     # ml_dtypes holds float4/6 one per byte
     dtype = view.dtype
     if dtype.numpy_native:
         return _core.numpy_array_of(view)

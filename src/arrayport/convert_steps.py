@@ -4,7 +4,9 @@ copying only where the target cannot hold the data, the read-only policy for lib
 arrays are always writable, and the refusal of a type the target has no name for.
 
 Owned here, used by every adapter: a rule about copies or read-only memory has this one
-home. Imports nothing of arrayport above the core and the device/type model.
+home. Imports nothing of arrayport above the core and the device/type model. Its names are
+public inside the package (the adapters' shared toolkit, beside ``libraries.toolkit``),
+not part of arrayport's API.
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ _READONLY_POLICIES = ("copy", "share")
 ReadOnlySharedWarning = errors.ReadOnlySharedWarning
 
 
-def _check_copy(copy, who):
+def check_copy(copy, who):
     if copy is not None and type(copy) is not bool:
         raise TypeError(f"{who}: copy must be True, False or None, got {copy!r}")
 
 
-def _check_readonly_policy(readonly, who):
+def check_readonly_policy(readonly, who):
     if readonly not in _READONLY_POLICIES:
         raise ValueError(f"{who}: readonly must be 'copy' or 'share', got {readonly!r}")
 
 
-def _copied(view, copy, who, why):
+def copied(view, copy, who, why):
     """A contiguous copy of ``view`` on its own device, because the target cannot hold
     ``view`` as it is (``why``)."""
     if copy is False:
@@ -39,7 +41,7 @@ def _copied(view, copy, who, why):
     return view.copy()
 
 
-def _unpacked(view, copy, who):
+def unpacked(view, copy, who):
     """``view`` with packed sub-byte elements (float4, float6: several to a byte) unpacked
     one per byte into a copy, for a target that holds only whole-byte elements; any other
     View as it is."""
@@ -57,7 +59,7 @@ def no_type_for(who, library, dtype, what="type"):
     return errors.TypeNotHeld(f"{who}: {library} has no {what} for {packed}{dtype.name}")
 
 
-def _placed(view, device, copy):
+def placed(view, device, copy):
     """``view`` on ``device`` (copying only where needed), then copied if copy=True."""
     if device is not None:
         target = Device(device)
@@ -69,7 +71,7 @@ def _placed(view, device, copy):
     return view
 
 
-def _writable_for(view, readonly, copy, who, library):
+def writable_for(view, readonly, copy, who, library):
     """Apply the read-only policy for a ``library`` whose arrays are always writable."""
     if not view.readonly:
         return view
@@ -78,7 +80,7 @@ def _writable_for(view, readonly, copy, who, library):
                       f"always writable; do not write to the result", ReadOnlySharedWarning,
                       stacklevel=_caller_stacklevel())
         return view
-    return _copied(view, copy, who, f"the data is read-only and {library} arrays are "
+    return copied(view, copy, who, f"the data is read-only and {library} arrays are "
                       f"always writable (pass readonly='share' to share it anyway)")
 
 
@@ -90,12 +92,12 @@ def _caller_stacklevel():
     return level
 
 
-def _device_name(device):
+def device_name(device):
     """Accept torch.device / jax devices by their string form."""
     return device if device is None or isinstance(device, (str, tuple, Device)) else str(device)
 
 
-class _ImmutableConsumerExport:
+class ImmutableConsumerExport:
     """Hands JAX a legacy capsule even for read-only memory: JAX asks for legacy capsules
     (no READ_ONLY flag), and its arrays are immutable, so it never writes through them."""
 
@@ -111,10 +113,10 @@ class _ImmutableConsumerExport:
         return _core.legacy_capsule_for_immutable_consumer(self._view, stream)
 
 
-def _on_cuda(view, copy, stream, who, library):
+def on_cuda(view, copy, stream, who, library):
     """``view`` in CUDA device memory: as it is, or copied to the current CUDA device."""
     if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
-        return _placed(view, None, copy)
+        return placed(view, None, copy)
     if copy is False:
         raise BufferError(f"{who}: the data is on {view.device}; {library} arrays live in "
                           f"CUDA memory, so this needs a copy, but copy=False")
@@ -123,17 +125,17 @@ def _on_cuda(view, copy, stream, who, library):
     return view.copy(device=Device(DeviceType.CUDA, ordinal), stream=stream)
 
 
-def _host_view(x, who, copy, stream=None):
+def host_view(x, who, copy, stream=None):
     """``x`` as a View (copied when copy=True), refusing memory these CPU builds cannot
     read."""
-    _check_copy(copy, who)
-    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
+    check_copy(copy, who)
+    view = placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
     if view.device.type is not DeviceType.CPU:
         raise BufferError(f"{who}: the data is on {view.device}; arrayport hands this "
                           f"library host (CPU) memory only")
     return view
 
 
-def _dtype_in(view, names, who, library):
+def dtype_in(view, names, who, library):
     if view.dtype.name not in names:
         raise no_type_for(who, library, view.dtype)

@@ -27,11 +27,11 @@ from typing import Any, Callable
 import numpy as np
 
 from arrayport.devices import DeviceType
+from arrayport.libraries.results import element0_address, is_writable, to_host_numpy
+from arrayport.libraries.samples import available_dtypes, base_array, numpy_dtype
+from arrayport.libraries.toolkit import ARROW_METHODS, arrow_only
 
 from . import capsules, isolation
-from .adapting import ARROW_METHODS, arrow_only
-from .libraries import to_host_numpy
-from .samples import available_dtypes, base_array, numpy_dtype
 
 RUNNER = "arrayport.cli.check"
 
@@ -437,7 +437,6 @@ def _(target):
     offered = arrow_only(arrayport.view(source), ("__arrow_c_schema__", "__arrow_c_array__"))
     result = target.from_arrow(offered)
     _same_values(to_host_numpy(result), source, "values")
-    from .libraries import element0_address
     try:
         shared = element0_address(result) == source.__array_interface__["data"][0]
     except Exception:
@@ -650,7 +649,6 @@ def _(target):
        "memory (ignoring the flag is allowed by the standard, but lets the user write)")
 def _(target):
     consume = _consumer(target)
-    from .libraries import element0_address, is_writable
     frozen = base_array("float32")
     frozen.flags.writeable = False
     probe = _Probe(frozen)

@@ -12,13 +12,11 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 
-import numpy as np
+from arrayport.libraries import LIBRARIES, Library
+from arrayport.libraries.toolkit import NotOffered
 
-from arrayport.cli.adapting import NotOffered
-from arrayport.libraries import LIBRARIES, Library, for_type
-
-__all__ = ["BY_NAME", "LIBRARIES", "Library", "NotOffered", "cuda_devices", "element0_address",
-           "exercisable", "installed", "installed_version", "is_writable", "to_host_numpy"]
+__all__ = ["BY_NAME", "LIBRARIES", "Library", "NotOffered", "cuda_devices", "exercisable",
+           "installed", "installed_version"]
 
 BY_NAME = {library.name: library for library in LIBRARIES}
 
@@ -63,43 +61,3 @@ def installed() -> list[tuple[Library, str]]:
         if version is not None:
             found.append((library, version))
     return found
-
-
-
-# --- looking at a result ----------------------------------------------------------------------
-# Each library's adapter says how to read its arrays (address_of, writable, host_values);
-# a library that says nothing is read through arrayport.view.
-
-def _adapter_answer(x, name):
-    library = for_type(type(x))
-    return None if library is None else library.get(name)
-
-
-def element0_address(x) -> int:
-    """The address of element [0, ..., 0] of any array a library above returns."""
-    address_of = _adapter_answer(x, "address_of")
-    if address_of is not None:
-        return address_of(x)
-    import arrayport
-    return arrayport.view(x).ptr
-
-
-def is_writable(x) -> bool:
-    """Whether a consumer's result lets the user write its memory."""
-    writable = _adapter_answer(x, "writable")
-    if writable is not None:
-        return writable(x)
-    return True  # torch, tvm-ffi and the frameworks' tensors have no read-only state
-
-
-def to_host_numpy(x) -> np.ndarray:
-    """A NumPy copy of a result, for checking its values."""
-    import arrayport
-    host_values = _adapter_answer(x, "host_values")
-    values = host_values(x) if host_values is not None else None
-    if isinstance(values, np.ndarray):
-        return values
-    view = values if values is not None else arrayport.view(x)   # or the adapter's View
-    if not view.device.type.is_host_accessible:          # device memory: copied across
-        view = view.copy(device="cpu")
-    return np.array(arrayport.to_numpy(view, copy=True))

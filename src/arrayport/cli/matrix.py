@@ -18,10 +18,12 @@ from typing import Callable
 
 import numpy as np
 
+from arrayport.libraries.results import element0_address, is_writable, to_host_numpy
+from arrayport.libraries.samples import base_array, numpy_layout
+from arrayport.libraries.toolkit import ARROW_METHODS, arrow_only
+
 from . import isolation
-from .adapting import ARROW_METHODS, arrow_only
-from .libraries import BY_NAME, NotOffered, element0_address, is_writable, to_host_numpy
-from .samples import base_array, numpy_layout
+from .libraries import BY_NAME, NotOffered
 
 STATUSES = ["zero-copy", "copy", "refused", "crashed", "wrong"]
 WORKS = ("zero-copy", "copy")

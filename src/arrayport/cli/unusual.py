@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from arrayport.cli.adapting import Kind
+from arrayport.libraries.toolkit import Kind
 from arrayport.libraries import LIBRARIES
 
 __all__ = ["FRAMEWORK_MODULES", "KINDS_BY_LIBRARY", "Kind", "kind", "kinds_of"]

@@ -24,7 +24,7 @@ Every name an adapter may define, and who reads it:
                      arrayport.to(x, first target))
   ARRAYPORT_CALL     that route as a user writes it -> the matrix report (default:
                      ap.to(x, first target), or ap.view(x) without one)
-  kinds()            its unusual arrays (arrayport.cli.adapting.Kind) -> tests, check, matrix
+  kinds()            its unusual arrays (arrayport.libraries.toolkit.Kind) -> tests, check, matrix
   CHECK              (make, from_dlpack, make_read_only) -> arrayport check
   address_of(x), writable(x), host_values(x)
                      reading a result it returned -> the matrix and check

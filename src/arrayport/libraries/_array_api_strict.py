@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arrayport.cli.adapting import NotOffered, call
+from arrayport.libraries.toolkit import NotOffered, call
 
 
 def _make_array_api_strict(base, layout):

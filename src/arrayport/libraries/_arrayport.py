@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arrayport.cli.samples import numpy_layout
+from arrayport.libraries.samples import numpy_layout
 
 
 def _make_arrayport(base, layout):

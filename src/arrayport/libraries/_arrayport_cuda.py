@@ -3,7 +3,7 @@ CUDA driver answers: a GPU, or the CUDA driver simulator)."""
 
 from __future__ import annotations
 
-from arrayport.cli.adapting import device_sample
+from arrayport.libraries.toolkit import device_sample
 
 
 def _arrayport_cuda_routes():

@@ -4,8 +4,8 @@ matrix and in arrayport check, and reading one."""
 from __future__ import annotations
 
 from arrayport import _core
-from arrayport.cli.adapting import device_sample
-from arrayport.convert_steps import _check_copy, _placed, no_type_for
+from arrayport.libraries.toolkit import device_sample
+from arrayport.convert_steps import check_copy, placed, no_type_for
 
 
 def _to_cuda_core(x, *, copy=None, stream=None):
@@ -13,8 +13,8 @@ def _to_cuda_core(x, *, copy=None, stream=None):
     ordered for ``stream`` (None: the legacy default stream)."""
     from cuda.core.utils import StridedMemoryView
 
-    _check_copy(copy, "to(cuda.core)")
-    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
+    check_copy(copy, "to(cuda.core)")
+    view = placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
     on_device = not view.device.type.is_host_accessible
     result = StridedMemoryView.from_dlpack(   # host memory: no stream (-1)
         view, stream_ptr=(1 if stream is None else stream) if on_device else -1)

@@ -7,10 +7,10 @@ import sys
 
 from arrayport import _core
 from arrayport.convert_steps import (
-    _check_copy,
-    _check_readonly_policy,
-    _placed,
-    _writable_for,
+    check_copy,
+    check_readonly_policy,
+    placed,
+    writable_for,
 )
 from arrayport.devices import DeviceType
 
@@ -18,12 +18,12 @@ from arrayport.devices import DeviceType
 def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
     import cupy
 
-    _check_copy(copy, "to(cupy)")
-    _check_readonly_policy(readonly, "to(cupy)")
+    check_copy(copy, "to(cupy)")
+    check_readonly_policy(readonly, "to(cupy)")
     view = _core.view_or_copy(x, stream=stream, copy=copy)
     if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
-        view = _placed(view, None, copy)
-        return cupy.from_dlpack(_writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
+        view = placed(view, None, copy)
+        return cupy.from_dlpack(writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
     if copy is False:
         raise BufferError(f"to(cupy): the data is on {view.device}; CuPy arrays live in "
                           f"CUDA memory, so this needs a copy, but copy=False")

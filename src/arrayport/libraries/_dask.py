@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arrayport.cli.adapting import Kind, module
-from arrayport.cli.samples import numpy_layout
+from arrayport.libraries.toolkit import Kind, module
+from arrayport.libraries.samples import numpy_layout
 
 
 def _make_dask(base, layout):

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 
-from arrayport.cli.adapting import arrow_rows
+from arrayport.libraries.toolkit import arrow_rows
 
 
 def _make_duckdb(base, layout):

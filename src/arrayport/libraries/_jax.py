@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import Kind, NotOffered, call, module
+from arrayport.libraries.toolkit import Kind, NotOffered, call, module
 from arrayport.convert_steps import (
-    _check_copy,
-    _copied,
-    _device_name,
-    _ImmutableConsumerExport,
-    _placed,
+    check_copy,
+    copied,
+    device_name,
+    ImmutableConsumerExport,
+    placed,
     no_type_for,
 )
 from arrayport.devices import DeviceType
@@ -34,8 +34,8 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
     import jax
     import jax.numpy as jnp
 
-    _check_copy(copy, "to(jax)")
-    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
+    check_copy(copy, "to(jax)")
+    view = placed(_core.view_or_copy(x, stream=stream, copy=copy), device_name(device), copy)
     if view.dtype.is_subbyte:
         # JAX's DLPack import takes no float4/float6 (packed: "only default layout"; a
         # legacy capsule cannot say padded), not even its own export: in through NumPy.
@@ -52,14 +52,14 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
                         f"{jax.dtypes.canonicalize_dtype(numpy_dtype)} (enable "
                         f"jax_enable_x64, or convert explicitly)")
     if any(s <= 0 for s, n in zip(view.element_strides, view.shape) if n > 1):
-        view = _copied(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
+        view = copied(view, copy, "to(jax)", "JAX cannot hold negative or zero strides")
     elif not _is_dense_permutation(view):
-        view = _copied(view, copy, "to(jax)", "JAX holds only strides that permute a "
+        view = copied(view, copy, "to(jax)", "JAX holds only strides that permute a "
                        "contiguous layout (its import raises on gaps between elements)")
     if copy is False and view.device.type is DeviceType.CPU and view.ptr % 64:
         raise BufferError("to(jax): JAX shares only 64-byte aligned host memory and would "
                           "copy this, but copy=False")
-    array = jnp.from_dlpack(_ImmutableConsumerExport(view), copy=copy)
+    array = jnp.from_dlpack(ImmutableConsumerExport(view), copy=copy)
     if copy is False and view.size and array.unsafe_buffer_pointer() != view.ptr:
         raise BufferError("to(jax): JAX copied the data, but copy=False")
     return array

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import (
+from arrayport.libraries.toolkit import (
     INDEXING,
     Kind,
     NotOffered,
@@ -14,7 +14,7 @@ from arrayport.cli.adapting import (
     call,
     module,
 )
-from arrayport.convert_steps import _dtype_in, _host_view
+from arrayport.convert_steps import dtype_in, host_view
 
 # What mx.from_dlpack keeps as it is; float64 goes in through mx.array(dtype=mx.float64).
 _MLX_DLPACK_DTYPES = frozenset({
@@ -30,10 +30,10 @@ def to_mlx(x, *, copy=None):
     if copy is False:
         raise BufferError(f"{who}: MLX copies every array it imports (mx.array and "
                           f"mx.from_dlpack alike), so sharing is impossible, but copy=False")
-    view = _host_view(x, who, copy)
+    view = host_view(x, who, copy)
     if view.dtype.name == "float64":
         return mx.array(_core.to_numpy(view), dtype=mx.float64)
-    _dtype_in(view, _MLX_DLPACK_DTYPES, who, "MLX")
+    dtype_in(view, _MLX_DLPACK_DTYPES, who, "MLX")
     if _core.has_negative_stride(view):
         view = view.copy()  # MLX refuses negative strides; it copies anyway
     return mx.from_dlpack(view)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arrayport.cli.adapting import arrow_rows, call, module
+from arrayport.libraries.toolkit import arrow_rows, call, module
 
 
 def _nanoarrow_column(rows):

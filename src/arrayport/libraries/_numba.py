@@ -4,12 +4,12 @@ only flag: the read-only policy applies), its device arrays in the matrix."""
 from __future__ import annotations
 
 from arrayport import _core
-from arrayport.cli.adapting import INDEXING, NotOffered, module
+from arrayport.libraries.toolkit import INDEXING, NotOffered, module
 from arrayport.convert_steps import (
-    _check_copy,
-    _check_readonly_policy,
-    _on_cuda,
-    _writable_for,
+    check_copy,
+    check_readonly_policy,
+    on_cuda,
+    writable_for,
     no_type_for,
 )
 
@@ -19,13 +19,13 @@ def _to_numba(x, *, copy=None, stream=None, readonly="copy"):
     Array Interface's read-only flag), so the read-only policy applies."""
     from numba import cuda
 
-    _check_copy(copy, "to(numba)")
-    _check_readonly_policy(readonly, "to(numba)")
-    view = _on_cuda(_core.view_or_copy(x, stream=stream, copy=copy), copy, stream,
+    check_copy(copy, "to(numba)")
+    check_readonly_policy(readonly, "to(numba)")
+    view = on_cuda(_core.view_or_copy(x, stream=stream, copy=copy), copy, stream,
                     "to(numba)", "numba-cuda")
     if not view.dtype.numpy_native:   # numba's arrays would hold raw bytes ('V2')
         raise no_type_for("to(numba)", "numba-cuda", view.dtype)
-    return cuda.as_cuda_array(_writable_for(view, readonly, copy, "to(numba)", "numba-cuda"))
+    return cuda.as_cuda_array(writable_for(view, readonly, copy, "to(numba)", "numba-cuda"))
 
 
 def _make_numba(base, layout):

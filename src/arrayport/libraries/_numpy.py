@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import Kind
-from arrayport.cli.samples import numpy_layout
+from arrayport.libraries.toolkit import Kind
+from arrayport.libraries.samples import numpy_layout
 
 
 def _make_numpy(base, layout):

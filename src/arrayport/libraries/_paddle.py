@@ -4,7 +4,7 @@ its tensors in the matrix, its unusual tensors."""
 from __future__ import annotations
 
 from arrayport import _core
-from arrayport.cli.adapting import (
+from arrayport.libraries.toolkit import (
     INDEXING,
     Kind,
     NotOffered,
@@ -13,12 +13,12 @@ from arrayport.cli.adapting import (
     module,
 )
 from arrayport.convert_steps import (
-    _check_readonly_policy,
-    _copied,
-    _dtype_in,
-    _host_view,
-    _ImmutableConsumerExport,
-    _writable_for,
+    check_readonly_policy,
+    copied,
+    dtype_in,
+    host_view,
+    ImmutableConsumerExport,
+    writable_for,
 )
 
 _PADDLE_DTYPES = frozenset({
@@ -32,17 +32,17 @@ def to_paddle(x, *, copy=None, readonly="copy"):
     import paddle
 
     who = "to(paddle)"
-    _check_readonly_policy(readonly, who)
-    view = _host_view(x, who, copy)
+    check_readonly_policy(readonly, who)
+    view = host_view(x, who, copy)
     if view.dtype.name == "uint16":
         raise TypeError(f"{who}: PaddlePaddle has no uint16 (its DLPack import reads uint16 "
                         f"as bfloat16); convert to int32 or another type first")
-    _dtype_in(view, _PADDLE_DTYPES, who, "PaddlePaddle")
+    dtype_in(view, _PADDLE_DTYPES, who, "PaddlePaddle")
     if _core.has_negative_stride(view):
-        view = _copied(view, copy, who, "PaddlePaddle cannot hold negative strides")
-    view = _writable_for(view, readonly, copy, who, "PaddlePaddle")
+        view = copied(view, copy, who, "PaddlePaddle cannot hold negative strides")
+    view = writable_for(view, readonly, copy, who, "PaddlePaddle")
     if view.readonly:  # readonly="share": Paddle asks for no version, so hand a legacy capsule
-        view = _ImmutableConsumerExport(view)
+        view = ImmutableConsumerExport(view)
     return paddle.from_dlpack(view)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import arrow_rows, call
-from arrayport.convert_steps import _check_copy, _copied, _placed, no_type_for
+from arrayport.libraries.toolkit import arrow_rows, call
+from arrayport.convert_steps import check_copy, copied, placed, no_type_for
 from arrayport.dtypes import DTypeCode
 
 
@@ -18,13 +18,13 @@ def _to_polars(x, *, copy=None):
     than held as Python objects."""
     import polars as pl
 
-    _check_copy(copy, "to(polars)")
-    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
+    check_copy(copy, "to(polars)")
+    view = placed(_core.view_or_copy(x, copy=copy), None, copy)
     if view.ndim == 0:
         raise ValueError("to(polars): a Series has at least one dimension, the data has 0; "
                          "reshape to (1,)")
     if not view.is_c_contiguous:
-        view = _copied(view, copy, "to(polars)", "Arrow columns are C-contiguous")
+        view = copied(view, copy, "to(polars)", "Arrow columns are C-contiguous")
     try:
         view.__arrow_c_schema__()          # an Arrow number type: the Series shares it
     except BufferError:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import Kind, NotOffered, call, module
-from arrayport.cli.samples import numpy_layout
-from arrayport.convert_steps import _check_copy, _copied, _placed, no_type_for
+from arrayport.libraries.toolkit import Kind, NotOffered, call, module
+from arrayport.libraries.samples import numpy_layout
+from arrayport.convert_steps import check_copy, copied, placed, no_type_for
 from arrayport.dtypes import DTypeCode
 
 
@@ -29,14 +29,14 @@ def _to_pyarrow(x, *, copy=None):
     memory is shared; a layout that is not C-contiguous is copied."""
     import pyarrow as pa
 
-    _check_copy(copy, "to(pyarrow)")
-    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
+    check_copy(copy, "to(pyarrow)")
+    view = placed(_core.view_or_copy(x, copy=copy), None, copy)
     if view.ndim == 0:
         raise ValueError("to(pyarrow): an Arrow array is a column, and the data is 0-d; "
                          "reshape it to (1,)")
     arrow_type = _pyarrow_type(view, "to(pyarrow)")
     if not view.is_c_contiguous:
-        view = _copied(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
+        view = copied(view, copy, "to(pyarrow)", "Arrow arrays are contiguous")
     if view.ndim > 1:
         return pa.array(view)            # the View's __arrow_c_array__: nested lists, shared
     return pa.Array.from_buffers(arrow_type, view.size, [None, pa.py_buffer(view)])
@@ -46,11 +46,11 @@ def _to_pyarrow_tensor(x, *, copy=None):
     """A ``pyarrow.Tensor`` (n-dimensional, strided, immutable)."""
     import pyarrow as pa
 
-    _check_copy(copy, "to(pyarrow.Tensor)")
-    view = _placed(_core.view_or_copy(x, copy=copy), None, copy)
+    check_copy(copy, "to(pyarrow.Tensor)")
+    view = placed(_core.view_or_copy(x, copy=copy), None, copy)
     _pyarrow_type(view, "to(pyarrow.Tensor)")
     if any(s < 0 for s in view.element_strides):
-        view = _copied(view, copy, "to(pyarrow.Tensor)",
+        view = copied(view, copy, "to(pyarrow.Tensor)",
                           "Arrow tensors cannot hold negative strides")
     return pa.Tensor.from_numpy(_core.to_numpy(view))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import Kind, NotOffered, call, module
-from arrayport.convert_steps import _copied, _dtype_in, _host_view
+from arrayport.libraries.toolkit import Kind, NotOffered, call, module
+from arrayport.convert_steps import copied, dtype_in, host_view
 
 # Alignment TensorFlow's kernels check (EIGEN_MAX_ALIGN_BYTES in its CPU builds).
 TENSORFLOW_ALIGNMENT = 64
@@ -28,18 +28,18 @@ def to_tensorflow(x, *, copy=None):
     import tensorflow as tf
 
     who = "to(tensorflow)"
-    view = _host_view(x, who, copy)
+    view = host_view(x, who, copy)
     name = view.dtype.name
     if name in _TENSORFLOW_COPIED_DTYPES:
         if copy is False:
             raise BufferError(f"{who}: TensorFlow's DLPack import has no {name}, so it "
                               f"needs a copy, but copy=False")
         return tf.constant(_core.to_numpy(view, copy=True))
-    _dtype_in(view, _TENSORFLOW_DLPACK_DTYPES, who, "TensorFlow's DLPack import")
+    dtype_in(view, _TENSORFLOW_DLPACK_DTYPES, who, "TensorFlow's DLPack import")
     if not view.is_c_contiguous:
-        view = _copied(view, copy, who, "TensorFlow takes only compact row-major strides")
+        view = copied(view, copy, who, "TensorFlow takes only compact row-major strides")
     if view.ptr % TENSORFLOW_ALIGNMENT:
-        view = _copied(view, copy, who, f"TensorFlow aborts the process on memory that is "
+        view = copied(view, copy, who, f"TensorFlow aborts the process on memory that is "
                        f"not {TENSORFLOW_ALIGNMENT}-byte aligned")
     # Legacy capsules only; TensorFlow tensors are immutable, so read-only memory is safe.
     capsule = _core.legacy_capsule_for_immutable_consumer(view, None)

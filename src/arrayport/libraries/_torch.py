@@ -9,14 +9,14 @@ import sys
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import INDEXING, Kind, NotOffered, call, module
+from arrayport.libraries.toolkit import INDEXING, Kind, NotOffered, call, module
 from arrayport.convert_steps import (
-    _check_copy,
-    _check_readonly_policy,
-    _copied,
-    _device_name,
-    _placed,
-    _writable_for,
+    check_copy,
+    check_readonly_policy,
+    copied,
+    device_name,
+    placed,
+    writable_for,
     no_type_for,
 )
 
@@ -27,16 +27,16 @@ def to_torch_general(x, *, device=None, copy=None, stream=None, readonly="copy")
     if (torch is not None and type(x) is torch.Tensor and device is None and not copy
             and stream is None):
         return x
-    _check_copy(copy, "to_torch")
-    _check_readonly_policy(readonly, "to_torch")
-    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), _device_name(device), copy)
+    check_copy(copy, "to_torch")
+    check_readonly_policy(readonly, "to_torch")
+    view = placed(_core.view_or_copy(x, stream=stream, copy=copy), device_name(device), copy)
     dtype = view.dtype
     if not _core.torch_holds(dtype) or dtype.padded:
         raise no_type_for("to_torch", "PyTorch", dtype)
     if _core.has_negative_stride(view):
-        view = _copied(view, copy, "to_torch", "PyTorch cannot hold negative strides "
+        view = copied(view, copy, "to_torch", "PyTorch cannot hold negative strides "
                           "(torch.from_dlpack aborts the process on them)")
-    view = _writable_for(view, readonly, copy, "to_torch", "PyTorch")
+    view = writable_for(view, readonly, copy, "to_torch", "PyTorch")
     return _core.torch_tensor_of(view)
 
 

@@ -6,23 +6,23 @@ from __future__ import annotations
 import numpy as np
 
 from arrayport import _core
-from arrayport.cli.adapting import Kind, NotOffered, call, module
-from arrayport.cli.samples import numpy_layout
+from arrayport.libraries.toolkit import Kind, NotOffered, call, module
+from arrayport.libraries.samples import numpy_layout
 from arrayport.convert_steps import (
-    _check_copy,
-    _check_readonly_policy,
-    _placed,
-    _writable_for,
+    check_copy,
+    check_readonly_policy,
+    placed,
+    writable_for,
 )
 
 
 def _to_tvm_ffi(x, *, copy=None, stream=None, readonly="copy"):
     import tvm_ffi
 
-    _check_copy(copy, "to(tvm_ffi)")
-    _check_readonly_policy(readonly, "to(tvm_ffi)")
-    view = _placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
-    return tvm_ffi.from_dlpack(_writable_for(view, readonly, copy, "to(tvm_ffi)", "tvm-ffi"))
+    check_copy(copy, "to(tvm_ffi)")
+    check_readonly_policy(readonly, "to(tvm_ffi)")
+    view = placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
+    return tvm_ffi.from_dlpack(writable_for(view, readonly, copy, "to(tvm_ffi)", "tvm-ffi"))
 
 
 def _make_tvm_ffi(base, layout):

@@ -7,14 +7,14 @@ import importlib
 
 import numpy as np
 
-from arrayport.cli.adapting import Kind, NotOffered
-from arrayport.cli.samples import numpy_layout
+from arrayport.libraries.toolkit import Kind, NotOffered
+from arrayport.libraries.samples import numpy_layout
 from arrayport.convert_steps import (
-    _check_readonly_policy,
-    _dtype_in,
-    _host_view,
-    _ImmutableConsumerExport,
-    _writable_for,
+    check_readonly_policy,
+    dtype_in,
+    host_view,
+    ImmutableConsumerExport,
+    writable_for,
 )
 
 _WARP_DTYPES = frozenset({
@@ -30,15 +30,15 @@ def to_warp(x, *, copy=None, readonly="copy"):
     import warp as wp
 
     who = "to(warp)"
-    _check_readonly_policy(readonly, who)
-    view = _host_view(x, who, copy)
-    _dtype_in(view, _WARP_DTYPES, who, "Warp")
+    check_readonly_policy(readonly, who)
+    view = host_view(x, who, copy)
+    dtype_in(view, _WARP_DTYPES, who, "Warp")
     if not 1 <= view.ndim <= WARP_MAX_DIMS:
         raise ValueError(f"{who}: Warp arrays have 1 to {WARP_MAX_DIMS} dimensions, the data "
                          f"has {view.ndim}; reshape it first")
-    view = _writable_for(view, readonly, copy, who, "Warp")
+    view = writable_for(view, readonly, copy, who, "Warp")
     if view.readonly:  # readonly="share": Warp asks for a legacy capsule
-        view = _ImmutableConsumerExport(view)
+        view = ImmutableConsumerExport(view)
     wp.init()  # wp.from_dlpack needs the runtime, and does not start it (once; then a no-op)
     return wp.from_dlpack(view)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arrayport.cli.adapting import Kind, call, module
-from arrayport.cli.samples import numpy_layout
+from arrayport.libraries.toolkit import Kind, call, module
+from arrayport.libraries.samples import numpy_layout
 
 
 def _make_xarray(base, layout):
@@ -54,10 +54,10 @@ CHECK = (lambda a: module("xarray").DataArray(a), None, None)
 
 
 def writable(x):
-    from arrayport.cli.libraries import is_writable
+    from arrayport.libraries.results import is_writable
     return is_writable(x.data)
 
 
 def host_values(x):
-    from arrayport.cli.libraries import to_host_numpy
+    from arrayport.libraries.results import to_host_numpy
     return to_host_numpy(x.data)

@@ -4,7 +4,9 @@ module and function (``call``), the layout classes as indexing (``INDEXING``), a
 unusual-array record (``Kind``) with the helpers its factories use.
 
 Imports nothing of arrayport: adapters import it at their top without pulling the command's
-machinery in.
+machinery in. It lives with the libraries, not in ``arrayport.cli`` (renovation 3): the
+command depends on the libraries, never the other way, and ``arrayport.to`` loads nothing
+of the command.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-# The layout classes of the 3 x 4 sample (arrayport.cli.samples.LAYOUTS) as indexing of an
+# The layout classes of the 3 x 4 sample (arrayport.libraries.samples.LAYOUTS) as indexing of an
 # array of it; "read-only" is each library's own (or missing).
 INDEXING = {
     "contiguous": lambda a: a, "transposed": lambda a: a.T, "sliced": lambda a: a[1:, 1:],

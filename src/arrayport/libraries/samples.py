@@ -2,6 +2,7 @@
 classes, as NumPy arrays (ml_dtypes supplies bfloat16 and float8 when it is installed).
 
 Each sample starts from one C-contiguous 3 x 4 base array; a layout class is a view of it.
+With the libraries (their adapters make their samples from these), read by the command.
 """
 
 from __future__ import annotations
