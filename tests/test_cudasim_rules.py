@@ -359,7 +359,7 @@ def test_what_was_never_released_is_reported_at_exit(tmp_path):
                            timeout=60, env={"CUDASIM_REPORT": str(report), "PATH": "/usr/bin"})
     assert child.returncode == 0, child.stderr
     assert report.read_text() == ("cudasim: at exit, never released: 1 allocations, 1 events, "
-                                  "0 streams\n")
+                                  "0 streams, 0 modules\n")
 
 
 def test_nothing_is_left_alive_by_these_tests(sim):

@@ -26,12 +26,19 @@
  *     stages the source at once, a copy into it returns when done);
  *   - cuGetProcAddress with the header's versions, the way NVIDIA's Python libraries
  *     (cuda-bindings, cuda-core, numba-cuda) find every entry point;
- *   - at exit, a report of allocations, streams and events never released (to stderr, or
- *     to the file CUDASIM_REPORT names).
- * What it counts (cudasim_counters): driver calls by name, host synchronizations, events
- * created — the costs a test can measure where it cannot time a GPU.
- * What it does not model: timing, kernels, peer-access hardware limits, memory pools,
- * graphs, IPC, texture and array objects.
+ *   - modules and kernels: PTX modules per context (a newer PTX ISA than the driver's is
+ *     refused), launch limits (grid, block, shared memory), parameters captured at launch,
+ *     launches ordered on their stream like any other work; arrayport's own kernels run
+ *     from their source, compiled as C into this library (see "modules and kernels"), and
+ *     an address outside device, pinned or managed memory faults the launch, after which
+ *     every synchronization of its context returns CUDA_ERROR_ILLEGAL_ADDRESS;
+ *   - at exit, a report of allocations, streams, events and modules never released (to
+ *     stderr, or to the file CUDASIM_REPORT names).
+ * What it counts (cudasim_counters): driver calls by name, host synchronizations, kernel
+ * faults — the costs a test can measure where it cannot time a GPU.
+ * What it does not model: timing, PTX it has no C build of (such launches answer
+ * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, memory pools, graphs, IPC,
+ * texture and array objects.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -57,6 +64,7 @@ struct CUctx_st {
     int magic, device;
     unsigned long long id;            /* unique in the process, new at each (re)creation */
     struct CUstream_st *legacy;       /* this context's NULL / CU_STREAM_LEGACY stream */
+    CUresult sticky;                  /* a kernel's fault: every later synchronization says so */
 };
 
 typedef struct op op;
@@ -82,7 +90,8 @@ struct CUevent_st {
     uint64_t seq;                     /* the work item that completes it */
 };
 
-enum { OP_MARK, OP_COPY, OP_SET };
+enum { OP_MARK, OP_COPY, OP_SET, OP_KERNEL };
+typedef struct kernel_impl kernel_impl;
 struct op {
     int kind;
     uint64_t seq;
@@ -93,6 +102,11 @@ struct op {
     size_t width, height, dst_pitch, src_pitch;
     unsigned char value;
     unsigned char *staging;           /* a pageable source's bytes, copied at issue; freed */
+    /* OP_KERNEL: the C build of the kernel, its parameters as captured at launch, the grid */
+    const kernel_impl *kernel;
+    unsigned char *params;
+    unsigned grid[3], block[3];
+    struct CUctx_st *ctx;
     op *next;
 };
 
@@ -140,11 +154,13 @@ static __thread int ctx_depth;
     X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuEventSynchronize) X(cuEventQuery) \
     X(cuGetProcAddress) X(cuCtxGetStreamPriorityRange) X(cuStreamCreateWithPriority) \
     X(cuStreamGetFlags) X(cuStreamGetPriority) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) \
-    X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId)
+    X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId) \
+    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
-enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_N };
-static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations"};
+enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_N };
+static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations",
+                                            "kernel_faults"};
 static long counters[COUNT_N];
 #define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
 
@@ -262,6 +278,8 @@ static int ready(const op *o) {
     return 1;
 }
 
+static void run_kernel(const op *o);
+
 static void *worker(void *arg) {
     struct CUstream_st *s = arg;
     pthread_mutex_lock(&lock);
@@ -272,6 +290,7 @@ static void *worker(void *arg) {
         op *o = s->head;
         pthread_mutex_unlock(&lock);
         if (delay_us > 0 && o->kind != OP_MARK) usleep((useconds_t)delay_us);
+        if (o->kind == OP_KERNEL) run_kernel(o);
         for (size_t row = 0; row < o->height; row++) {
             if (o->kind == OP_COPY)
                 memmove(o->dst + row * o->dst_pitch, o->src + row * o->src_pitch, o->width);
@@ -283,6 +302,7 @@ static void *worker(void *arg) {
         if (!s->head) s->tail = NULL;
         s->done = o->seq;
         free(o->staging);
+        free(o->params);
         free(o);
         pthread_cond_broadcast(&progress);
     }
@@ -413,6 +433,7 @@ SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice de
 }
 
 static void reset_context(struct CUctx_st *ctx);
+static void drop_modules(struct CUctx_st *ctx);
 
 SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device) {
     COUNT(cuDevicePrimaryCtxRelease);
@@ -502,8 +523,9 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
     pthread_mutex_lock(&lock);
     for (struct CUstream_st *s = streams; s; s = s->next)
         if (s->ctx == ctx) wait_for(s, s->issued);
+    CUresult status = ctx->sticky;
     pthread_mutex_unlock(&lock);
-    return CUDA_SUCCESS;
+    return status;
 }
 
 /* ---- memory --------------------------------------------------------------------------------- */
@@ -940,6 +962,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream handle) {
     if (s) {
         COUNT(HOST_SYNCS);
         wait_for(s, s->issued);
+        status = s->ctx->sticky;
     }
     pthread_mutex_unlock(&lock);
     return status;
@@ -1034,8 +1057,9 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
     struct CUevent_st *e = valid_event(event);
     if (e) COUNT(HOST_SYNCS);
     if (e && e->stream) wait_for(e->stream, e->seq);
+    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : e->ctx ? e->ctx->sticky : CUDA_SUCCESS;
     pthread_mutex_unlock(&lock);
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return status;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
@@ -1067,6 +1091,8 @@ static void reset_context(struct CUctx_st *ctx) {
         gone = s;
     }
     ctx->legacy = NULL;
+    ctx->sticky = CUDA_SUCCESS;
+    drop_modules(ctx);
     pthread_cond_broadcast(&progress);
     pthread_mutex_unlock(&lock);
     while (gone) {
@@ -1086,6 +1112,298 @@ static void reset_context(struct CUctx_st *ctx) {
         free(a);
     }
     pthread_mutex_unlock(&lock);
+}
+
+/* ---- modules and kernels -------------------------------------------------------------------- */
+
+/* A module is PTX text (what arrayport ships; cubins and fatbins are not read here). Loading
+ * keeps the driver's rules that a caller can get wrong: a module belongs to the context
+ * current at load, its functions launch only there, a PTX ISA newer than the driver's is
+ * refused, and an entry's parameter space has the size its PTX declares. What runs at launch
+ * is the kernel's C build, compiled into this library from the same source
+ * (src/arrayport/gpu/kernels/dialect.h); a function without one loads and is found, but its
+ * launch answers CUDA_ERROR_NOT_SUPPORTED: the simulator does not interpret PTX. */
+
+enum { MODULE_MAGIC = 0x4d4f444c, FUNCTION_MAGIC = 0x46554e43 };
+#define MAX_ENTRY_NAME 128
+#define MAX_STATIC_SHARED ((size_t)48 << 10)   /* per block, without the opt-in attribute */
+#define SIMULATED_PTX_ISA 88                    /* PTX ISA 8.8: what CUDA 12.9 reads */
+
+struct kernel_impl {
+    const char *name;
+    size_t param_size;
+    void (*run)(const void *params);
+    struct kernel_impl *next;
+};
+static kernel_impl *kernel_impls;
+
+struct CUfunc_st {
+    int magic;
+    struct CUmod_st *module;
+    char name[MAX_ENTRY_NAME];
+    size_t param_size, static_shared;
+    const kernel_impl *impl;
+    struct CUfunc_st *next;
+};
+
+struct CUmod_st {
+    int magic;
+    struct CUctx_st *ctx;
+    struct CUfunc_st *functions;
+    struct CUmod_st *next;
+};
+static struct CUmod_st *modules;
+
+/* Called by the kernels' C builds as the library loads (their constructors). */
+SIM_EXPORT void cudasim_register_kernel(const char *name, size_t param_size,
+                                        void (*run)(const void *)) {
+    kernel_impl *k = calloc(1, sizeof *k);
+    if (!k) return;
+    k->name = name;
+    k->param_size = param_size;
+    k->run = run;
+    k->next = kernel_impls;
+    kernel_impls = k;
+}
+
+/* The thread-local state of a kernel running on a stream's worker (dialect.h names it). */
+__thread struct { unsigned x, y, z; } threadIdx, blockIdx, blockDim, gridDim;
+static __thread int running_device = -1;
+static __thread uintptr_t fault_address;
+static __thread int faulted;
+static __thread unsigned char fault_sink[64];
+
+/* The host bytes of [address, address + size) for a running kernel: device memory of its own
+ * device, pinned or managed memory. Anything else — pageable host memory, another device's
+ * memory, past an allocation's end — is the GPU's illegal address: the launch stops there. */
+SIM_EXPORT void *cudasim_device_bytes(uint64_t address, size_t size) {
+    pthread_mutex_lock(&lock);
+    allocation *a = faulted ? NULL : find((uintptr_t)address, size);
+    if (a && a->kind == MEM_DEVICE && a->device != running_device) a = NULL;
+    void *bytes = a ? a->bytes + ((uintptr_t)address - a->base) : NULL;
+    pthread_mutex_unlock(&lock);
+    if (bytes) return bytes;
+    if (!faulted) fault_address = (uintptr_t)address;
+    faulted = 1;
+    return fault_sink;            /* the rest of the block runs harmlessly, then stops */
+}
+
+static void run_kernel(const op *o) {
+    running_device = o->ctx->device;
+    faulted = 0;
+    blockDim.x = o->block[0], blockDim.y = o->block[1], blockDim.z = o->block[2];
+    gridDim.x = o->grid[0], gridDim.y = o->grid[1], gridDim.z = o->grid[2];
+    for (blockIdx.z = 0; blockIdx.z < gridDim.z && !faulted; blockIdx.z++)
+        for (blockIdx.y = 0; blockIdx.y < gridDim.y && !faulted; blockIdx.y++)
+            for (blockIdx.x = 0; blockIdx.x < gridDim.x && !faulted; blockIdx.x++)
+                o->kernel->run(o->params);
+    if (!faulted) return;
+    __atomic_add_fetch(&counters[COUNT_KERNEL_FAULTS], 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "cudasim: kernel %s: illegal address %#lx\n", o->kernel->name,
+            (unsigned long)fault_address);
+    pthread_mutex_lock(&lock);
+    o->ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    pthread_mutex_unlock(&lock);
+}
+
+/* The size of one `.param` declaration of an entry (`.param .align 8 .b8 name[1056]`,
+ * `.param .u64 name`), or 0 when the text is not one. */
+static size_t param_bytes(const char *text) {
+    const char *bracket = strchr(text, '['), *end = strpbrk(text, ",)\n");
+    if (bracket && (!end || bracket < end)) return (size_t)strtoul(bracket + 1, NULL, 10);
+    static const struct { const char *type; size_t size; } widths[] = {
+        {".u64", 8}, {".s64", 8}, {".b64", 8}, {".f64", 8}, {".u32", 4}, {".s32", 4},
+        {".b32", 4}, {".f32", 4}, {".u16", 2}, {".s16", 2}, {".b16", 2}, {".u8", 1},
+        {".s8", 1}, {".b8", 1}};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        const char *at = strstr(text, widths[i].type);
+        if (at && (!end || at < end)) return widths[i].size;
+    }
+    return 0;
+}
+
+static void free_module(struct CUmod_st *m) {
+    while (m->functions) {
+        struct CUfunc_st *f = m->functions;
+        m->functions = f->next;
+        f->magic = 0;
+        free(f);
+    }
+    m->magic = 0;
+    free(m);
+}
+
+/* A destroyed context's modules go with it (caller holds the lock). */
+static void drop_modules(struct CUctx_st *ctx) {
+    for (struct CUmod_st **link = &modules; *link;) {
+        struct CUmod_st *m = *link;
+        if (m->ctx != ctx) { link = &m->next; continue; }
+        *link = m->next;
+        free_module(m);
+    }
+}
+
+/* Parse the entries of PTX text into m's functions; a CUDA error for what the driver refuses. */
+static CUresult parse_ptx(struct CUmod_st *m, const char *ptx) {
+    const char *version = strstr(ptx, ".version "), *target = strstr(ptx, ".target ");
+    if (!version || !target) return CUDA_ERROR_INVALID_IMAGE;
+    int major = 0, minor = 0;
+    if (sscanf(version + 9, "%d.%d", &major, &minor) != 2) return CUDA_ERROR_INVALID_PTX;
+    if (major * 10 + minor > SIMULATED_PTX_ISA) return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+    for (const char *at = strstr(ptx, ".entry "); at; at = strstr(at + 1, ".entry ")) {
+        struct CUfunc_st *f = calloc(1, sizeof *f);
+        if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
+        f->magic = FUNCTION_MAGIC;
+        f->module = m;
+        f->next = m->functions;
+        m->functions = f;
+        size_t n = strcspn(at + 7, "( \t\n");
+        if (n == 0 || n >= MAX_ENTRY_NAME) return CUDA_ERROR_INVALID_PTX;
+        memcpy(f->name, at + 7, n);
+        const char *next = strstr(at + 1, ".entry "), *close = strchr(at, ')');
+        if (!close) return CUDA_ERROR_INVALID_PTX;
+        for (const char *p = strstr(at, ".param "); p && p < close; p = strstr(p + 1, ".param "))
+            f->param_size += param_bytes(p);
+        for (const char *p = strstr(close, ".shared "); p && (!next || p < next);
+             p = strstr(p + 1, ".shared "))
+            f->static_shared += param_bytes(p);
+        for (const kernel_impl *k = kernel_impls; k; k = k->next)
+            if (!strcmp(k->name, f->name)) f->impl = k;
+        if (f->impl && f->impl->param_size != f->param_size) {
+            /* the C build and the PTX disagree on the parameter struct: a kernel defect */
+            fprintf(stderr, "cudasim: %s: the PTX's parameters are %zu bytes, its C build's %zu\n",
+                    f->name, f->param_size, f->impl->param_size);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
+    COUNT(cuModuleLoadData);
+    REQUIRE_INIT();
+    if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUmod_st *m = calloc(1, sizeof *m);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    m->magic = MODULE_MAGIC;
+    m->ctx = ctx;
+    CUresult status = parse_ptx(m, image);
+    if (status != CUDA_SUCCESS) {
+        free_module(m);
+        return status;
+    }
+    pthread_mutex_lock(&lock);
+    m->next = modules;
+    modules = m;
+    pthread_mutex_unlock(&lock);
+    *module = m;
+    return CUDA_SUCCESS;
+}
+
+/* The live module a handle names, or NULL (caller holds the lock). */
+static struct CUmod_st *valid_module(CUmodule handle) {
+    for (struct CUmod_st *m = modules; m; m = m->next)
+        if (m == handle && m->magic == MODULE_MAGIC) return m;
+    return NULL;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule handle) {
+    COUNT(cuModuleUnload);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    struct CUmod_st *m = valid_module(handle);
+    if (m) {
+        struct CUmod_st **link = &modules;
+        while (*link != m) link = &(*link)->next;
+        *link = m->next;
+        /* a launch still queued keeps running: it holds its kernel and parameters */
+        free_module(m);
+    }
+    pthread_mutex_unlock(&lock);
+    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *function, CUmodule handle,
+                                                const char *name) {
+    COUNT(cuModuleGetFunction);
+    REQUIRE_INIT();
+    if (!function || !name) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct CUmod_st *m = valid_module(handle);
+    struct CUfunc_st *found = NULL;
+    for (struct CUfunc_st *f = m ? m->functions : NULL; f; f = f->next)
+        if (!strcmp(f->name, name)) found = f;
+    pthread_mutex_unlock(&lock);
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    if (!found) return CUDA_ERROR_NOT_FOUND;
+    *function = found;
+    return CUDA_SUCCESS;
+}
+
+/* The function a handle names, in a live module, or NULL (caller holds the lock). */
+static struct CUfunc_st *valid_function(CUfunction handle) {
+    for (struct CUmod_st *m = modules; m; m = m->next)
+        for (struct CUfunc_st *f = m->functions; f; f = f->next)
+            if (f == handle && f->magic == FUNCTION_MAGIC) return f;
+    return NULL;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
+                                           unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                           unsigned shared, CUstream handle, void **params,
+                                           void **extra) {
+    COUNT(cuLaunchKernel);
+    REQUIRE_INIT();
+    /* The limits every GPU arrayport supports has (compute capability 6.0 and later). */
+    if (!gx || !gy || !gz || !bx || !by || !bz || gx > 2147483647u || gy > 65535 ||
+        gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
+        (unsigned long)bx * by * bz > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUfunc_st *f = valid_function(function);
+    struct CUstream_st *s = f ? resolve_stream(handle, &status) : NULL;
+    if (!f) status = CUDA_ERROR_INVALID_HANDLE;
+    else if (s && s->ctx != f->module->ctx) status = CUDA_ERROR_INVALID_CONTEXT;
+    else if (s && f->static_shared + shared > MAX_STATIC_SHARED)
+        status = CUDA_ERROR_INVALID_VALUE;
+    else if (s && f->param_size && !params) status = CUDA_ERROR_INVALID_VALUE;
+    else if (s && !f->impl) status = CUDA_ERROR_NOT_SUPPORTED;   /* no C build to run */
+    if (status != CUDA_SUCCESS || !s) {
+        pthread_mutex_unlock(&lock);
+        return status;
+    }
+    /* The parameters are captured now, as the driver does: the caller may reuse them. */
+    op *o = calloc(1, sizeof *o);
+    unsigned char *copy = malloc(f->param_size ? f->param_size : 1);
+    if (!o || !copy) {
+        free(o);
+        free(copy);
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (f->param_size) memcpy(copy, params[0], f->param_size);
+    o->kind = OP_KERNEL;
+    o->kernel = f->impl;
+    o->params = copy;
+    o->ctx = s->ctx;
+    o->grid[0] = gx, o->grid[1] = gy, o->grid[2] = gz;
+    o->block[0] = bx, o->block[1] = by, o->block[2] = bz;
+    enqueue(s, o);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* Modules not unloaded so far. */
+SIM_EXPORT long cudasim_live_modules(void) {
+    long n = 0;
+    pthread_mutex_lock(&lock);
+    for (struct CUmod_st *m = modules; m; m = m->next) n++;
+    pthread_mutex_unlock(&lock);
+    return n;
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -1131,7 +1449,9 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
     X(cuCtxGetStreamPriorityRange, 5050) X(cuStreamCreateWithPriority, 5050) \
     X(cuStreamGetFlags, 5050) X(cuStreamGetPriority, 5050) \
     X(cuDeviceGetUuid, 9020) X(cuDeviceTotalMem, 3020) X(cuMemGetInfo, 3020) \
-    X(cuMemGetAddressRange, 3020) X(cuCtxGetId, 12000) X(cuStreamGetId, 12000)
+    X(cuMemGetAddressRange, 3020) X(cuCtxGetId, 12000) X(cuStreamGetId, 12000) \
+    X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000) \
+    X(cuLaunchKernel, 4000)
 
 /* Entry points whose newer variant has a name of its own in the header rather than a macro
  * (cuDeviceGetUuid_v2): the base name, the variant, the version that introduced it. */
@@ -1209,13 +1529,13 @@ SIM_EXPORT void cudasim_live(long *allocations_out, long *events_out, long *stre
 
 __attribute__((destructor)) static void report_unreleased(void) {
     if (!initialised) return;
-    long a, e, s;
+    long a, e, s, m = cudasim_live_modules();
     cudasim_live(&a, &e, &s);
-    if (!a && !e && !s) return;
+    if (!a && !e && !s && !m) return;
     const char *path = getenv("CUDASIM_REPORT");
     FILE *out = path ? fopen(path, "a") : stderr;
     if (!out) return;
-    fprintf(out, "cudasim: at exit, never released: %ld allocations, %ld events, %ld streams\n",
-            a, e, s);
+    fprintf(out, "cudasim: at exit, never released: %ld allocations, %ld events, %ld streams, "
+            "%ld modules\n", a, e, s, m);
     if (out != stderr) fclose(out);
 }

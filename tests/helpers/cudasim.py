@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parents[1] / "cudasim" / "cudasim.c"
+# arrayport's device kernels, compiled as C into the simulator (their dialect.h says how)
+KERNELS = Path(__file__).resolve().parents[2] / "src" / "arrayport" / "gpu" / "kernels"
 _why_not: list[str] = []
 
 
@@ -52,7 +54,9 @@ def library(soname: str = "libcudasim.so.1") -> str | None:
     target = folder / "libcuda.so.1"
     command = [compiler, "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
                "-Wno-unused-parameter", "-Wno-deprecated-declarations", "-pthread",
-               f"-I{include}", f"-Wl,-soname,{soname}", str(SOURCE), "-o", str(target)]
+               f"-I{include}", f"-Wl,-soname,{soname}", str(SOURCE),
+               "-x", "c", *map(str, sorted(KERNELS.glob("*.cu"))), "-x", "none",
+               "-o", str(target)]
     built = subprocess.run(command, capture_output=True, text=True)
     if built.returncode != 0:
         _why_not.append(f"the simulator did not build:\n{built.stderr[-3000:]}")
@@ -75,6 +79,7 @@ class Simulator:
         self.cuda.cudasim_set_delay_us.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_max_pitch.argtypes = [ctypes.c_long]
         self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
+        self.cuda.cudasim_live_modules.restype = ctypes.c_long
 
     def counters(self) -> dict[str, int]:
         names = (ctypes.c_char_p * 128)()
@@ -94,6 +99,10 @@ class Simulator:
         values = [ctypes.c_long() for _ in range(3)]
         self.cuda.cudasim_live(*(ctypes.byref(v) for v in values))
         return tuple(v.value for v in values)
+
+    def live_modules(self) -> int:
+        """Modules loaded and not unloaded."""
+        return self.cuda.cudasim_live_modules()
 
 
 def install() -> str | None:

@@ -33,6 +33,8 @@ FORMATS = {
     "make_stream_wait": lambda ordinal, consumer, producer, producer_ordinal=None:
         (ordinal, consumer, producer),
     "synchronize": lambda ordinal, stream: (ordinal, stream),
+    "launch_kernel": lambda ordinal, module, kernel, grid, block, params, stream:
+        (ordinal, kernel, stream),
 }
 
 

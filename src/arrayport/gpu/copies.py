@@ -5,9 +5,11 @@ Where the bytes go:
 - host → host: arrayport's own strided kernel (``_csrc/strided_copy.h``), in C;
 - host → device: a strided source is first packed by that kernel, then one host-to-device
   transfer; to pinned host memory (``cuda_host``/``rocm_host``) the same way;
-- device → host, device → device on one GPU: one transfer when the source is contiguous,
-  else 2-D transfers (``cuMemcpy2DAsync``: rows of contiguous bytes, a pitch apart) planned
-  by ``plan_runs`` — DMA, no kernel launched;
+- device → device on one GPU: one transfer when the source is contiguous, else one launch of
+  arrayport's strided-copy kernel (``gpu.kernels.strided_copy``) where the driver can load
+  it (CUDA), else 2-D transfers as below;
+- device → host: one transfer when the source is contiguous, else 2-D transfers
+  (``cuMemcpy2DAsync``: rows of contiguous bytes, a pitch apart) planned by ``plan_runs``;
 - device → another device: packed on the source device if strided, then a peer transfer.
 
 Streams (CUDA, ROCm): the transfers are enqueued on ``stream`` — a stream of the
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from arrayport import _core, gpu
 from arrayport.devices import Device, DeviceType
+from arrayport.gpu.kernels import strided_copy
 
 __all__ = ["copy_view", "plan_runs"]
 
@@ -83,6 +86,11 @@ def _driver_copy(view, source, target, driver, stream):
         packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
     elif not view.is_c_contiguous and source.id != ordinal:
         packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
+        if driver.is_default_stream(stream):
+            # A default stream names each device's own: the packing ran on the source
+            # device's, the transfer goes on this device's, and they are not ordered unless
+            # told. arrayport's own two steps: ordered whatever the implicit-sync switch says.
+            driver.make_stream_wait(ordinal, stream, stream, source.id)
     if nbytes:
         if packed.is_c_contiguous:
             if gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type) \
@@ -91,7 +99,8 @@ def _driver_copy(view, source, target, driver, stream):
                                        nbytes, stream)
             else:
                 driver.copy_async(ordinal, memory.address, packed.ptr, nbytes, stream)
-        else:
+        elif not (gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type)
+                  and strided_copy.launch(driver, ordinal, memory.address, packed, stream)):
             for src, dst, width, height, pitch in plan_runs(packed.shape, packed.strides,
                                                             packed.itemsize,
                                                             driver.max_pitch(ordinal)):

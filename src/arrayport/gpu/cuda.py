@@ -29,6 +29,7 @@ import weakref
 
 from arrayport import errors
 from arrayport.devices import DeviceType
+from arrayport.gpu.kernels import KernelCache
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
 from arrayport.gpu.library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
 
@@ -42,6 +43,7 @@ _CU_MEMORYTYPE_HOST = 1
 _CU_MEMORYTYPE_DEVICE = 2
 _CU_MEMORYTYPE_UNIFIED = 4
 _CUDA_ERROR_INVALID_CONTEXT = 201
+_CUDA_ERROR_INVALID_HANDLE = 400
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
@@ -97,6 +99,11 @@ _SIGNATURES = {
     "cuMemcpyAsync": (_INT, [c_address, c_address, c_size, c_handle]),
     "cuMemcpy2DAsync_v2": (_INT, [ctypes.POINTER(_Memcpy2D), c_handle]),
     "cuMemcpyPeerAsync": (_INT, [c_address, c_handle, c_address, c_handle, c_size, c_handle]),
+    "cuModuleLoadData": (_INT, [ctypes.POINTER(c_handle), ctypes.c_char_p]),
+    "cuModuleUnload": (_INT, [c_handle]),
+    "cuModuleGetFunction": (_INT, [ctypes.POINTER(c_handle), c_handle, ctypes.c_char_p]),
+    "cuLaunchKernel": (_INT, [c_handle] + [ctypes.c_uint] * 7 +
+                       [c_handle, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]),
 }
 
 
@@ -131,6 +138,7 @@ class CudaDriver(VendorDriver):
         # Primary contexts retained, per library (tests swap the library for stand-ins).
         self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._contexts_lock = threading.Lock()
+        self.kernels = KernelCache(self)   # arrayport's device kernels, per context
 
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
@@ -217,6 +225,7 @@ class CudaDriver(VendorDriver):
         return self._made_current(self.primary_context(ordinal))
 
     def close(self) -> None:
+        self.kernels.close()   # modules first: they live in the contexts released below
         super().close()
         with self._contexts_lock:
             contexts = self._contexts.pop(self.library, {})
@@ -270,6 +279,54 @@ class CudaDriver(VendorDriver):
         with self.on_device(src_ordinal) as src_context, \
                 self.on_device(dst_ordinal) as dst_context:
             self._call("cuMemcpyPeerAsync", dst, dst_context, src, src_context, nbytes, stream)
+
+
+    # Device kernels (the room is gpu.kernels; these are the driver calls it makes).
+
+    def load_module(self, image: bytes) -> int:
+        """A module loaded from ``image`` (PTX text) into the current context."""
+        module = c_handle()
+        self._call("cuModuleLoadData", ctypes.byref(module), image)
+        return module.value
+
+    def module_function(self, module: int, name: str) -> int:
+        function = c_handle()
+        self._call("cuModuleGetFunction", ctypes.byref(function), module, name.encode())
+        return function.value
+
+    def unload_module(self, context: int, module: int) -> None:
+        """Unload ``module``, with its ``context`` current."""
+        with self._made_current(c_handle(context)):
+            self._call("cuModuleUnload", module)
+
+    def launch_kernel(self, ordinal: int, module: str, kernel: str, grid: int, block: int,
+                      params: ctypes.Structure, stream: int) -> bool:
+        """Launch ``kernel`` of arrayport's kernel module ``module`` on ``stream`` (of
+        device ``ordinal``): a 1-D grid of ``grid`` blocks of ``block`` threads, its one
+        by-value parameter ``params``. False, launching nothing, where the module cannot
+        be loaded on that device, or ``stream`` is another device's (the caller keeps its
+        DMA path)."""
+        arguments = (ctypes.c_void_p * 1)(ctypes.addressof(params))
+        with self.on_stream_context(stream, ordinal) as context:
+            if context.value != self.primary_context(ordinal).value:
+                # a stream of another device (a peer copy's destination): a kernel there
+                # could not read this device's memory without peer access; DMA can
+                return False
+        for attempt in range(2):
+            function = self.kernels.function(ordinal, module, kernel)
+            if function is None:
+                return False
+            with self.on_device(ordinal):
+                status = self.library.get().cuLaunchKernel(function, grid, 1, 1, block, 1, 1,
+                                                           0, stream, arguments, None)
+            if status == _CUDA_ERROR_INVALID_HANDLE and attempt == 0:
+                # the context was destroyed and made again (another library reset the
+                # device): its modules went with it; load them again, once
+                self.kernels.forget(ordinal)
+                continue
+            self.library.check(status, f"cuLaunchKernel({kernel})")
+            return True
+        return False
 
 
 driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out

@@ -251,3 +251,10 @@ class VendorDriver:
     def copy_peer_async(self, dst_ordinal: int, dst: int, src_ordinal: int, src: int,
                         nbytes: int, stream: int) -> None:
         raise NotImplementedError
+
+    def launch_kernel(self, ordinal: int, module: str, kernel: str, grid: int, block: int,
+                      params, stream: int) -> bool:
+        """Launch one of arrayport's device kernels (``gpu.kernels``); False, launching
+        nothing, where this vendor or device cannot load them — HIP cannot load PTX, so its
+        copies keep the DMA path (a capability, as managed memory is)."""
+        return False

@@ -1,0 +1,105 @@
+"""The room for arrayport's device kernels: their CUDA sources and the PTX built from them
+live beside this file; this module loads them into a context, keeps them there, and hands
+out their functions.
+
+Who owns what:
+- a kernel's source (``<module>.cu``, in the dialect of ``dialect.h``) and its PTX
+  (``<module>.ptx``, written by ``scripts/build_ptx.py``, shipped as package data);
+- ``KernelCache`` (here): one ``cuModuleLoadData`` per context and module, functions looked
+  up once, everything unloaded when its driver closes (at exit). A module that cannot be
+  loaded — a driver older than the PTX, a vendor that cannot load PTX (HIP) — is
+  remembered as such, with why, and ``function`` answers None: the caller keeps its DMA
+  path (the decision is recorded in docs/decisions.md, "Device kernels ship as PTX");
+- the launch itself is the driver's (``CudaDriver.launch``), on the stream the caller was
+  given by the core's stream owner (``_core.copy_work_stream``), so a kernel is ordered like
+  every other piece of arrayport's GPU work;
+- what a kernel computes, and its parameter struct on the host side, belong to the
+  kernel's own module here (``strided_copy``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import threading
+import weakref
+
+__all__ = ["KernelCache", "ptx_image"]
+
+
+@functools.lru_cache(maxsize=None)
+def ptx_image(module: str) -> bytes:
+    """The PTX of kernel module ``module`` (``strided_copy``), NUL-terminated as
+    ``cuModuleLoadData`` reads text."""
+    return (importlib.resources.files(__name__) / f"{module}.ptx").read_bytes() + b"\0"
+
+
+class KernelCache:
+    """The kernel modules a CUDA driver has loaded, per context (see the module).
+
+    ``driver`` provides ``on_device``, ``load_module``, ``module_function`` and
+    ``unload_module``. Entries are kept per library, as the driver's own caches are (tests
+    swap the library for stand-ins)."""
+
+    def __init__(self, driver):
+        self._driver = driver
+        # {library: {context: {module: (module handle, {kernel: function}) | why not}}}
+        self._modules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def function(self, ordinal: int, module: str, kernel: str) -> int | None:
+        """The handle of ``kernel`` in ``module``, loaded into device ``ordinal``'s
+        context on first use; None where that module cannot be loaded there."""
+        driver = self._driver
+        with driver.on_device(ordinal) as context, self._lock:
+            loaded = self._modules.setdefault(driver.library, {}).setdefault(
+                getattr(context, "value", context), {})
+            entry = loaded.get(module)
+            if entry is None:
+                try:
+                    entry = (driver.load_module(ptx_image(module)), {})
+                except BufferError as error:   # an older driver, or no PTX JIT: DMA instead
+                    entry = str(error)
+                loaded[module] = entry
+            if isinstance(entry, str):
+                return None
+            handle, functions = entry
+            if kernel not in functions:
+                functions[kernel] = driver.module_function(handle, kernel)
+            return functions[kernel]
+
+    def why_not(self, ordinal: int, module: str) -> str | None:
+        """Why ``module`` could not be loaded on device ``ordinal`` (None: it was, or was
+        never tried)."""
+        with self._driver.on_device(ordinal) as context, self._lock:
+            entry = self._modules.get(self._driver.library, {}).get(
+                getattr(context, "value", context), {}).get(module)
+        return entry if isinstance(entry, str) else None
+
+    def forget(self, ordinal: int) -> None:
+        """Drop device ``ordinal``'s entries without unloading them: its context was
+        destroyed (reset by another library), and its modules with it."""
+        with self._driver.on_device(ordinal) as context, self._lock:
+            self._modules.get(self._driver.library, {}).pop(getattr(context, "value", context),
+                                                             None)
+
+    def loaded(self) -> int:
+        """How many modules are loaded now (all contexts)."""
+        with self._lock:
+            return sum(not isinstance(entry, str)
+                       for modules in self._modules.get(self._driver.library, {}).values()
+                       for entry in modules.values())
+
+    def close(self) -> None:
+        """Unload every module, each in its own context: at the driver's close (exit), so
+        that the driver sees everything released. Never raises."""
+        with self._lock:
+            contexts = self._modules.pop(self._driver.library, {})
+        for context, modules in contexts.items():
+            for entry in modules.values():
+                if isinstance(entry, str):
+                    continue
+                try:
+                    self._driver.unload_module(context, entry[0])
+                except Exception:   # at exit: the library may be gone; nothing to save
+                    pass

@@ -1,0 +1,74 @@
+/* The dialect arrayport's device kernels are written in: one source, two compilers.
+ *
+ * Under NVRTC (scripts/build_ptx.py, which writes the PTX arrayport ships) the macros below
+ * are CUDA's own: a kernel is an extern "C" __global__ function of one by-value parameter
+ * struct, AP_THREADS is every thread of the block running the statement after it, and
+ * AP_BARRIER is __syncthreads().
+ *
+ * Compiled as C into the project's CUDA driver simulator (tests/helpers/cudasim.py), the
+ * same source runs on the host: the simulator's launch calls a kernel once per block,
+ * AP_THREADS loops over the block's threads, and every global-memory address goes through
+ * the simulator (AP_GLOBAL), which finds the allocation it belongs to and faults, as a GPU
+ * does, on an address outside one. So a kernel's indexing is tested on every push, not only
+ * its plumbing. What the C build cannot show is speed, and warp-level behaviour: a kernel
+ * here uses neither warp intrinsics nor a barrier inside divergent code.
+ *
+ * Rules for a kernel source, so that both compilers read it alike: C99 that is also C++
+ * (no templates, no references, no bool); one parameter struct per kernel, declared with
+ * fixed-width fields (its size is checked against the PTX at load by the simulator); state
+ * that crosses an AP_BARRIER lives in AP_SHARED arrays, not in locals of an AP_THREADS body.
+ */
+#ifndef ARRAYPORT_KERNEL_DIALECT_H
+#define ARRAYPORT_KERNEL_DIALECT_H
+
+typedef signed char ap_i8;
+typedef unsigned char ap_u8;
+typedef unsigned short ap_u16;
+typedef unsigned int ap_u32;
+typedef long long ap_i64;
+typedef unsigned long long ap_u64;
+typedef struct { ap_u64 lo, hi; } __attribute__((aligned(16))) ap_u128;
+
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+
+#define AP_KERNEL(name, Params, p) extern "C" __global__ void name(const Params p)
+#define AP_UNROLL _Pragma("unroll")
+#define AP_THREADS
+#define AP_BARRIER __syncthreads();
+#define AP_SHARED __shared__
+#define AP_GLOBAL(type, address) ((type *)(address))
+
+#else   /* C, inside the simulator */
+
+#include <stddef.h>
+#include <string.h>
+
+typedef struct { unsigned x, y, z; } ap_dim3;
+extern __thread ap_dim3 threadIdx, blockIdx, blockDim, gridDim;
+/* The host bytes behind [address, address + size) of memory a kernel may touch (device,
+ * pinned or managed); a fault stops the launch (see cudasim.c). */
+void *cudasim_device_bytes(ap_u64 address, size_t size);
+void cudasim_register_kernel(const char *name, size_t param_size, void (*run)(const void *));
+
+#define AP_KERNEL(name, Params, p)                                                          \
+    static void name##_block(const Params p);                                               \
+    static void name##_run(const void *raw) {                                               \
+        Params copy;                                                                        \
+        memcpy(&copy, raw, sizeof copy);                                                    \
+        name##_block(copy);                                                                 \
+    }                                                                                       \
+    __attribute__((constructor)) static void name##_register(void) {                        \
+        cudasim_register_kernel(#name, sizeof(Params), name##_run);                         \
+    }                                                                                       \
+    static void name##_block(const Params p)
+#define AP_THREADS                                                                          \
+    for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++)                          \
+        for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++)                      \
+            for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++)
+#define AP_BARRIER
+#define AP_SHARED
+#define AP_UNROLL
+#define AP_GLOBAL(type, address) ((type *)cudasim_device_bytes((address), sizeof(type)))
+
+#endif
+#endif

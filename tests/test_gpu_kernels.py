@@ -1,0 +1,184 @@
+"""arrayport's device kernels through arrayport (issue 41, the room; issue 43, the copies):
+a strided copy within one GPU is one launch of the strided-copy kernel, bit for bit what
+NumPy's copy is, for every layout class and element size; the module is loaded once per
+context and unloaded at close; where it cannot be loaded the copy keeps its DMA path. On
+the simulator the kernel runs from its own source (compiled as C over the grid), so its
+indexing is checked here, not only its plumbing; on a GPU (ARRAYPORT_GPU=hardware) the same
+tests run the PTX."""
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport.gpu import cuda as cuda_driver
+from arrayport.gpu import hip as hip_driver
+from arrayport.gpu import kernels
+from arrayport.gpu.kernels import strided_copy
+
+pytestmark = pytest.mark.gpu
+
+try:
+    cuda_driver.driver.library.get()
+except BufferError as error:
+    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+
+from driver_log import DriverLog, contents, device_array  # noqa: E402
+from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
+                          slow_streams)
+from sim_arrays import Stream  # noqa: E402
+
+DTYPES = [np.uint8, np.float16, np.int32, np.float64, np.complex128]
+
+
+def layouts(dtype):
+    """Every layout class, in elements of ``dtype`` holding random bytes (NaN payloads
+    included: the copy must be bit-exact, not value-equal)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.random.default_rng(7).integers(0, 256, 2 * 5 * 7 * 3 * itemsize, dtype=np.uint8)
+    base = raw.view(dtype).reshape(2, 5, 7, 3)
+    wide = np.random.default_rng(8).integers(0, 256, 33 * 65 * itemsize, np.uint8)
+    wide = wide.view(dtype).reshape(33, 65)
+    return {
+        "transposed": base.T, "sliced": base[:, 1:4, ::2], "negative": base[::-1, :, ::-2],
+        "broadcast": np.broadcast_to(base[0, 0], (4, 7, 3)),
+        "permuted": base.transpose(2, 0, 3, 1), "transposed-2d": wide.T,
+        "offset-rows": wide[1:, 1:-2], "column": wide[:, 5], "reversed": wide[::-1, ::-1],
+        "4-d-permuted": base.transpose(1, 3, 0, 2)[:, :, ::-1],
+    }
+
+
+@pytest.fixture
+def cuda(monkeypatch, nothing_leaks):
+    return DriverLog(monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", list(layouts(np.uint8)))
+def test_a_strided_copy_on_one_gpu_is_one_kernel_launch_bit_for_bit(cuda, name, dtype):
+    array = layouts(dtype)[name]
+    source = device_array(array)
+    copy = source.copy(device="cuda:0")
+    assert copy.is_c_contiguous and copy.shape == array.shape and copy.dtype == array.dtype
+    assert contents(copy) == np.ascontiguousarray(array).tobytes()
+    assert cuda.calls("launch_kernel") == [(0, "arrayport_strided_copy", 1)]
+    assert not cuda.calls("copy_2d_async") and not cuda.calls("copy_async")
+    del source, copy
+
+
+@pytest.mark.parametrize("name", ["contiguous", "0-d", "size-0"])
+def test_contiguous_and_empty_data_launch_nothing(cuda, name):
+    array = {"contiguous": np.arange(24.0).reshape(4, 6), "0-d": np.array(2.5),
+             "size-0": np.zeros((3, 0, 2))[:, :, ::-1]}[name]
+    copy = device_array(array).copy(device="cuda:0")
+    assert contents(copy) == np.ascontiguousarray(array).tobytes()
+    assert not cuda.calls("launch_kernel")
+
+
+def test_the_kernel_runs_after_the_sources_pending_writes(cuda, slow_streams):
+    # The source is still being written on the producer's stream; the copy goes on the
+    # consumer's: the kernel must read only after the write (an event wait, no host sync).
+    producer, consumer = Stream(0), Stream(0)
+    try:
+        array = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
+        source = device_array(array.T, pending_on=producer)
+        copy = source.copy(device="cuda:0", stream=int(consumer))
+        assert cuda.calls("launch_kernel") == [(0, "arrayport_strided_copy", int(consumer))]
+        assert cuda.calls("make_stream_wait")[0] == (0, int(consumer), int(producer))
+        assert not cuda.calls("synchronize")
+        assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
+        del source, copy
+    finally:
+        for stream in (producer, consumer):
+            stream.synchronize()
+            stream.close()
+
+
+def test_a_strided_peer_copy_is_packed_on_its_own_device_before_the_transfer(
+        cuda, slow_streams):
+    # On the default stream the packing runs on the source device's own (by the kernel), and
+    # the transfer on the destination's waits for it: two devices' default streams are not
+    # ordered with each other unless told (this copy once read the packed buffer unwritten).
+    array = np.arange(4000.0).reshape(40, 100)
+    copy = device_array(array.T, (2, 1)).copy(device="cuda:0")
+    assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
+    assert cuda.calls("launch_kernel") == [(1, "arrayport_strided_copy", 1)]
+    assert (0, 1, 1) in cuda.calls("make_stream_wait")
+    del copy
+
+
+def test_a_strided_peer_copy_on_the_destinations_stream_is_packed_by_dma(cuda, slow_streams):
+    # A stream of the destination device: a kernel there could not read the source
+    # device's memory, so the packing on the source device stays DMA, on that stream.
+    consumer = Stream(0)
+    try:
+        array = np.arange(4000.0).reshape(40, 100)
+        copy = device_array(array.T, (2, 1)).copy(device="cuda:0", stream=int(consumer))
+        assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
+        assert cuda.calls("copy_2d_async")   # the kernel was asked, and declined
+        del copy
+    finally:
+        consumer.synchronize()
+        consumer.close()
+
+
+def fresh_driver():
+    """A driver of its own over the process's CUDA library, with its own kernel cache."""
+    return cuda_driver.CudaDriver(cuda_driver._LIBRARY, cuda_driver._SYMBOLS)
+
+
+def copy_with(driver, array, ordinal=0):
+    source = device_array(array, (2, ordinal))
+    target = driver.allocate_device(ordinal, array.nbytes)
+    launched = strided_copy.launch(driver, ordinal, target.address, source, 1)
+    driver.synchronize(ordinal, 1)
+    out = np.empty(array.shape, array.dtype)
+    view = ap.view(out)
+    driver.copy_async(ordinal, view.ptr, target.address, array.nbytes, 1)
+    driver.synchronize(ordinal, 1)
+    return launched, out
+
+
+@needs_simulator
+def test_a_module_is_loaded_once_per_context_and_unloaded_at_close(nothing_leaks):
+    driver = fresh_driver()
+    modules = simulator.live_modules()
+    loads = simulator.counters()["cuModuleLoadData"]
+    array = np.arange(35, dtype=np.int16).reshape(5, 7).T
+    for ordinal in (0, 0, 1, 1):
+        launched, out = copy_with(driver, array, ordinal)
+        assert launched and out.tobytes() == np.ascontiguousarray(array).tobytes()
+    assert simulator.counters()["cuModuleLoadData"] - loads == 2   # one per device's context
+    assert simulator.live_modules() - modules == 2 and driver.kernels.loaded() == 2
+    driver.close()
+    assert simulator.live_modules() == modules and driver.kernels.loaded() == 0
+
+
+def test_a_module_the_driver_cannot_load_leaves_the_copy_to_dma(cuda, monkeypatch):
+    newer = kernels.ptx_image("strided_copy").replace(b".version 8.0", b".version 99.0")
+    monkeypatch.setattr(kernels, "ptx_image", lambda module: newer)
+    monkeypatch.setattr(cuda_driver.driver, "kernels", kernels.KernelCache(cuda_driver.driver))
+    array = np.arange(60, dtype=np.float64).reshape(6, 10)[:, ::3]
+    copy = device_array(array).copy(device="cuda:0")
+    assert contents(copy) == np.ascontiguousarray(array).tobytes()
+    assert cuda.calls("copy_2d_async")
+    why = cuda_driver.driver.kernels.why_not(0, "strided_copy")
+    assert "cuModuleLoadData failed" in why   # remembered: not tried again at each copy
+    del copy
+
+
+@needs_simulator
+def test_a_function_gone_with_its_module_is_loaded_again_once(nothing_leaks):
+    driver = fresh_driver()
+    array = np.arange(12, dtype=np.uint8).reshape(3, 4).T
+    assert copy_with(driver, array)[0]
+    # Behind the cache's back, as a context reset by another library would: the module goes.
+    module = next(iter(next(iter(driver.kernels._modules[driver.library].values())).values()))
+    driver.unload_module(driver.primary_context(0).value, module[0])
+    launched, out = copy_with(driver, array)
+    assert launched and out.tobytes() == np.ascontiguousarray(array).tobytes()
+    driver.close()
+
+
+def test_hip_cannot_load_ptx_and_says_so_by_launching_nothing():
+    assert hip_driver.driver.launch_kernel(0, "strided_copy", "arrayport_strided_copy", 1, 256,
+                                           None, 0) is False

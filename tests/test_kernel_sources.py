@@ -1,0 +1,86 @@
+"""arrayport's device kernels as files (issue 41): the PTX shipped is what its CUDA source
+gives, the host's mirror of each parameter struct is the PTX's, and the strided copy's plan
+reduces layouts as its kernel expects. No GPU and no simulator needed: the kernels' runs
+are tests/test_gpu_kernels.py (pytest -m gpu) and tests/test_cudasim_kernels.py."""
+
+import ctypes
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arrayport import _core
+from arrayport.gpu.kernels import ptx_image, strided_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "src" / "arrayport" / "gpu" / "kernels"
+
+
+def build_ptx():
+    spec = importlib.util.spec_from_file_location("build_ptx", ROOT / "scripts" / "build_ptx.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_ptx_is_what_the_source_gives():
+    builder = build_ptx()
+    nvrtc = builder.nvrtc_library()
+    if nvrtc is None:
+        pytest.skip("NVRTC is not installed (the [test] extra pins nvidia-cuda-nvrtc-cu12 "
+                    "on x86-64 Linux)")
+    if builder.nvrtc_release(nvrtc) != builder.NVRTC_RELEASE:
+        pytest.skip(f"NVRTC {builder.nvrtc_release(nvrtc)} is installed; the shipped PTX is "
+                    f"written by {builder.NVRTC_RELEASE}")
+    assert builder.stale(nvrtc) == [], "run python scripts/build_ptx.py and commit the PTX"
+
+
+def test_every_kernel_source_has_its_ptx_and_reads_no_newer_isa_than_cuda_12_0():
+    sources = sorted(KERNELS.glob("*.cu"))
+    assert sources
+    for source in sources:
+        ptx = ptx_image(source.stem).decode()
+        assert ".version 8.0" in ptx and ".target sm_60" in ptx, source.name
+
+
+def test_the_host_parameter_struct_is_the_ptxs():
+    ptx = ptx_image("strided_copy").decode()
+    declared = re.search(r"arrayport_strided_copy_param_0\[(\d+)\]", ptx)
+    assert int(declared.group(1)) == ctypes.sizeof(strided_copy.Params)
+    source = (KERNELS / "strided_copy.cu").read_text(encoding="utf-8")
+    assert re.search(r"#define AP_STRIDED_COPY_MAX_DIMS (\d+)", source).group(1) == \
+        str(strided_copy.MAX_DIMS) == str(_core.MAX_NDIM)
+
+
+def reduced(params):
+    dims = [(params.extents[i], params.strides[i]) for i in range(params.ndim)]
+    return params.unit, params.count, dims
+
+
+@pytest.mark.parametrize("array, src, unit, dims", [
+    # a transpose of float32: 4-byte units, innermost first
+    (np.zeros((3, 5), np.float32).T, 0, 4, [(3, 20), (5, 4)]),
+    # every other complex128 (rows merge: one stride runs through them); 16-byte units,
+    # and a misaligned address drops to the unit that divides it, split innermost
+    (np.zeros((4, 6), np.complex128)[:, ::2], 0, 16, [(12, 32)]),
+    (np.zeros((4, 6), np.complex128)[:, ::2], 8, 8, [(2, 8), (12, 32)]),
+    # negative and zero strides pass through; extent-1 dimensions go
+    (np.zeros((4, 1, 6), np.int16)[::-1, :, ::-3], 0, 2, [(8, -6)]),
+    (np.zeros((4, 1, 6), np.int16)[::-1, :, 1::3], 0, 2, [(2, 6), (4, -12)]),
+    (np.broadcast_to(np.zeros(3, np.uint8), (5, 3)), 0, 1, [(3, 1), (5, 0)]),
+    # a row slice: elements of a row are one contiguous run (units no wider than an element)
+    (np.zeros((6, 8), np.float64)[:, :4], 0, 8, [(4, 8), (6, 64)]),
+])
+def test_the_plan_reduces_layouts_as_the_kernel_expects(array, src, unit, dims):
+    params = strided_copy.plan(array.shape, array.strides, array.itemsize, src, 256)
+    assert reduced(params) == (unit, array.size * array.itemsize // unit, dims)
+
+
+def test_the_plan_leaves_empty_and_too_deep_layouts_alone():
+    assert strided_copy.plan((3, 0), (8, 8), 8, 0, 0) is None
+    deep = np.zeros((2,) * 32, np.uint8)[(slice(None, None, -1),) * 32]
+    assert strided_copy.plan(deep.shape, deep.strides, 1, 0, 0) is not None
+    too_deep_shape, too_deep_strides = (2,) * 65, tuple(3 ** i for i in range(65, 0, -1))
+    assert strided_copy.plan(too_deep_shape, too_deep_strides, 1, 0, 0) is None
