@@ -83,11 +83,30 @@ def test_converting_loads_nothing_of_the_command():
             "from arrayport import libraries\n"
             "ap.to(np.zeros(3), 'numpy'); ap.to_numpy([1, 2])\n"
             "for library in libraries.LIBRARIES:\n"
-            "    library.adapted()\n"
+            "    library.adapted(), library.cases()\n"
             "print([m for m in sys.modules if m.startswith('arrayport.cli')])\n")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["[]"]
+
+
+def test_converting_loads_no_librarys_cases():
+    """A library's runtime adapter is apart from its cases (renovation 3): converting to
+    the test extra's targets (the heavy frameworks, which may not share a process, apart)
+    loads the converters only."""
+    code = ("import sys, numpy as np, arrayport as ap\n"
+            "for target in ('numpy', 'torch', 'jax', 'pyarrow', 'pyarrow.Tensor', 'tvm_ffi'):\n"
+            "    try:\n"
+            "        ap.to(np.arange(6.0).reshape(2, 3), target)\n"
+            "    except (ImportError, BufferError, TypeError, ValueError):\n"
+            "        pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('arrayport.libraries.')))\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=300)
+    assert child.returncode == 0, child.stderr
+    loaded = eval(child.stdout.splitlines()[-1])
+    assert "arrayport.libraries._numpy" in loaded
+    assert [m for m in loaded if ".cases" in m] == []
 
 
 def test_the_public_exceptions_are_the_built_in_types_they_were():
@@ -343,13 +362,16 @@ def _code_only(text):
 
 def _files_naming(spelling):
     """The files under src/arrayport whose code names a library; the compiled core (its
-    .pyx and the .pxi parts it includes: one module) counts once."""
+    .pyx and the .pxi parts it includes: one module) counts once, and so does an adapter
+    (its runtime module and its cases)."""
     found = set()
     for path in PACKAGE.rglob("*"):
         if path.suffix not in (".py", ".pyx", ".pxi"):
             continue
         if re.search(rf"(?<!\w)({spelling})(?!\w)", _code_only(path.read_text())):
             name = str(path.relative_to(PACKAGE))
+            # an adapter's two halves (runtime, cases) are one adapter
+            name = name.replace("libraries/cases/", "libraries/")
             found.add("the core" if name.startswith("_core") else name)
     return found
 
@@ -375,16 +397,26 @@ def test_every_record_and_its_adapter_agree():
         if library.adapter is None:
             assert not library.targets and not library.roots, library
             continue
-        adapter = library.adapted()
-        assert adapter.__doc__, library.name
+        adapter, cases = library.adapted(), library.cases()
+        assert cases is not None or library.note, library.name   # CuPy: converters only
+        assert cases is None or cases.__doc__, library.name
+        assert (adapter is None) == (not library.targets), library.name
+        assert adapter is None or adapter.__doc__, library.name
         assert set(getattr(adapter, "TARGETS", {})) == set(library.targets), library.name
         assert not seen_targets & set(library.targets)
         seen_targets |= set(library.targets)
         if library.computes_on:
             assert callable(adapter.numpy_backend)
+        # each name where its owner reads it: the runtime's in the runtime module only
+        for name in libraries.RUNTIME_NAMES:
+            assert not hasattr(cases, name), (library.name, name)
+        for name in ("make", "routes", "via_arrayport", "kinds", "CHECK", "ARRAYPORT_CALL",
+                     "address_of", "writable", "host_values"):
+            assert adapter is None or not hasattr(adapter, name), (library.name, name)
         for name in ("make", "via_arrayport", "kinds", "address_of", "writable",
-                     "host_values", "like"):
-            assert getattr(adapter, name, None) is None or callable(getattr(adapter, name))
+                     "host_values"):
+            assert getattr(cases, name, None) is None or callable(getattr(cases, name))
+        assert library.get("like") is None or callable(library.get("like"))
         if library.note == "" and library.memory == "host" and library.name != "dask":
             assert library.make is not None and library.via_arrayport is not None, library
     assert set(arrayport.convert.TARGETS) == seen_targets

@@ -3,33 +3,33 @@
 A record says how to find the library without importing it (``module``, ``distribution``),
 which of its types are its arrays (``roots``: the first part of their ``__module__``), what
 its exports leave out that the core must put back (``quirks``), which ``arrayport.to``
-targets it offers, and which adapter module (``arrayport.libraries._<name>``) holds the rest:
-the converters, how the interop matrix makes and takes its arrays, its unusual arrays, how
-``arrayport check`` drives it and how to read a result it returns. Everything that asks
-about a library asks here — the core's producer quirks (installed at import, like the
-hooks), ``arrayport.to``, ``@accepts(returns="like:x")``, NumPy dispatch on device memory,
-and the ``arrayport`` command.
+targets it offers, and which adapter holds the rest: the converters
+(``arrayport.libraries._<name>``), and how the interop matrix makes and takes its arrays,
+its unusual arrays, how ``arrayport check`` drives it and how to read a result it returns
+(``arrayport.libraries.cases._<name>``). Everything that asks about a library asks here —
+the core's producer quirks (installed at import, like the hooks), ``arrayport.to``,
+``@accepts(returns="like:x")``, NumPy dispatch on device memory, and the ``arrayport``
+command.
 
-Adding a library is one record below and one adapter module (docs/architecture.md shows
-the whole diff for one). Adapters are imported on first use; importing one never imports
-its library (each function imports it when called).
+Adding a library is one record below and its adapter: a runtime module
+(``arrayport.libraries._<name>``: converters, where it offers ``arrayport.to`` targets) and
+a cases module (``arrayport.libraries.cases._<name>``: how the command and the tests
+exercise it); docs/architecture.md shows the whole diff for one. Both are imported on first
+use; importing one never imports its library (each function imports it when called), and a
+conversion never imports the cases.
 
-Every name an adapter may define, and who reads it:
-  TARGETS            {target name: converter(x, **options)} -> arrayport.to
-  like(type)         the target answering in that type's library -> contracts (default:
-                     the first target)
-  make(base, layout) its array of a 3 x 4 sample in a layout class -> the matrix
-  routes()           {protocol: consumer entry point} -> the matrix (direct routes)
-  via_arrayport(x)   the same consumer through arrayport -> the matrix (default:
-                     arrayport.to(x, first target))
-  ARRAYPORT_CALL     that route as a user writes it -> the matrix report (default:
-                     ap.to(x, first target), or ap.view(x) without one)
-  kinds()            its unusual arrays (arrayport.libraries.toolkit.Kind) -> tests, check, matrix
-  CHECK              (make, from_dlpack, make_read_only) -> arrayport check
-  address_of(x), writable(x), host_values(x)
-                     reading a result it returned -> the matrix and check
-  numpy_backend()    the library NumPy functions on its memory run on -> numpy_dispatch
-"""
+Every name an adapter may define, and who reads it (the first three in the runtime module,
+the rest in the cases module): TARGETS {target name: converter(x, **options)} ->
+arrayport.to like(type) the target answering in that type's library -> contracts (default:
+the first target) numpy_backend() the library NumPy functions on its memory run on ->
+numpy_dispatch make(base, layout) its array of a 3 x 4 sample in a layout class -> the
+matrix routes() {protocol: consumer entry point} -> the matrix (direct routes)
+via_arrayport(x) the same consumer through arrayport -> the matrix (default: arrayport.to(x,
+first target)) ARRAYPORT_CALL that route as a user writes it -> the matrix report (default:
+ap.to(x, first target), or ap.view(x) without one) kinds() its unusual arrays
+(arrayport.libraries.toolkit.Kind) -> tests, check, matrix CHECK (make, from_dlpack,
+make_read_only) -> arrayport check address_of(x), writable(x), host_values(x) reading a
+result it returned -> the matrix and check"""
 
 from __future__ import annotations
 
@@ -39,6 +39,11 @@ from types import ModuleType
 
 __all__ = ["LIBRARIES", "Library", "by_name", "for_module", "for_target", "for_type",
            "producer_quirks", "target_names"]
+
+# The names a library's runtime adapter (arrayport.libraries._<name>) owns; every other name
+# in the list above is its cases' (arrayport.libraries.cases._<name>), which only the
+# command and the tests load.
+RUNTIME_NAMES = frozenset({"TARGETS", "like", "numpy_backend"})
 
 # What the core puts back for a library's arrays (_core_producers.pxi owns what each means).
 QUIRKS = ("immutable", "torch", "tensorflow", "lazy", "labelled", "paddle", "masked")
@@ -61,19 +66,21 @@ class Library:
     isolated: bool = False
 
     def adapted(self) -> ModuleType | None:
-        """The adapter module (imported on first use), or None for a library with none."""
-        if self.adapter is None:
-            return None
-        adapter = _ADAPTERS.get(self.adapter)
-        if adapter is None:
-            adapter = _ADAPTERS[self.adapter] = importlib.import_module(
-                f"arrayport.libraries._{self.adapter}")
-        return adapter
+        """The runtime adapter (``arrayport.libraries._<adapter>``: what ``arrayport.to``
+        and the core ask for), imported on first use; None where the library has none."""
+        return _module_of(f"arrayport.libraries._{self.adapter}" if self.adapter else None)
+
+    def cases(self) -> ModuleType | None:
+        """The command's cases (``arrayport.libraries.cases._<adapter>``: the matrix,
+        check, unusual arrays, reading results), imported on first use; or None."""
+        return _module_of(f"arrayport.libraries.cases._{self.adapter}" if self.adapter
+                          else None)
 
     def get(self, name: str, default=None):
-        """What the adapter defines as ``name``, or ``default``."""
-        adapter = self.adapted()
-        return default if adapter is None else getattr(adapter, name, default)
+        """What the adapter defines as ``name`` — read from the half that owns it (see
+        ``RUNTIME_NAMES``) — or ``default``."""
+        module = self.adapted() if name in RUNTIME_NAMES else self.cases()
+        return default if module is None else getattr(module, name, default)
 
     # What the interop matrix asks (None / {} for a library it does not exercise).
     @property
@@ -137,7 +144,22 @@ LIBRARIES = (
     Library("duckdb", "duckdb", "duckdb", "duckdb", ("duckdb",)),
 )
 
-_ADAPTERS: dict[str, ModuleType] = {}     # adapter modules imported so far, by name
+_ADAPTERS: dict[str, ModuleType | None] = {}   # adapter modules imported so far, by name
+
+
+def _module_of(name: str | None) -> ModuleType | None:
+    """Module ``name``, imported once; None where there is none (a library without a
+    runtime adapter: nothing to convert to)."""
+    if name is None:
+        return None
+    if name not in _ADAPTERS:
+        try:
+            _ADAPTERS[name] = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+            _ADAPTERS[name] = None
+    return _ADAPTERS[name]
 _BY_NAME = {library.name: library for library in LIBRARIES}
 _BY_MODULE: dict[str, Library] = {}
 for _library in LIBRARIES:          # the first record of a module (arrayport: the host one)

@@ -1,17 +1,13 @@
-"""CuPy: the converter, and CuPy as the library NumPy functions on CUDA (and ROCm) Views run
-on."""
+"""CuPy at run time: the converter, and CuPy as the library NumPy functions on CUDA (and
+ROCm) Views run on. It has no cases: the matrix does not exercise CuPy yet (its record says
+why)."""
 
 from __future__ import annotations
 
 import sys
 
 from arrayport import _core
-from arrayport.convert_steps import (
-    check_copy,
-    check_readonly_policy,
-    placed,
-    writable_for,
-)
+from arrayport.convert_steps import check_copy, check_readonly_policy, placed, writable_for
 from arrayport.devices import DeviceType
 
 

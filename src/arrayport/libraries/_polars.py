@@ -1,12 +1,10 @@
-"""Polars: Series as Arrow columns (immutable) — the converter to a Series (through the View's
-Arrow export), its Series in the matrix (an Arrow stream), its consumer, reading a Series."""
+"""Polars at run time: the converter to a Series (through the View's Arrow export; Series
+are immutable Arrow columns). Its cases for the command and the tests:
+``arrayport.libraries.cases._polars``."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from arrayport import _core
-from arrayport.libraries.toolkit import arrow_rows, call
 from arrayport.convert_steps import check_copy, copied, placed, no_type_for
 from arrayport.dtypes import DTypeCode
 
@@ -38,38 +36,4 @@ def _to_polars(x, *, copy=None):
     return pl.Series(view)
 
 
-def _make_polars(base, layout):
-    import polars as pl
-    return pl.Series(arrow_rows(base, layout, "polars"))
-
-
-# ---- what arrayport.libraries reads -----------------------------------------------------------
-
 TARGETS = {"polars": _to_polars}
-make = _make_polars
-
-
-def routes():
-    return {"arrow": call("polars", "Series")}
-
-
-def _column(series):
-    """The column a Series holds: a Series made from a one-column table (a DuckDB relation,
-    any table-shaped Arrow stream) is a Series of one-field structs, Polars' reading of a
-    table; the field is the column (no copy)."""
-    import polars as pl
-    if isinstance(series.dtype, pl.Struct) and len(series.dtype.fields) == 1:
-        return series.struct.field(series.dtype.fields[0].name)
-    return series
-
-
-def address_of(x):
-    return _column(x).to_numpy(allow_copy=False).__array_interface__["data"][0]
-
-
-def writable(x):
-    return False
-
-
-def host_values(x):
-    return np.array(_column(x).to_numpy())

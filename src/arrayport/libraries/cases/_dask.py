@@ -1,5 +1,7 @@
 """Dask: lazy arrays, a producer only (arrayport refuses them until computed; the converters
-compute them when asked for a copy), in the matrix, with their unusual kinds."""
+compute them when asked for a copy), in the matrix, with their unusual kinds.
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 

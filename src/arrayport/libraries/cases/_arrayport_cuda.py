@@ -1,5 +1,7 @@
-"""arrayport's own Views of CUDA device memory, as a library of the matrix (exercised where a
-CUDA driver answers: a GPU, or the CUDA driver simulator)."""
+"""arrayport's own Views of CUDA device memory, as a library of the matrix (exercised where
+a CUDA driver answers: a GPU, or the CUDA driver simulator).
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 

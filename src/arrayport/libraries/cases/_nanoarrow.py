@@ -1,6 +1,8 @@
 """nanoarrow: arrays that speak only Arrow's PyCapsule interface (no DLPack, buffer or
 ``__array__``) — its arrays in the matrix (rows of fixed-size lists), its consumer,
-``arrayport check``'s factory."""
+``arrayport check``'s factory.
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 

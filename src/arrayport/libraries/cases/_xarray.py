@@ -1,5 +1,7 @@
-"""xarray: labelled arrays around another library's array (the core judges one by its .data),
-in the matrix, with their unusual kinds."""
+"""xarray: labelled arrays around another library's array (the core judges one by its
+.data), in the matrix, with their unusual kinds.
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""array-api-strict: the array API standard's strict reference, in the matrix."""
+"""array-api-strict: the array API standard's strict reference, in the matrix.
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """DuckDB: a database that scans Arrow data (copying it into its own vectors) — a relation
 over a table of the sample in the matrix (an Arrow stream), and its scan of an Arrow object
-as a consumer, read back through NumPy."""
+as a consumer, read back through NumPy.
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 

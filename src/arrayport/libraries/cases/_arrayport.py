@@ -1,4 +1,6 @@
-"""arrayport's own Views as a library of the matrix and of arrayport check, on the host."""
+"""arrayport's own Views as a library of the matrix and of arrayport check, on the host.
+
+The cases half (the command's and the tests'); the library has no converter."""
 
 from __future__ import annotations
 
