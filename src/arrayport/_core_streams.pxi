@@ -325,6 +325,16 @@ def order_writers_after_copy(driver, View source, int ordinal, stream):
         driver.make_stream_wait(device_id, producer, stream, ordinal)
 
 
+def order_transfer_after_packing(driver, int ordinal, stream, int packing_ordinal):
+    """A strided copy to another device is packed on its source device (``packing_ordinal``)
+    and then transferred on ``stream`` (of device ``ordinal``). The same stream handle
+    orders both steps by itself; a default stream value names each device's own, and two
+    devices' default streams are not ordered with each other: the transfer's waits for the
+    packing's (an event), whatever the switch says — both steps are arrayport's own."""
+    if driver.is_default_stream(stream):
+        driver.make_stream_wait(ordinal, stream, stream, packing_ordinal)
+
+
 def finish_copy(driver, int ordinal, stream, bint lands_on_host):
     """The stream with the copy's work pending, for its result: None once a copy that
     lands in host memory is done (the host must be able to read it when ``copy`` returns,

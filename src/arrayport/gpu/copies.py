@@ -86,11 +86,7 @@ def _driver_copy(view, source, target, driver, stream):
         packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
     elif not view.is_c_contiguous and source.id != ordinal:
         packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
-        if driver.is_default_stream(stream):
-            # A default stream names each device's own: the packing ran on the source
-            # device's, the transfer goes on this device's, and they are not ordered unless
-            # told. arrayport's own two steps: ordered whatever the implicit-sync switch says.
-            driver.make_stream_wait(ordinal, stream, stream, source.id)
+        _core.order_transfer_after_packing(driver, ordinal, stream, source.id)
     if nbytes:
         if packed.is_c_contiguous:
             if gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type) \
