@@ -13,7 +13,11 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   ``View.__dlpack__(stream=C)`` / ``Buffer.__dlpack__(stream=C)`` (a cuda-core Buffer does
   not track pending work, so it orders nothing: its count is what ordering nothing costs);
 - a device-to-device copy on a stream: ``View.copy(stream=C)`` /
-  ``Buffer.copy_to(stream=C)``.
+  ``Buffer.copy_to(stream=C)``;
+- an import through a DLPack 1.3 exchange table (what PyTorch's CUDA tensors offer: here
+  the test producer tests/helpers/exchange_producer.py, whose current work stream has the
+  tensor's write pending), without and with a consumer stream: ``ap.view(t)``,
+  ``ap.view(t, stream=C)`` (cuda-core has no exchange-table import: arrayport only).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
 it reuses).
@@ -37,7 +41,8 @@ if cudasim.install() is None:
 import numpy as np  # noqa: E402
 
 import arrayport as ap  # noqa: E402
-from sim_arrays import DeviceArray, Stream  # noqa: E402
+from exchange_producer import ExchangeTensor  # noqa: E402
+from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
 
 SIM = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
 
@@ -110,22 +115,28 @@ def main():
     array = DeviceArray(values, device=0, stream=producer)
     pending = ap.view(array)          # a View whose data is pending on the producer's stream
 
+    ExchangeTensor.current_stream[0] = int(producer)
+    table_tensor = ExchangeTensor(DeviceArray(values, device=0, stream=producer))
     exchanges = {
         "CAI import, consumer stream": lambda: ap.view(array, stream=int(consumer)),
         "DLPack export to a consumer stream": lambda: pending.__dlpack__(
             stream=int(consumer), max_version=(1, 3)),
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
+        "exchange-table import": lambda: ap.view(table_tensor),
+        "exchange-table import, consumer stream": lambda: ap.view(table_tensor,
+                                                                  stream=int(consumer)),
     }
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
     print(f"{'exchange':38} {'library':10} {'calls':>6} {'host syncs':>10} {'events':>7}  "
           f"calls by name")
     for name, exchange in exchanges.items():
-        sides = [("arrayport", exchange)] + ([("cuda-core", core[name])] if core else [])
+        sides = [("arrayport", exchange)] + ([("cuda-core", core[name])] if name in core else [])
         for library, run in sides:
-            calls, syncs, events, detail = summary(counted(run, args.repeat))
+            with Context(0):   # device 0's context current, as a CUDA user's thread has it
+                calls, syncs, events, detail = summary(counted(run, args.repeat))
             print(f"{name:38} {library:10} {calls:6g} {syncs:10g} {events:7g}  {detail}")
     producer.synchronize()
-    del pending
+    del pending, table_tensor
     array.free()
     for step in cleanup:
         step()

@@ -31,6 +31,8 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
                                        "to_numpy(torch) vs np.from_dlpack",
                                        C_LOOP_ROW],
                  marks=needs("torch")),
+    pytest.param("bench_gpu_exchange.py", ["import a CPU tensor", "a CPU View to PyTorch"],
+                 marks=needs("torch")),   # a machine without a CUDA GPU: the CPU-side rows
     ("bench_ufunc.py", ["np.add(view, view) n=1e1", "np.add(view, view) n=1e6",
                         "np.mean(view) n=1e3", "dispatch floor vs np.add(a, b)"]),
     ("bench_view.py", ["view(numpy array)", "view(bytes)", "view(__array_interface__ object)",
@@ -67,9 +69,11 @@ def test_the_driver_call_benchmark_counts_each_exchange():
     lines = [line for line in result.stdout.splitlines()[2:] if not line.startswith("(")]
     rows = {(line[:38].strip(), line[38:].split()[0]): line[38:].split()[1:] for line in lines}
     names = {"CAI import, consumer stream", "DLPack export to a consumer stream",
-             "device copy on a stream"}
+             "device copy on a stream", "exchange-table import",
+             "exchange-table import, consumer stream"}
     assert {name for name, _ in rows} == names
     for name in names:
         calls, host_syncs, events = map(float, rows[name, "arrayport"][:3])
         assert host_syncs == 0 and events == 0, (name, rows[name, "arrayport"])  # reused
+    assert rows["exchange-table import", "arrayport"][0] == "0"   # issue 42: no driver call
     assert "never released" not in result.stderr

@@ -16,10 +16,9 @@ from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
-try:
-    cuda_driver.driver.library.get()
-except BufferError as error:
-    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+from on_simulator import require_cuda_driver  # noqa: E402
+
+require_cuda_driver()
 
 from copy_layouts import copy_layouts  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402

@@ -14,10 +14,9 @@ from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
-try:
-    cuda_driver.driver.library.get()
-except BufferError as error:
-    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+from on_simulator import require_cuda_driver  # noqa: E402
+
+require_cuda_driver()
 
 from host_forms import HOST_FORMS  # noqa: E402
 from on_simulator import (SIMULATED, nothing_leaks, producer_stream,  # noqa: E402,F401

@@ -17,10 +17,9 @@ from arrayport.gpu.kernels import strided_copy
 
 pytestmark = pytest.mark.gpu
 
-try:
-    cuda_driver.driver.library.get()
-except BufferError as error:
-    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+from on_simulator import require_cuda_driver  # noqa: E402
+
+require_cuda_driver()
 
 from driver_log import DriverLog, contents, device_array  # noqa: E402
 from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401

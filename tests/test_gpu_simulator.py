@@ -15,10 +15,9 @@ from arrayport.gpu import cuda as cuda_driver
 
 pytestmark = pytest.mark.gpu
 
-try:
-    cuda_driver.driver.library.get()
-except BufferError as error:
-    pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+from on_simulator import require_cuda_driver  # noqa: E402
+
+require_cuda_driver()
 
 from on_simulator import (SIMULATED, needs_simulator, nothing_leaks,  # noqa: E402,F401
                           simulator, slow_streams)

@@ -2,13 +2,15 @@
 # option handling and the other targets live in convert.py.
 #
 # to_torch hands PyTorch a managed tensor through PyTorch's own exchange API
-# (managed_tensor_to_py_object_no_sync), skipping torch.from_dlpack's Python layers. That
-# function does no stream synchronization, so it is used for CPU memory only; device
-# memory goes through torch.from_dlpack, which passes PyTorch's current stream to our
-# __dlpack__. Ownership: the managed tensor is stolen by PyTorch, success or failure.
+# (managed_tensor_to_py_object_no_sync), skipping torch.from_dlpack's Python layers, for CPU
+# and GPU memory alike: that function orders nothing, so for a View with GPU work pending
+# PyTorch's current stream (its table's current_work_stream) is first ordered after it
+# (_object_via_exchange_api, issue 42). Pinned memory, and a table without those functions,
+# go through torch.from_dlpack, which passes PyTorch's current stream to our __dlpack__.
+# Ownership: the managed tensor is stolen by PyTorch, success or failure.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_exchange.pxi: _exchange_api_for, _exchange_failed
+#   _core_exchange.pxi: _exchange_api_for, _exchange_failed, _object_via_exchange_api
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook, _to_torch_general_hook
 #   _core_numpy.pxi: _is_ndarray_type, _ndarray_over_view
 #   _core_producers.pxi: _view_or_copy
@@ -17,17 +19,19 @@
 from cpython.ref cimport Py_DECREF
 
 cdef object _torch_tensor_type = None
+cdef uintptr_t _torch_exchange = 0       # PyTorch's exchange table
 cdef uintptr_t _torch_to_py_object = 0   # PyTorch's managed_tensor_to_py_object_no_sync
 
 
 cdef int _load_torch() except -1:
-    global _torch_tensor_type, _torch_to_py_object
+    global _torch_tensor_type, _torch_to_py_object, _torch_exchange
     try:
         torch = __import__("torch")  # the builtin honours a None in sys.modules
     except ImportError as error:
         raise ImportError(f"to_torch: PyTorch cannot be imported: {error}") from error
     _torch_tensor_type = torch.Tensor
     cdef uintptr_t api = _exchange_api_for(torch.Tensor)
+    _torch_exchange = api
     if api != 0:
         _torch_to_py_object = <uintptr_t>(
             (<APDLPackExchangeAPI*>api).managed_tensor_to_py_object_no_sync)
@@ -43,15 +47,10 @@ def torch_tensor_of(View v):
 cdef object _torch_tensor_of(View v):
     if _torch_tensor_type is None:
         _load_torch()
-    cdef APDLManagedTensorVersioned* m
-    cdef void* out = NULL
-    if _torch_to_py_object != 0 and v._t.device.device_type == APDL_CPU:
-        m = v._export_managed(v._flags & APDL_FLAG_IS_COPIED)
-        if (<APDLManagedTensorToPyObjectNoSyncFn>_torch_to_py_object)(m, &out) != 0:
-            _exchange_failed("managed_tensor_to_py_object_no_sync")
-        tensor = <object>out
-        Py_DECREF(tensor)  # adopt the new reference PyTorch returned
-        return tensor
+    if _torch_exchange != 0:
+        tensor = _object_via_exchange_api(v, _torch_exchange)
+        if tensor is not None:
+            return tensor
     import torch
     return torch.from_dlpack(v)
 

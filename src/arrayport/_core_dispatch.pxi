@@ -236,21 +236,21 @@ cdef View _view(obj, stream):
         # Its one protocol is the buffer (what its plan says, without the two cache lookups
         # and the walk).
         return _view_from_buffer(obj, obj, "buffer")
-    if stream is None:
-        # The fastest protocol first, before the plan: a type's C exchange API. Asked once:
-        # the plan's DLPack step then goes straight to __dlpack__.
-        api = _exchange_api_for(type(obj))
-        if api != 0:
-            exchange_tried = True
-            try:
-                result = _view_via_exchange_api(obj, api)
-            except NeedsCopy:
-                raise  # the memory does not hold the values: no protocol can share them
-            except BufferError as refusal:
-                first_refusal = refusal
-                result = None
-            if result is not None:
-                return result
+    # The fastest protocol first, before the plan: a type's C exchange API, streams and all
+    # (the table names the producer's stream: _core_exchange.pxi). Asked once: the plan's
+    # DLPack step then goes straight to __dlpack__.
+    api = _exchange_api_for(type(obj))
+    if api != 0:
+        exchange_tried = True
+        try:
+            result = _view_via_exchange_api(obj, api, stream)
+        except NeedsCopy:
+            raise  # the memory does not hold the values: no protocol can share them
+        except BufferError as refusal:
+            first_refusal = refusal
+            result = None
+        if result is not None:
+            return result
     cdef tuple plan = _plan_for(obj)
     array_copies = None           # __array__'s NeedsCopy, while a stream may still share
     for protocol in plan:

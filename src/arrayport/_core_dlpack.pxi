@@ -103,8 +103,8 @@ cdef object _request_capsule(x, stream):
 
 
 cdef View _dlpack_view(x, stream, bint exchange_tried=False):
-    """A View of ``x`` through DLPack (the type's C exchange API when it has one and no
-    stream is involved, else __dlpack__), zero-copy, with the producer's quirks put back
+    """A View of ``x`` through DLPack (the type's C exchange API when it has one, which
+    names the producer's stream too, else __dlpack__), zero-copy, with the producer's quirks put back
     (_core_producers.pxi). ``stream``: the consumer's stream. ``exchange_tried``: the
     caller has already been through the exchange API (the data is on a device), or wants
     the protocol route: no fast path is taken."""
@@ -115,16 +115,16 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
         stream = _stream_argument(stream)
         gpu_type = _check_stream_for_producer(x, stream)
         stream = _stream_to_ask_producer(stream, gpu_type)
-    if stream is not None or exchange_tried:
+    if exchange_tried:
         pass  # straight to __dlpack__
-    elif _is_ndarray_type(type(x)):
+    elif stream is None and _is_ndarray_type(type(x)):
         v = _view_of_ndarray(x)
         if v is not None:
             return v
     else:
         api = _exchange_api_for(type(x))
         if api != 0:
-            v = _view_via_exchange_api(x, api)
+            v = _view_via_exchange_api(x, api, stream)
             if v is not None:
                 return v
     cdef int kind = _producer_kind(type(x))

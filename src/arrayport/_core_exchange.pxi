@@ -6,19 +6,30 @@
 # reads, and then gets an owning DLManagedTensorVersioned straight from C, skipping the
 # Python-level __dlpack__ call and its capsule.
 #
-# The "no sync" functions leave stream ordering to the consumer. arrayport does not ask the
-# producer's current work stream here, so only host-readable tensors take this path: a
-# tensor on a device is released (its deleter runs) and imported through __dlpack__
-# instead, whose producer orders its work before the consumer's stream. ap.view asks the
-# table once; the general plan then goes straight to __dlpack__.
+# The "no sync" functions leave stream ordering to the consumer, and arrayport is that
+# consumer (issue 42): a tensor in GPU memory is imported straight from C too, and its
+# producer's current work stream — asked of the same table — becomes the View's pending
+# work. No event, no driver call, no host wait at import: the stream owner
+# (_core_streams.pxi) orders lazily, when a consumer on another stream or the host reads.
+# A consumer stream named at import waits for the producer's stream at once (one reused
+# event); with synchronization off (or stream -1) nothing is asked. Only a table without
+# current_work_stream sends a GPU tensor to __dlpack__ (released here, deleter run once).
+# ap.view asks the table once; the general plan then goes straight to __dlpack__.
+#
+# The other way, _object_via_exchange_api hands a View to a consumer's own table
+# (managed_tensor_to_py_object_no_sync): to_torch's floor, CPU and GPU alike, with the
+# consumer's current work stream first ordered after the View's pending work.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_describe.pxi: _adopt
 #   _core_dlpack.pxi: _refuse_foreign_major
 #   _core_producers.pxi: _finish_import, _producer_failure, _producer_kind,
 #       _refuse_unexportable, _torch_after_import, _torch_before_export
+#   _core_streams.pxi: _export_orders_consumer, _import_asks_producer_stream,
+#       _note_exchange_import, _order_consumer_handle_after_pending
 
 from cpython.exc cimport PyErr_Occurred
+from cpython.ref cimport Py_DECREF
 
 cdef dict _exchange_api_by_type = {}
 
@@ -82,14 +93,17 @@ cdef int _exchange_failed(str what) except -1:
     raise BufferError(f"dlpack: the producer's {what} failed without setting an error")
 
 
-cdef View _view_via_exchange_api(object x, uintptr_t address):
+cdef View _view_via_exchange_api(object x, uintptr_t address, consumer=None):
     """A View of ``x`` through its type's exchange API, with the producer's quirks put back
-    (_core_producers.pxi); None when the tensor is on a device (released again; the caller
+    (_core_producers.pxi) and, for GPU memory, its producer's current work stream as the
+    View's pending work (``consumer``, a DLPack stream value, ordered after it); None when
+    the table cannot say which stream that is (the tensor is released again; the caller
     falls back to __dlpack__, whose producer orders streams)."""
     cdef APDLPackExchangeAPI* api = <APDLPackExchangeAPI*>address
     cdef APDLManagedTensorVersioned* m = NULL
     cdef int kind = _producer_kind(type(x))
     cdef bint requires_grad = False
+    cdef void* producer_stream = NULL
     if kind == _TORCH:
         requires_grad = _torch_before_export(x, False)
     elif kind == _PADDLE:
@@ -104,11 +118,56 @@ cdef View _view_via_exchange_api(object x, uintptr_t address):
     if m == NULL:
         raise BufferError("dlpack: the producer's exchange API returned no tensor")
     cdef View v = _view_owning_versioned(m, x)
-    if not _host_accessible(v._t.device.device_type):
-        return None  # dropping v runs the producer's deleter
+    cdef int32_t device_type = v._t.device.device_type
+    if consumer is not None:
+        consumer = check_stream(consumer, device_type)   # a refusal drops v: deleter once
+    if not _host_accessible(device_type) and _import_asks_producer_stream(consumer):
+        if api.current_work_stream == NULL:
+            return None  # dropping v runs the producer's deleter
+        if api.current_work_stream(device_type, v._t.device.device_id, &producer_stream) != 0:
+            _exchange_failed("current_work_stream")
+        _note_exchange_import(v, <uintptr_t>producer_stream, consumer)
     if kind == _TORCH:
         _torch_after_import(x, v, requires_grad)  # a refusal drops v: deleter runs once
     return v
+
+
+cdef object _object_via_exchange_api(View v, uintptr_t address):
+    """The consumer's own object over ``v``'s memory, made by the consumer's exchange table
+    (``managed_tensor_to_py_object_no_sync``, which takes a managed tensor of ``v`` whether it
+    succeeds or fails); None where the table cannot take ``v`` that way — no such function,
+    pinned host memory (no stream to order in DLPack), or GPU memory with work pending and
+    no ``current_work_stream`` to order — and the caller uses the consumer's from_dlpack.
+    GPU memory with work pending: the consumer's current work stream first waits for it."""
+    cdef APDLPackExchangeAPI* api = <APDLPackExchangeAPI*>address
+    cdef int32_t device_type = v._t.device.device_type
+    cdef void* consumer_stream = NULL
+    cdef void* out = NULL
+    if api.managed_tensor_to_py_object_no_sync == NULL:
+        return None
+    if device_type != APDL_CPU:
+        if _host_accessible(device_type):
+            return None
+        if _export_orders_consumer(v):
+            if api.current_work_stream == NULL:
+                return None
+            if api.current_work_stream(device_type, v._t.device.device_id,
+                                       &consumer_stream) != 0:
+                _exchange_failed("current_work_stream")
+            _order_consumer_handle_after_pending(v, <uintptr_t>consumer_stream)
+    cdef APDLManagedTensorVersioned* m = v._export_managed(v._flags & APDL_FLAG_IS_COPIED)
+    if api.managed_tensor_to_py_object_no_sync(m, &out) != 0:
+        _exchange_failed("managed_tensor_to_py_object_no_sync")
+    result = <object>out
+    Py_DECREF(result)  # adopt the new reference the consumer returned
+    return result
+
+
+def object_via_exchange_api(View v, tp):
+    """``tp``'s own object over ``v`` through ``tp``'s exchange table, as ``to_torch`` makes
+    a tensor (see ``_object_via_exchange_api``); None where it cannot."""
+    cdef uintptr_t api = _exchange_api_for(tp)
+    return None if api == 0 else _object_via_exchange_api(v, api)
 
 
 cdef View _view_owning_versioned(APDLManagedTensorVersioned* m, object owner):

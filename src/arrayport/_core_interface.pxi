@@ -22,7 +22,7 @@
 #   _core_producers.pxi: _finish_import, NeedsCopy, _producer_kind, _refuse_lazy,
 #       _refuse_lazy_labelled, _refuse_unexportable
 #   _core_streams.pxi: _cai_export_stream, _cai_stream, _host_wait_for_pending,
-#       _order_cai_import
+#       _order_import_after_producer
 
 
 cdef str _AI = "array_interface"
@@ -303,7 +303,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
         v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
     else:
         v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
-    _order_cai_import(v, driver, producer_stream, consumer_stream)
+    _order_import_after_producer(v, driver, producer_stream, consumer_stream)
     return v
 
 

@@ -204,6 +204,48 @@ cdef object _cai_export_stream(View v):
 
 # ---- imports: what the producer is told, and what the View remembers ----------------------
 
+cdef bint _import_asks_producer_stream(consumer):
+    """Whether an import through a DLPack exchange table (whose "no sync" functions order
+    nothing) must learn the producer's current work stream: synchronization on, and the
+    consumer did not say -1 ("do not synchronize"). Off: nothing is asked."""
+    return _implicit_sync and consumer != -1
+
+
+cdef object _stream_of_handle(int32_t device_type, uintptr_t handle):
+    """A stream handle as C code hands it over (a ``cudaStream_t``/``hipStream_t``: what an
+    exchange table's ``current_work_stream`` writes) as a DLPack stream value: NULL is the
+    device's default stream (``_NONE_STREAM``: CUDA's legacy stream 1, ROCm's 0); any other
+    handle is itself (CUDA's own handles of its legacy and per-thread streams are 1 and 2)."""
+    if handle == 0:
+        return _NONE_STREAM.get(device_type)
+    return handle
+
+
+cdef int _note_exchange_import(View v, uintptr_t producer_handle, consumer) except -1:
+    """A GPU tensor imported through its producer's exchange table, which wrote its current
+    work stream to ``producer_handle``: that stream's work is pending on the data, and a
+    named consumer stream is ordered after it (``_order_import_after_producer``)."""
+    cdef int32_t device_type = v._t.device.device_type
+    return _order_import_after_producer(v, _driver_for(device_type),
+                                        _stream_of_handle(device_type, producer_handle),
+                                        consumer)
+
+
+cdef bint _export_orders_consumer(View v):
+    """Whether an export that hands ``v`` to a consumer's exchange table ("no sync") must
+    first order the consumer's current work stream after ``v``'s pending work: something is
+    pending and synchronization is on. Nothing pending: the consumer's stream is not even
+    asked."""
+    return v._stream is not None and _implicit_sync
+
+
+cdef int _order_consumer_handle_after_pending(View v, uintptr_t consumer_handle) except -1:
+    """The consumer's current work stream (a handle its exchange table wrote) waits for
+    ``v``'s pending work, as a DLPack export to that stream would."""
+    return _order_after_pending(v, _stream_of_handle(v._t.device.device_type,
+                                                     consumer_handle))
+
+
 cdef object _stream_to_ask_producer(stream, int32_t gpu_type):
     """The ``stream`` to pass to a DLPack producer whose data is on ``gpu_type`` (0: not a
     stream-ordered GPU): the consumer's, or -1 ("do not synchronize") when synchronization
@@ -227,12 +269,14 @@ cdef int _note_dlpack_import(View v, int32_t gpu_type, stream) except -1:
     return 0
 
 
-cdef int _order_cai_import(View v, driver, producer, consumer) except -1:
-    """A CUDA Array Interface import: with synchronization on, the consumer's stream (if
-    named) waits for the producer's, the data then being ready in the consumer's order, and
-    the producer's stream is remembered (it must wait for what arrayport enqueues on the
-    data before writing again). Off: act as if the producer gave no stream (the spec's
-    consumer option)."""
+cdef int _order_import_after_producer(View v, driver, producer, consumer) except -1:
+    """An import whose producer ordered nothing but said which stream it wrote on — a CUDA
+    Array Interface's ``stream`` entry, a DLPack exchange table's current work stream: with
+    synchronization on, that stream is the View's pending work; a consumer stream, if
+    named, waits for it now (an event), the data then being ready in the consumer's order,
+    and the producer's stream is remembered (it must wait for what arrayport enqueues on the
+    data before writing again). Off: act as if the producer gave no stream (the CUDA Array
+    Interface spec's consumer option)."""
     if not _implicit_sync:
         return 0
     v._stream = producer

@@ -13,6 +13,15 @@ import pytest
 import cudasim
 from arrayport.gpu import cuda as cuda_driver
 
+def require_cuda_driver() -> None:
+    """Skip the calling test module where no CUDA driver (nor the simulator) answers: at the
+    top of each GPU suite file, before it imports what needs one."""
+    try:
+        cuda_driver.driver.library.get()
+    except BufferError as error:
+        pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
+
+
 SIMULATED = "CUDASIM_LIBRARY" in os.environ
 simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"]) if SIMULATED else None
 needs_simulator = pytest.mark.skipif(not SIMULATED, reason="counts and delays are the "
