@@ -13,9 +13,10 @@ path, cache sizes, threads) is printed first; ``--paths`` adds a column per vect
 the CPU runs, each forced and on one thread (the best path's share of memcpy into new
 memory beside them), and one with every copy split across all the CPUs.
 GPU (when PyTorch sees a CUDA device): host→device from pageable and pinned memory,
-device→host, device→device and a transposed device→device copy of --gpu-mib MiB, beside
-``tensor.cuda()`` / ``.cpu()`` / ``.clone()`` / ``.contiguous()``, each followed by a
-device synchronization.
+device→host, device→device, a transposed copy to the device and to the host of --gpu-mib
+MiB, and the strided layouts of issue 43 (row-sliced, transposed 512² and 2048², a uint8
+image's HWC -> CHW, reversed rows, permuted 3-d and 4-d), beside ``tensor.cuda()`` /
+``.cpu()`` / ``.clone()`` / ``.contiguous()``, each followed by a device synchronization.
 GB/s = bytes of the array / median time (each byte is read once and written once). The
 statements of a row are timed in alternation, so drift weighs on all alike.
 """
@@ -191,6 +192,32 @@ def gpu_table(args):
     print(f"# gpu: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
           f"{args.gpu_mib} MiB float32, median of {args.repeat}, GB/s")
     print(f"{'case':<40} {'View.copy':>9} {'torch':>8} {'ratio':>7}  torch statement")
+    # The strided layouts of issue 43, each beside PyTorch's .contiguous() of the same view.
+    wide = device[: 4096 * 8192].view(4096, 8192) if count >= 4096 * 8192 else None
+    small = device[: 512 * 512].view(512, 512)
+    mid = device[: 2048 * 2048].view(2048, 2048) if count >= 2048 * 2048 else square
+    cube = device[: 256 ** 3].view(256, 256, 256) if count >= 256 ** 3 else None
+    quad = device[: 64 ** 4].view(64, 64, 64, 64) if count >= 64 ** 4 else None
+    pixels = 2160 * 3840 * 3
+    image = (device.view(torch.uint8)[:pixels].view(2160, 3840, 3) if count * 4 >= pixels
+             else None)
+    # (label, the View copied, PyTorch's copy of the same values, its statement)
+    def same(tensor):
+        return ap.view(tensor), tensor.contiguous, "tensor.contiguous()"
+    strided = [(f"device transposed {small.shape[0]}x{small.shape[1]}", *same(small.T)),
+               (f"device transposed {mid.shape[0]}x{mid.shape[1]}", *same(mid.T)),
+               # PyTorch has no negative strides: its flip is the same copy
+               ("device reversed rows (negative stride)", ap.view(mid)[::-1],
+                lambda: mid.flip(0), "mid.flip(0)")]
+    if wide is not None:
+        strided.insert(0, ("device row-sliced 4096x4096 of 4096x8192", *same(wide[:, :4096])))
+    if image is not None:
+        strided.append(("device uint8 HWC -> CHW 2160x3840x3", *same(image.permute(2, 0, 1))))
+    if cube is not None:
+        strided.append(("device permuted 3-d (2, 0, 1) 256^3", *same(cube.permute(2, 0, 1))))
+    if quad is not None:
+        strided.append(("device permuted 4-d (3, 1, 2, 0) 64^4",
+                        *same(quad.permute(3, 1, 2, 0))))
     rows = [
         ("host -> device (pageable)", lambda: host_view.copy(device="cuda:0"),
          lambda: host.cuda(), host.nbytes, "host.cuda()"),
@@ -201,7 +228,11 @@ def gpu_table(args):
         ("device -> device", device_view.copy, device.clone, host.nbytes, "device.clone()"),
         (f"device transposed {side}x{side}", transposed_view.copy,
          lambda: square.T.contiguous(), square.nbytes, "square.T.contiguous()"),
+        (f"device transposed {side}x{side} -> host", lambda: transposed_view.copy(device="cpu"),
+         lambda: square.T.cpu(), square.nbytes, "square.T.cpu()"),
     ]
+    for label, view, theirs, statement in strided:
+        rows.append((label, view.copy, theirs, view.nbytes, statement))
     for label, ours, theirs, nbytes, statement in rows:
         times = alternating_medians([synced(ours), synced(theirs)], args.repeat)
         ours_rate, their_rate = (nbytes / t / 1e9 for t in times)

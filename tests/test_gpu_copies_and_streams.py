@@ -22,7 +22,7 @@ require_cuda_driver()
 
 from copy_layouts import copy_layouts  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402
-from on_simulator import nothing_leaks  # noqa: E402,F401
+from on_simulator import nothing_leaks, without_kernels  # noqa: E402,F401
 from sim_arrays import Stream  # noqa: E402
 
 
@@ -76,7 +76,8 @@ def test_host_to_device_and_back_bit_for_bit(cuda, name):
 
 
 @pytest.mark.parametrize("name", ["transposed", "sliced", "negative", "broadcast", "permuted"])
-def test_strided_device_data_moves_by_2d_transfers(cuda, name):
+def test_strided_device_data_moves_by_2d_transfers_where_no_kernel_runs(cuda, without_kernels,
+                                                                        name):
     array = copy_layouts()[name]
     source = device_array(array)
     for target in ("cuda:0", "cpu"):

@@ -43,7 +43,18 @@ def layouts(dtype):
         "permuted": base.transpose(2, 0, 3, 1), "transposed-2d": wide.T,
         "offset-rows": wide[1:, 1:-2], "column": wide[:, 5], "reversed": wide[::-1, ::-1],
         "4-d-permuted": base.transpose(1, 3, 0, 2)[:, :, ::-1],
+        # the tiled kernel's: planes of a batch transposed, tiles cut at odd edges
+        "batched-transpose": np.random.default_rng(9).integers(
+            0, 256, 3 * 40 * 37 * itemsize, np.uint8).view(dtype).reshape(3, 40, 37)
+        .transpose(0, 2, 1),
+        "transposed-permuted": np.random.default_rng(10).integers(
+            0, 256, 20 * 4 * 33 * itemsize, np.uint8).view(dtype).reshape(20, 4, 33)
+        .transpose(2, 1, 0)[:, ::2],
     }
+
+# Layouts whose source is contiguous along another axis than the destination's, both long:
+# the tiled kernel's (strided_copy.plan_tiles); every other layout is the plain kernel's.
+TILED = {"transposed-2d", "batched-transpose", "transposed-permuted"}
 
 
 @pytest.fixture
@@ -51,16 +62,21 @@ def cuda(monkeypatch, nothing_leaks):
     return DriverLog(monkeypatch)
 
 
+@pytest.mark.parametrize("target", ["cuda:0", "cpu"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", list(layouts(np.uint8)))
-def test_a_strided_copy_on_one_gpu_is_one_kernel_launch_bit_for_bit(cuda, name, dtype):
+def test_a_strided_copy_is_one_kernel_launch_bit_for_bit(cuda, name, dtype, target):
+    # On the GPU: one launch into the new memory. To the host: packed on the device by one
+    # launch, then one transfer (2-D DMA would move a transposed matrix one element a row).
     array = layouts(dtype)[name]
     source = device_array(array)
-    copy = source.copy(device="cuda:0")
+    copy = source.copy(device=target)
     assert copy.is_c_contiguous and copy.shape == array.shape and copy.dtype == array.dtype
     assert contents(copy) == np.ascontiguousarray(array).tobytes()
-    assert cuda.calls("launch_kernel") == [(0, "arrayport_strided_copy", 1)]
-    assert not cuda.calls("copy_2d_async") and not cuda.calls("copy_async")
+    kernel = "arrayport_transpose_tiles" if name in TILED else "arrayport_strided_copy"
+    assert cuda.calls("launch_kernel") == [(0, kernel, 1)]
+    assert len(cuda.calls("copy_async")) == (target == "cpu")
+    assert not cuda.calls("copy_2d_async")
     del source, copy
 
 
@@ -81,7 +97,8 @@ def test_the_kernel_runs_after_the_sources_pending_writes(cuda, slow_streams):
         array = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
         source = device_array(array.T, pending_on=producer)
         copy = source.copy(device="cuda:0", stream=int(consumer))
-        assert cuda.calls("launch_kernel") == [(0, "arrayport_strided_copy", int(consumer))]
+        assert cuda.calls("launch_kernel") == [(0, "arrayport_transpose_tiles",
+                                                 int(consumer))]
         assert cuda.calls("make_stream_wait")[0] == (0, int(consumer), int(producer))
         assert not cuda.calls("synchronize")
         assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
@@ -100,7 +117,7 @@ def test_a_strided_peer_copy_is_packed_on_its_own_device_before_the_transfer(
     array = np.arange(4000.0).reshape(40, 100)
     copy = device_array(array.T, (2, 1)).copy(device="cuda:0")
     assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
-    assert cuda.calls("launch_kernel") == [(1, "arrayport_strided_copy", 1)]
+    assert cuda.calls("launch_kernel") == [(1, "arrayport_transpose_tiles", 1)]
     assert (0, 1, 1) in cuda.calls("make_stream_wait")
     del copy
 
@@ -179,5 +196,5 @@ def test_a_function_gone_with_its_module_is_loaded_again_once(nothing_leaks):
 
 
 def test_hip_cannot_load_ptx_and_says_so_by_launching_nothing():
-    assert hip_driver.driver.launch_kernel(0, "strided_copy", "arrayport_strided_copy", 1, 256,
-                                           None, 0) is False
+    assert hip_driver.driver.launch_kernel(0, "strided_copy", "arrayport_strided_copy",
+                                           (1, 1, 1), (256, 1, 1), None, 0) is False

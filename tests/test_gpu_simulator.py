@@ -20,7 +20,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 require_cuda_driver()
 
 from on_simulator import (SIMULATED, needs_simulator, nothing_leaks,  # noqa: E402,F401
-                          simulator, slow_streams)
+                          simulator, slow_streams, without_kernels)
 from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
 
 VALUES = np.arange(24, dtype=np.float32).reshape(4, 6)
@@ -201,9 +201,11 @@ def test_the_producer_stream_waits_for_copies_of_what_it_handed_over(slow_stream
 
 
 @needs_simulator
-def test_rows_farther_apart_than_the_device_allows_are_copied_row_by_row(nothing_leaks):
+def test_rows_farther_apart_than_the_device_allows_are_copied_row_by_row(nothing_leaks,
+                                                                         without_kernels):
     # Class 4: a 2-D transfer whose pitch passes CU_DEVICE_ATTRIBUTE_MAX_PITCH is refused
-    # by the driver (CUDA_ERROR_INVALID_VALUE); such rows go one transfer each.
+    # by the driver (CUDA_ERROR_INVALID_VALUE); such rows go one transfer each (the DMA
+    # path: where the strided-copy kernel runs, it packs them instead).
     wide = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
     on_device = ap.view(wide).copy(device="cuda:0")
     simulator.set_max_pitch(128)                  # rows 256 bytes apart, 64 bytes wide

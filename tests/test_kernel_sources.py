@@ -37,10 +37,19 @@ def test_every_kernel_source_has_its_ptx_and_reads_no_newer_isa_than_cuda_12_0()
         assert ".version 8.0" in ptx and ".target sm_60" in ptx, source.name
 
 
-def test_the_host_parameter_struct_is_the_ptxs():
+@pytest.mark.parametrize("kernel, struct", [("arrayport_strided_copy", strided_copy.Params),
+                                            ("arrayport_transpose_tiles",
+                                             strided_copy.TileParams)])
+def test_the_host_parameter_structs_are_the_ptxs(kernel, struct):
     ptx = ptx_image("strided_copy").decode()
-    declared = re.search(r"arrayport_strided_copy_param_0\[(\d+)\]", ptx)
-    assert int(declared.group(1)) == ctypes.sizeof(strided_copy.Params)
+    declared = re.search(rf"{kernel}_param_0\[(\d+)\]", ptx)
+    assert int(declared.group(1)) == ctypes.sizeof(struct)
+
+
+def test_the_kernels_limits_are_the_hosts():
+    ptx = ptx_image("strided_copy").decode()
+    tile = re.search(r"\.shared \.align 16 \.b8 \w*tile\w*\[(\d+)\]", ptx)
+    assert int(tile.group(1)) == 16 * strided_copy.TILE * (strided_copy.TILE + 1) <= 48 << 10
     source = (KERNELS / "strided_copy.cu").read_text(encoding="utf-8")
     assert re.search(r"#define AP_STRIDED_COPY_MAX_DIMS (\d+)", source).group(1) == \
         str(strided_copy.MAX_DIMS) == str(_core.MAX_NDIM)
@@ -76,3 +85,19 @@ def test_the_plan_leaves_empty_and_too_deep_layouts_alone():
     assert strided_copy.plan(deep.shape, deep.strides, 1, 0, 0) is not None
     too_deep_shape, too_deep_strides = (2,) * 65, tuple(3 ** i for i in range(65, 0, -1))
     assert strided_copy.plan(too_deep_shape, too_deep_strides, 1, 0, 0) is None
+
+
+@pytest.mark.parametrize("array, tiled", [
+    (np.zeros((40, 30), np.float32).T, True),                     # a transpose
+    (np.zeros((3, 40, 37), np.int8).transpose(0, 2, 1), True),      # planes of a batch
+    (np.zeros((40, 5), np.float32).T, False),                     # a short axis
+    (np.zeros((40, 30), np.float32)[:, ::2], False),               # rows already contiguous
+    (np.zeros((40, 30), np.float32).T[::2], False),                # no contiguous axis
+    (np.zeros((40, 30), np.complex128).T, True),                   # 16-byte units
+])
+def test_the_tiled_kernel_takes_transposes_and_leaves_the_rest(array, tiled):
+    unit, dims = strided_copy.reduce(array.shape, array.strides, array.itemsize, 0, 0)
+    tiles = strided_copy.plan_tiles(unit, dims, 0, 0)
+    assert (tiles is not None) == tiled
+    if tiles is not None:   # every unit once: the tiles' rows x columns x batch
+        assert tiles.rows * tiles.cols * tiles.batch * unit == array.nbytes

@@ -39,6 +39,14 @@ def slow_streams():
 
 
 @pytest.fixture
+def without_kernels(monkeypatch):
+    """The CUDA driver as one that cannot load arrayport's kernels (an older driver): copies
+    take their DMA paths, which stay tested this way."""
+    monkeypatch.setattr(cuda_driver.driver, "has_kernel", lambda *args: False)
+    monkeypatch.setattr(cuda_driver.driver, "launch_kernel", lambda *args: False)
+
+
+@pytest.fixture
 def producer_stream():
     """A non-blocking stream of device 0 that a test's producer writes on; drained and
     destroyed after the test."""

@@ -8,8 +8,10 @@ Where the bytes go:
 - device → device on one GPU: one transfer when the source is contiguous, else one launch of
   arrayport's strided-copy kernel (``gpu.kernels.strided_copy``) where the driver can load
   it (CUDA), else 2-D transfers as below;
-- device → host: one transfer when the source is contiguous, else 2-D transfers
-  (``cuMemcpy2DAsync``: rows of contiguous bytes, a pitch apart) planned by ``plan_runs``;
+- device → host: one transfer when the source is contiguous, else packed on the device by
+  that kernel into new device memory and sent as one transfer (CUDA); where the kernel
+  cannot run, 2-D transfers (``cuMemcpy2DAsync``: rows of contiguous bytes, a pitch apart)
+  planned by ``plan_runs``;
 - device → another device: packed on the source device if strided, then a peer transfer.
 
 Streams (CUDA, ROCm): the transfers are enqueued on ``stream`` — a stream of the
@@ -84,6 +86,11 @@ def _driver_copy(view, source, target, driver, stream):
     packed = view
     if not view.is_c_contiguous and not gpu.is_device_memory(source.type):
         packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
+    elif (not view.is_c_contiguous and gpu.is_device_memory(source.type)
+          and not gpu.is_device_memory(target.type) and strided_copy.available(driver, ordinal)):
+        # Device to host: packed on the device by the kernel, then one transfer (2-D DMA
+        # would move a transposed matrix one element per row).
+        packed = _packed_on_device(view, source, driver, stream)
     elif not view.is_c_contiguous and source.id != ordinal:
         packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
         _core.order_transfer_after_packing(driver, ordinal, stream, source.id)
@@ -103,12 +110,26 @@ def _driver_copy(view, source, target, driver, stream):
                 driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
                                      pitch, width, height, stream)
     _core.order_writers_after_copy(driver, view, ordinal, stream)
-    stream = _core.finish_copy(driver, ordinal, stream, not gpu.is_device_memory(target.type))
-    # The result keeps the source (and what was packed) alive as long as it lives.
+    lands_on_host = not gpu.is_device_memory(target.type)
+    stream = _core.finish_copy(driver, ordinal, stream, lands_on_host)
+    # The result keeps the source (and what was packed, while a transfer may read it)
+    # alive as long as it lives.
     result = _core.view_from_pointer(
         memory.address, view.shape, None, view.dtype, readonly=False,
-        owner=_CopyOwner(memory, view, packed), device=tuple(target), protocol="copy")
+        owner=_CopyOwner(memory, view, None if lands_on_host else packed),
+        device=tuple(target), protocol="copy")
     return _core.mark_copied(result, stream)
+
+
+def _packed_on_device(view, source, driver, stream):
+    """``view`` (strided memory of a GPU) packed into new memory of the same device by the
+    strided-copy kernel, on ``stream``: a C-contiguous View of it."""
+    memory = driver.allocate_device(source.id, view.nbytes)
+    if not strided_copy.launch(driver, source.id, memory.address, view, stream):
+        raise BufferError("the strided-copy kernel did not launch")   # available() said yes
+    return _core.view_from_pointer(memory.address, view.shape, None, view.dtype,
+                                   readonly=False, owner=memory, device=tuple(source),
+                                   protocol="copy")
 
 
 class _CopyOwner:

@@ -299,11 +299,16 @@ class CudaDriver(VendorDriver):
         with self._made_current(c_handle(context)):
             self._call("cuModuleUnload", module)
 
-    def launch_kernel(self, ordinal: int, module: str, kernel: str, grid: int, block: int,
+    def has_kernel(self, ordinal: int, module: str, kernel: str) -> bool:
+        """Whether ``kernel`` of arrayport's kernel module ``module`` can be launched on
+        device ``ordinal`` (its module loads there: loaded now if it was not)."""
+        return self.kernels.function(ordinal, module, kernel) is not None
+
+    def launch_kernel(self, ordinal: int, module: str, kernel: str, grid: tuple, block: tuple,
                       params: ctypes.Structure, stream: int) -> bool:
         """Launch ``kernel`` of arrayport's kernel module ``module`` on ``stream`` (of
-        device ``ordinal``): a 1-D grid of ``grid`` blocks of ``block`` threads, its one
-        by-value parameter ``params``. False, launching nothing, where the module cannot
+        device ``ordinal``): a grid of ``grid`` (x, y, z) blocks of ``block`` (x, y, z)
+        threads, its one by-value parameter ``params``. False, launching nothing, where the module cannot
         be loaded on that device, or ``stream`` is another device's (the caller keeps its
         DMA path)."""
         arguments = (ctypes.c_void_p * 1)(ctypes.addressof(params))
@@ -317,8 +322,8 @@ class CudaDriver(VendorDriver):
             if function is None:
                 return False
             with self.on_device(ordinal):
-                status = self.library.get().cuLaunchKernel(function, grid, 1, 1, block, 1, 1,
-                                                           0, stream, arguments, None)
+                status = self.library.get().cuLaunchKernel(function, *grid, *block, 0, stream,
+                                                           arguments, None)
             if status == _CUDA_ERROR_INVALID_HANDLE and attempt == 0:
                 # the context was destroyed and made again (another library reset the
                 # device): its modules went with it; load them again, once

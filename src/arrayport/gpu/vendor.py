@@ -252,7 +252,12 @@ class VendorDriver:
                         nbytes: int, stream: int) -> None:
         raise NotImplementedError
 
-    def launch_kernel(self, ordinal: int, module: str, kernel: str, grid: int, block: int,
+    def has_kernel(self, ordinal: int, module: str, kernel: str) -> bool:
+        """Whether one of arrayport's device kernels can be launched on device ``ordinal``:
+        never for this vendor (see ``launch_kernel``)."""
+        return False
+
+    def launch_kernel(self, ordinal: int, module: str, kernel: str, grid: tuple, block: tuple,
                       params, stream: int) -> bool:
         """Launch one of arrayport's device kernels (``gpu.kernels``); False, launching
         nothing, where this vendor or device cannot load them — HIP cannot load PTX, so its

@@ -8,15 +8,17 @@
  * Compiled as C into the project's CUDA driver simulator (tests/helpers/cudasim.py), the
  * same source runs on the host: the simulator's launch calls a kernel once per block,
  * AP_THREADS loops over the block's threads, and every global-memory address goes through
- * the simulator (AP_GLOBAL), which finds the allocation it belongs to and faults, as a GPU
- * does, on an address outside one. So a kernel's indexing is tested on every push, not only
- * its plumbing. What the C build cannot show is speed, and warp-level behaviour: a kernel
+ * the simulator (AP_GLOBAL_BYTES), which finds the allocation it belongs to and faults, as
+ * a GPU does, on an address outside one. So a kernel's indexing is tested on every push, not
+ * only its plumbing. AP_DEVICE marks a helper function a kernel calls. What the C build cannot show is speed, and warp-level behaviour: a kernel
  * here uses neither warp intrinsics nor a barrier inside divergent code.
  *
  * Rules for a kernel source, so that both compilers read it alike: C99 that is also C++
  * (no templates, no references, no bool); one parameter struct per kernel, declared with
  * fixed-width fields (its size is checked against the PTX at load by the simulator); state
- * that crosses an AP_BARRIER lives in AP_SHARED arrays, not in locals of an AP_THREADS body.
+ * that crosses an AP_BARRIER lives in AP_SHARED arrays, not in locals of an AP_THREADS body;
+ * a barrier is reached by every thread of the block (loops around it depend on the block
+ * only), since the C build runs each AP_THREADS body for all threads before the next.
  */
 #ifndef ARRAYPORT_KERNEL_DIALECT_H
 #define ARRAYPORT_KERNEL_DIALECT_H
@@ -36,7 +38,8 @@ typedef struct { ap_u64 lo, hi; } __attribute__((aligned(16))) ap_u128;
 #define AP_THREADS
 #define AP_BARRIER __syncthreads();
 #define AP_SHARED __shared__
-#define AP_GLOBAL(type, address) ((type *)(address))
+#define AP_DEVICE static __device__ __forceinline__
+#define AP_GLOBAL_BYTES(address, size) ((void *)(address))
 
 #else   /* C, inside the simulator */
 
@@ -68,7 +71,8 @@ void cudasim_register_kernel(const char *name, size_t param_size, void (*run)(co
 #define AP_BARRIER
 #define AP_SHARED
 #define AP_UNROLL
-#define AP_GLOBAL(type, address) ((type *)cudasim_device_bytes((address), sizeof(type)))
+#define AP_DEVICE static inline
+#define AP_GLOBAL_BYTES(address, size) cudasim_device_bytes((address), (size))
 
 #endif
 #endif

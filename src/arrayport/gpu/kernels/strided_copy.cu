@@ -1,23 +1,41 @@
-/* arrayport's strided copy on the GPU: any strided layout of one device's memory into a
+/* arrayport's strided copies on the GPU: any strided layout of one device's memory into a
  * C-contiguous buffer of the same device (View.copy, gpu/copies.py, which plans it and
- * launches it on the copy's stream; contiguous data stays a DMA transfer).
+ * launches it on the copy's stream; contiguous data stays a DMA transfer). Two kernels, one
+ * module (one load per context):
  *
- * The host side (gpu/kernels/strided_copy.py) hands the kernel a layout already reduced:
- * dimensions of extent 1 dropped, neighbours that are contiguous with each other merged,
- * and the element split into units — the widest of 1, 2, 4, 8 or 16 bytes that divides the
- * element size, every stride and both addresses — with the split as one more, innermost,
- * dimension. So one kernel serves every element size and every stride (negative and zero
- * included: the source is only read).
+ * - arrayport_strided_copy, for every layout: each thread copies units i = its index, then
+ *   i + the grid's thread count, …: the destination is written in order (coalesced); the
+ *   source's address is the sum over the dimensions of (i's index along it) × (its stride);
+ * - arrayport_transpose_tiles, for layouts whose source is contiguous along another axis
+ *   than the destination (a transpose, a permuted plane of a batch): 32 × 32 tiles through
+ *   shared memory, read along the source's contiguous axis and written along the
+ *   destination's, so that both sides are coalesced; the other dimensions are the batch.
  *
- * Each thread copies units i = its index, then i + the grid's thread count, …: the
- * destination is written in order (coalesced); the source's address is the sum over the
- * dimensions of (i's index along it) × (its stride). Dimensions are stored innermost first
- * and the loop over them is unrolled, so every shape and stride is read from the parameter
+ * The host side (gpu/kernels/strided_copy.py) hands either kernel a layout already
+ * reduced: dimensions of extent 1 dropped, neighbours that are contiguous with each other
+ * merged, and the element split into units — the widest of 1, 2, 4, 8 or 16 bytes that
+ * divides the element size, every stride and both addresses — with the split as one more,
+ * innermost, dimension. So one kernel serves every element size and every stride (negative
+ * and zero included: the source is only read). Dimensions are stored innermost first and
+ * the loops over them are unrolled, so every shape and stride is read from the parameter
  * space at a constant offset.
  */
 #include "dialect.h"
 
 #define AP_STRIDED_COPY_MAX_DIMS 64   /* arrayport's largest rank (AP_COPY_MAX_NDIM) */
+#define AP_TILE 32                    /* a tile's side, in units */
+#define AP_TILE_ROWS 8                /* a block is AP_TILE x AP_TILE_ROWS threads */
+
+/* One unit from ``from`` to ``to`` (both already addressable: shared, or AP_GLOBAL_BYTES). */
+AP_DEVICE void ap_copy_unit(void *to, const void *from, ap_u32 unit) {
+    switch (unit) {
+    case 1: *(ap_u8 *)to = *(const ap_u8 *)from; break;
+    case 2: *(ap_u16 *)to = *(const ap_u16 *)from; break;
+    case 4: *(ap_u32 *)to = *(const ap_u32 *)from; break;
+    case 8: *(ap_u64 *)to = *(const ap_u64 *)from; break;
+    default: *(ap_u128 *)to = *(const ap_u128 *)from; break;
+    }
+}
 
 typedef struct {
     ap_u64 dst;                                   /* the C-contiguous destination */
@@ -41,14 +59,71 @@ AP_KERNEL(arrayport_strided_copy, ap_strided_copy_params, p) {
                     rest /= p.extents[d];
                 }
             }
-            ap_u64 from = p.src + (ap_u64)offset, to = p.dst + (ap_u64)i * p.unit;
-            switch (p.unit) {
-            case 1: *AP_GLOBAL(ap_u8, to) = *AP_GLOBAL(const ap_u8, from); break;
-            case 2: *AP_GLOBAL(ap_u16, to) = *AP_GLOBAL(const ap_u16, from); break;
-            case 4: *AP_GLOBAL(ap_u32, to) = *AP_GLOBAL(const ap_u32, from); break;
-            case 8: *AP_GLOBAL(ap_u64, to) = *AP_GLOBAL(const ap_u64, from); break;
-            default: *AP_GLOBAL(ap_u128, to) = *AP_GLOBAL(const ap_u128, from); break;
+            ap_copy_unit(AP_GLOBAL_BYTES(p.dst + (ap_u64)i * p.unit, p.unit),
+                         AP_GLOBAL_BYTES(p.src + (ap_u64)offset, p.unit), p.unit);
+        }
+    }
+}
+
+typedef struct {
+    ap_u64 dst;                                   /* the C-contiguous destination */
+    ap_u64 src;                                   /* the source's first unit */
+    ap_i64 rows;                                  /* along R, the source's contiguous axis */
+    ap_i64 cols;                                  /* along C, the destination's */
+    ap_i64 src_col_stride;                        /* bytes between source units along C */
+    ap_i64 dst_row_stride;                        /* bytes between destination units along R */
+    ap_i64 batch;                                 /* the other dimensions' element count */
+    ap_i64 extents[AP_STRIDED_COPY_MAX_DIMS];     /* the other dimensions, innermost first */
+    ap_i64 src_strides[AP_STRIDED_COPY_MAX_DIMS];
+    ap_i64 dst_strides[AP_STRIDED_COPY_MAX_DIMS];
+    ap_u32 ndim;                                  /* how many other dimensions */
+    ap_u32 unit;
+} ap_transpose_params;
+
+/* Blocks of AP_TILE x AP_TILE_ROWS threads; grid (R tiles, C tiles, batch), the last two
+ * looped over where they exceed the grid. The loops depend on the block only, so every
+ * thread of a block reaches every barrier. */
+AP_KERNEL(arrayport_transpose_tiles, ap_transpose_params, p) {
+    /* unit-sized cells, AP_TILE + 1 to a row so that a column read spreads over the banks */
+    AP_SHARED ap_u128 tile[AP_TILE * (AP_TILE + 1)];
+    ap_i64 r0 = (ap_i64)blockIdx.x * AP_TILE;
+    for (ap_i64 b = blockIdx.z; b < p.batch; b += gridDim.z) {
+        ap_i64 rest = b, src_base = 0, dst_base = 0;
+        AP_UNROLL
+        for (int d = 0; d < AP_STRIDED_COPY_MAX_DIMS; d++) {
+            if ((ap_u32)d < p.ndim) {
+                ap_i64 index = rest % p.extents[d];
+                rest /= p.extents[d];
+                src_base += index * p.src_strides[d];
+                dst_base += index * p.dst_strides[d];
             }
+        }
+        for (ap_i64 c0 = (ap_i64)blockIdx.y * AP_TILE; c0 < p.cols;
+             c0 += (ap_i64)gridDim.y * AP_TILE) {
+            AP_THREADS {   /* read: consecutive threads along R, the source's contiguous axis */
+                for (int j = 0; j < AP_TILE; j += AP_TILE_ROWS) {
+                    ap_i64 r = r0 + threadIdx.x, c = c0 + threadIdx.y + j;
+                    if (r < p.rows && c < p.cols)
+                        ap_copy_unit((ap_u8 *)tile + ((threadIdx.y + j) * (AP_TILE + 1) +
+                                                      threadIdx.x) * p.unit,
+                                     AP_GLOBAL_BYTES(p.src + (ap_u64)(src_base + r * p.unit +
+                                                                      c * p.src_col_stride),
+                                                     p.unit), p.unit);
+                }
+            }
+            AP_BARRIER
+            AP_THREADS {   /* write: consecutive threads along C, the destination's */
+                for (int j = 0; j < AP_TILE; j += AP_TILE_ROWS) {
+                    ap_i64 r = r0 + threadIdx.y + j, c = c0 + threadIdx.x;
+                    if (r < p.rows && c < p.cols)
+                        ap_copy_unit(AP_GLOBAL_BYTES(p.dst + (ap_u64)(dst_base +
+                                                                      r * p.dst_row_stride +
+                                                                      c * p.unit), p.unit),
+                                     (ap_u8 *)tile + (threadIdx.x * (AP_TILE + 1) +
+                                                      threadIdx.y + j) * p.unit, p.unit);
+                }
+            }
+            AP_BARRIER
         }
     }
 }
