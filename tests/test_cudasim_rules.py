@@ -518,3 +518,72 @@ def test_address_ranges_answer_for_driver_allocations_only(cuda, on_device):
     assert cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size),
                                         device + 100) == NOT_FOUND
     cuda.cuMemFree_v2(device)
+
+
+# ---- stream-ordered allocation: the device's memory pool ------------------------------------
+
+@pytest.fixture
+def pool(cuda, on_device):
+    on_device(0)
+    cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle]
+    cuda.cuMemFreeAsync.argtypes = [u64, handle]
+    return cuda
+
+
+def alloc_async(cuda, nbytes, stream):
+    address = u64()
+    assert cuda.cuMemAllocAsync(ctypes.byref(address), nbytes, stream) == SUCCESS
+    return address.value
+
+
+def test_a_block_freed_on_a_stream_is_reused_by_it_at_once(pool, sim):
+    stream = handle()
+    pool.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    first = alloc_async(pool, 256, stream)
+    reuses, in_use = sim.counters()["pool_reuses"], sim.live()[0]
+    assert pool.cuMemFreeAsync(first, stream) == SUCCESS
+    assert sim.live()[0] == in_use - 1   # a freed block is the pool's, not a leak
+    assert alloc_async(pool, 200, stream) == first            # stream order: no wait needed
+    assert sim.counters()["pool_reuses"] - reuses == 1
+    assert pool.cuMemFreeAsync(first, stream) == SUCCESS
+    assert pool.cuMemFreeAsync(first, stream) == INVALID_VALUE   # once
+    pool.cuStreamSynchronize(stream)
+    pool.cuStreamDestroy_v2(stream)
+
+
+def test_another_stream_reuses_a_block_only_once_its_free_has_run(pool, sim):
+    sim.set_delay_us(20000)
+    freeing, other = handle(), handle()
+    for stream in (freeing, other):
+        pool.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    block = alloc_async(pool, 256, freeing)
+    pool.cuMemsetD8Async(block, 1, 256, freeing)               # work before the free
+    assert pool.cuMemFreeAsync(block, freeing) == SUCCESS
+    elsewhere = alloc_async(pool, 256, other)
+    assert elsewhere != block                                   # the free has not run yet
+    pool.cuStreamSynchronize(freeing)
+    assert alloc_async(pool, 256, other) == block               # now it has
+    for address in (elsewhere, block):
+        pool.cuMemFreeAsync(address, other)
+    sim.set_delay_us(2000)
+    for stream in (freeing, other):
+        pool.cuStreamSynchronize(stream)
+        pool.cuStreamDestroy_v2(stream)
+
+
+def test_only_pool_blocks_are_freed_in_stream_order(pool):
+    ordinary = alloc(pool, 64)
+    assert pool.cuMemFreeAsync(ordinary, None) == INVALID_VALUE
+    pool.cuMemFree_v2(ordinary)
+
+
+def test_a_block_whose_free_ran_is_no_memory_to_copy_from(pool):
+    block = alloc_async(pool, 64, None)
+    assert pool.cuMemFreeAsync(block, None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS
+    out = np.zeros(64, np.uint8)
+    assert pool.cuMemcpyDtoH_v2(out.ctypes.data, block, 64) != SUCCESS
+
+
+def test_pool_tests_leave_nothing_in_use(sim):
+    assert sim.live()[0] == 0

@@ -180,3 +180,34 @@ def test_an_export_of_nothing_pending_asks_no_stream(streams):
     out = _core.object_via_exchange_api(view, ExchangeTensor)
     assert COUNTS["current_work_stream"] == asked and driver_calls(before) == {}
     del out, view
+
+
+def test_a_failing_current_work_stream_is_a_buffer_error_and_the_tensor_released(streams,
+                                                                                monkeypatch):
+    producer, _ = streams
+    tensor = producing(producer, busy=0)
+    monkeypatch.setattr(ExchangeTensor, "fail_work_stream", True)
+    deleted = COUNTS["deleter"]
+    # a BufferError naming the call (never the producer's raw error): ap.view then tries
+    # __dlpack__, which this producer refuses, and the table's refusal is the one raised
+    with pytest.raises(BufferError, match="current_work_stream failed"):
+        ap.view(tensor)
+    with pytest.raises(BufferError, match="current_work_stream failed"):
+        ap.view(tensor, stream=2)
+    gc.collect()
+    assert COUNTS["deleter"] - deleted == 2   # one tensor per try, each released once
+    producer.synchronize()
+
+
+def test_a_pytorch_without_cuda_refuses_a_cuda_view_at_once(streams):
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda or torch.version.hip:
+        pytest.skip("this PyTorch is built for GPUs: it takes CUDA Views")
+    producer, _ = streams
+    view = ap.view(producing(producer, busy=0))
+    # PyTorch's own table would make a cuda:0 tensor that fails at first use; its
+    # from_dlpack refuses at once, as before issue 42
+    with pytest.raises((AssertionError, RuntimeError, BufferError), match="CUDA|cuda"):
+        ap.to_torch(view)
+    producer.synchronize()
+    del view

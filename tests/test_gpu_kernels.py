@@ -80,6 +80,41 @@ def test_a_strided_copy_is_one_kernel_launch_bit_for_bit(cuda, name, dtype, targ
     del source, copy
 
 
+def test_a_strided_copy_to_the_host_on_another_contexts_stream_takes_the_dma_path(cuda):
+    # The kernel could not read device 0's memory from device 1's context: it declines and
+    # the 2-D transfers do the copy instead (found by a review: it raised once).
+    array = np.arange(12 * 9, dtype=np.float32).reshape(12, 9)
+    elsewhere = Stream(1)
+    try:
+        copy = device_array(array.T).copy(device="cpu", stream=int(elsewhere))
+        np.testing.assert_array_equal(ap.to_numpy(copy), array.T)
+        assert cuda.calls("copy_2d_async")
+        del copy
+    finally:
+        elsewhere.synchronize()
+        elsewhere.close()
+
+
+@needs_simulator
+def test_strided_copies_to_the_host_stage_in_stream_order(cuda):
+    # The packed staging comes from the device's pool and goes back to it in the copy's
+    # stream order: after the first copy, no cuMemAlloc, no cuMemFree, and the host waits
+    # only for the copy itself (its result is host memory, readable on return).
+    array = np.arange(48 * 40, dtype=np.float32).reshape(48, 40).T
+    source = device_array(array)
+    source.copy(device="cpu")                     # the first: the pool grows
+    before = simulator.counters()
+    for _ in range(3):
+        assert ap.to_numpy(source.copy(device="cpu")).tobytes() == array.T.T.tobytes()
+    counts = {name: simulator.counters()[name] - before[name] for name in before}
+    assert counts["cuMemAlloc"] == counts["cuMemFree"] == 0
+    assert counts["cuMemAllocAsync"] == counts["cuMemFreeAsync"] == counts["pool_reuses"] == 3
+    # into pageable memory the transfer returns only when done (the API's rule); then the
+    # copy's own wait, which finds nothing left
+    assert counts["cuStreamSynchronize"] == 3 and counts["host_synchronizations"] == 2 * 3
+    del source
+
+
 @pytest.mark.parametrize("name", ["contiguous", "0-d", "size-0"])
 def test_contiguous_and_empty_data_launch_nothing(cuda, name):
     array = {"contiguous": np.arange(24.0).reshape(4, 6), "0-d": np.array(2.5),

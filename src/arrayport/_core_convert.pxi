@@ -5,8 +5,10 @@
 # (managed_tensor_to_py_object_no_sync), skipping torch.from_dlpack's Python layers, for CPU
 # and GPU memory alike: that function orders nothing, so for a View with GPU work pending
 # PyTorch's current stream (its table's current_work_stream) is first ordered after it
-# (_object_via_exchange_api, issue 42). Pinned memory, and a table without those functions,
-# go through torch.from_dlpack, which passes PyTorch's current stream to our __dlpack__.
+# (_object_via_exchange_api, issue 42). Pinned memory, a table without those functions, and
+# GPU memory for a PyTorch built without CUDA or ROCm (whose table would take a tensor it
+# cannot use) go through torch.from_dlpack, which passes PyTorch's current stream to our
+# __dlpack__, or refuses.
 # Ownership: the managed tensor is stolen by PyTorch, success or failure.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
@@ -20,16 +22,20 @@ from cpython.ref cimport Py_DECREF
 
 cdef object _torch_tensor_type = None
 cdef uintptr_t _torch_exchange = 0       # PyTorch's exchange table
+cdef bint _torch_has_gpus = False        # built for CUDA or ROCm (a CPU build's table would
+                                         # take a CUDA tensor it cannot use)
 cdef uintptr_t _torch_to_py_object = 0   # PyTorch's managed_tensor_to_py_object_no_sync
 
 
 cdef int _load_torch() except -1:
-    global _torch_tensor_type, _torch_to_py_object, _torch_exchange
+    global _torch_tensor_type, _torch_to_py_object, _torch_exchange, _torch_has_gpus
     try:
         torch = __import__("torch")  # the builtin honours a None in sys.modules
     except ImportError as error:
         raise ImportError(f"to_torch: PyTorch cannot be imported: {error}") from error
     _torch_tensor_type = torch.Tensor
+    version = getattr(torch, "version", None)
+    _torch_has_gpus = bool(getattr(version, "cuda", None) or getattr(version, "hip", None))
     cdef uintptr_t api = _exchange_api_for(torch.Tensor)
     _torch_exchange = api
     if api != 0:
@@ -47,7 +53,7 @@ def torch_tensor_of(View v):
 cdef object _torch_tensor_of(View v):
     if _torch_tensor_type is None:
         _load_torch()
-    if _torch_exchange != 0:
+    if _torch_exchange != 0 and (v._t.device.device_type == APDL_CPU or _torch_has_gpus):
         tensor = _object_via_exchange_api(v, _torch_exchange)
         if tensor is not None:
             return tensor

@@ -124,7 +124,12 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     else:
         api = _exchange_api_for(type(x))
         if api != 0:
-            v = _view_via_exchange_api(x, api, stream)
+            try:
+                v = _view_via_exchange_api(x, api, stream)
+            except NeedsCopy:
+                raise  # the memory does not hold the values: no protocol can share them
+            except BufferError:
+                v = None  # the table refused or failed: __dlpack__ says for itself
             if v is not None:
                 return v
     cdef int kind = _producer_kind(type(x))

@@ -93,6 +93,18 @@ cdef int _exchange_failed(str what) except -1:
     raise BufferError(f"dlpack: the producer's {what} failed without setting an error")
 
 
+cdef int _table_call_failed(object x, str what) except -1:
+    """A call of ``x``'s exchange table failed: a BufferError (the producer's own, or one
+    naming it with the error it set), so that importers fall back to __dlpack__."""
+    try:
+        _exchange_failed(what)
+    except BufferError:
+        raise
+    except Exception as error:
+        raise _producer_failure(x, f"its C exchange API ({what})", error)
+    return -1
+
+
 cdef View _view_via_exchange_api(object x, uintptr_t address, consumer=None):
     """A View of ``x`` through its type's exchange API, with the producer's quirks put back
     (_core_producers.pxi) and, for GPU memory, its producer's current work stream as the
@@ -109,23 +121,18 @@ cdef View _view_via_exchange_api(object x, uintptr_t address, consumer=None):
     elif kind == _PADDLE:
         _refuse_unexportable(x, kind)
     if api.managed_tensor_from_py_object_no_sync(<void*>x, &m) != 0:
-        try:
-            _exchange_failed("managed_tensor_from_py_object_no_sync")
-        except BufferError:
-            raise
-        except Exception as error:
-            raise _producer_failure(x, "its C exchange API", error)
+        _table_call_failed(x, "managed_tensor_from_py_object_no_sync")
     if m == NULL:
         raise BufferError("dlpack: the producer's exchange API returned no tensor")
     cdef View v = _view_owning_versioned(m, x)
     cdef int32_t device_type = v._t.device.device_type
     if consumer is not None:
         consumer = check_stream(consumer, device_type)   # a refusal drops v: deleter once
-    if not _host_accessible(device_type) and _import_asks_producer_stream(consumer):
+    if _stream_ordered(device_type) and _import_asks_producer_stream(consumer):
         if api.current_work_stream == NULL:
             return None  # dropping v runs the producer's deleter
         if api.current_work_stream(device_type, v._t.device.device_id, &producer_stream) != 0:
-            _exchange_failed("current_work_stream")
+            _table_call_failed(x, "current_work_stream")
         _note_exchange_import(v, <uintptr_t>producer_stream, consumer)
     if kind == _TORCH:
         _torch_after_import(x, v, requires_grad)  # a refusal drops v: deleter runs once
@@ -136,8 +143,9 @@ cdef object _object_via_exchange_api(View v, uintptr_t address):
     """The consumer's own object over ``v``'s memory, made by the consumer's exchange table
     (``managed_tensor_to_py_object_no_sync``, which takes a managed tensor of ``v`` whether it
     succeeds or fails); None where the table cannot take ``v`` that way — no such function,
-    pinned host memory (no stream to order in DLPack), or GPU memory with work pending and
-    no ``current_work_stream`` to order — and the caller uses the consumer's from_dlpack.
+    pinned host memory (no stream to order in DLPack), a device without streams arrayport
+    orders, or GPU memory with work pending and no ``current_work_stream`` to order — and
+    the caller uses the consumer's from_dlpack.
     GPU memory with work pending: the consumer's current work stream first waits for it."""
     cdef APDLPackExchangeAPI* api = <APDLPackExchangeAPI*>address
     cdef int32_t device_type = v._t.device.device_type
@@ -146,8 +154,8 @@ cdef object _object_via_exchange_api(View v, uintptr_t address):
     if api.managed_tensor_to_py_object_no_sync == NULL:
         return None
     if device_type != APDL_CPU:
-        if _host_accessible(device_type):
-            return None
+        if not _stream_ordered(device_type):
+            return None   # pinned memory, or a device arrayport has no driver for
         if _export_orders_consumer(v):
             if api.current_work_stream == NULL:
                 return None

@@ -36,9 +36,12 @@
  *     stderr, or to the file CUDASIM_REPORT names).
  * What it counts (cudasim_counters): driver calls by name, host synchronizations, kernel
  * faults — the costs a test can measure where it cannot time a GPU.
+ *   - stream-ordered allocation (cuMemAllocAsync / cuMemFreeAsync, the device's default
+ *     pool): a freed block is reused at once by the stream that freed it, by other streams
+ *     once the free has run; a block whose free has run is no memory anyone may touch;
  * What it does not model: timing, PTX it has no C build of (such launches answer
- * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, memory pools, graphs, IPC,
- * texture and array objects.
+ * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, explicit memory pools and
+ * their attributes, graphs, IPC, texture and array objects.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -90,7 +93,7 @@ struct CUevent_st {
     uint64_t seq;                     /* the work item that completes it */
 };
 
-enum { OP_MARK, OP_COPY, OP_SET, OP_KERNEL };
+enum { OP_MARK, OP_COPY, OP_SET, OP_KERNEL, OP_FREE };
 typedef struct kernel_impl kernel_impl;
 struct op {
     int kind;
@@ -107,6 +110,9 @@ struct op {
     unsigned char *params;
     unsigned grid[3], block[3];
     struct CUctx_st *ctx;
+    /* OP_FREE: the pooled block it frees, as it was when the free was called */
+    uintptr_t freed;
+    unsigned long generation;
     op *next;
 };
 
@@ -118,8 +124,16 @@ typedef struct allocation {
     int device;
     struct CUctx_st *ctx;
     unsigned char *bytes;             /* where the bytes live (== base for host kinds) */
+    /* Stream-ordered allocations (cuMemAllocAsync) live in the device's pool: freed, a block
+     * stays there for reuse — at once by its freeing stream (stream order), by any stream
+     * once the free has run — and is not a leak. */
+    int pooled, pool_state;           /* pool_state: POOL_LIVE, POOL_FREEING, POOL_FREE */
+    size_t capacity;                  /* the bytes a pooled block can hold */
+    struct CUstream_st *freed_on;
+    unsigned long generation;         /* new at each reuse: a late free names the old one */
     struct allocation *next;
 } allocation;
+enum { POOL_LIVE, POOL_FREEING, POOL_FREE };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
@@ -155,12 +169,13 @@ static __thread int ctx_depth;
     X(cuGetProcAddress) X(cuCtxGetStreamPriorityRange) X(cuStreamCreateWithPriority) \
     X(cuStreamGetFlags) X(cuStreamGetPriority) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) \
     X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId) \
-    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)
+    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
+    X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
-enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_N };
+enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES, COUNT_N };
 static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations",
-                                            "kernel_faults"};
+                                            "kernel_faults", "pool_reuses"};
 static long counters[COUNT_N];
 #define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
 
@@ -187,7 +202,8 @@ static void configure(void) {
 /* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). */
 static allocation *find(uintptr_t ptr, size_t n) {
     for (allocation *a = allocations; a; a = a->next)
-        if (ptr >= a->base && ptr - a->base <= a->size && n <= a->size - (ptr - a->base))
+        if (ptr >= a->base && ptr - a->base <= a->size && n <= a->size - (ptr - a->base) &&
+            !(a->pooled && a->pool_state == POOL_FREE))
             return a;
     return NULL;
 }
@@ -279,6 +295,7 @@ static int ready(const op *o) {
 }
 
 static void run_kernel(const op *o);
+static void pool_free_done(const op *o);
 
 static void *worker(void *arg) {
     struct CUstream_st *s = arg;
@@ -298,6 +315,7 @@ static void *worker(void *arg) {
                 memset(o->dst + row * o->dst_pitch, o->value, o->width);
         }
         pthread_mutex_lock(&lock);
+        if (o->kind == OP_FREE) pool_free_done(o);
         s->head = o->next;
         if (!s->head) s->tail = NULL;
         s->done = o->seq;
@@ -379,6 +397,7 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute 
     case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *value = (int)max_pitch; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 8; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = device; break;
@@ -530,8 +549,13 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
 
 /* ---- memory --------------------------------------------------------------------------------- */
 
+static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, uintptr_t *out);
+
 static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
-    struct CUctx_st *ctx = current();
+    return allocate_in(current(), kind, size, out);
+}
+
+static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, uintptr_t *out) {
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -547,7 +571,7 @@ static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
     a->bytes = kind == MEM_DEVICE ? calloc(1, size) : base;
     if (!a->bytes) { munmap(base, reserved); free(a); return CUDA_ERROR_OUT_OF_MEMORY; }
     a->base = (uintptr_t)base;
-    a->size = size;
+    a->size = a->capacity = size;
     a->reserved = reserved;
     a->kind = kind;
     a->device = kind == MEM_DEVICE ? ctx->device : 0;
@@ -1114,6 +1138,179 @@ static void reset_context(struct CUctx_st *ctx) {
     pthread_mutex_unlock(&lock);
 }
 
+
+/* ---- stream-ordered allocation (the device's default memory pool) ---------------------------- */
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream handle) {
+    COUNT(cuMemAllocAsync);
+    REQUIRE_INIT();
+    if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    if (!s) {
+        pthread_mutex_unlock(&lock);
+        return status;
+    }
+    for (allocation *a = allocations; a; a = a->next) {
+        if (!a->pooled || a->pool_state == POOL_LIVE || a->ctx != s->ctx ||
+            a->capacity < bytesize)
+            continue;
+        /* reusable in stream order by the stream that freed it; by others once it ran */
+        if (a->pool_state == POOL_FREE || a->freed_on == s) {
+            a->pool_state = POOL_LIVE;
+            a->size = bytesize;
+            a->generation++;
+            a->freed_on = NULL;
+            __atomic_add_fetch(&counters[COUNT_POOL_REUSES], 1, __ATOMIC_RELAXED);
+            *dptr = a->base;
+            pthread_mutex_unlock(&lock);
+            return CUDA_SUCCESS;
+        }
+    }
+    struct CUctx_st *ctx = s->ctx;
+    pthread_mutex_unlock(&lock);
+    uintptr_t address = 0;
+    status = allocate_in(ctx, MEM_DEVICE, bytesize, &address);
+    if (status != CUDA_SUCCESS) return status;
+    pthread_mutex_lock(&lock);
+    allocation *a = find(address, 1);
+    a->pooled = 1;
+    pthread_mutex_unlock(&lock);
+    *dptr = address;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
+    COUNT(cuMemFreeAsync);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    CUresult status;
+    struct CUstream_st *s = resolve_stream(handle, &status);
+    allocation *a = NULL;
+    for (allocation *x = allocations; s && x; x = x->next)
+        if (x->base == dptr && x->pooled && x->pool_state == POOL_LIVE) a = x;
+    op *o = a ? calloc(1, sizeof *o) : NULL;
+    if (s && !a) status = CUDA_ERROR_INVALID_VALUE;   /* not a live pooled block */
+    if (a && !o) status = CUDA_ERROR_OUT_OF_MEMORY;
+    if (o) {
+        a->pool_state = POOL_FREEING;
+        a->freed_on = s;
+        o->kind = OP_FREE;
+        o->freed = a->base;
+        o->generation = a->generation;
+        enqueue(s, o);
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+/* The device's default pool, the one cuMemAllocAsync draws from: its handle and the attributes
+ * callers set (kept and reported; reuse follows the stream-order rule above whatever they
+ * say). Explicit pools (cuMemPoolCreate) are not modelled. */
+struct CUmemPoolHandle_st { int device; cuuint64_t release_threshold; int reuse[3]; };
+static struct CUmemPoolHandle_st default_pools[MAX_DEVICES];
+
+static struct CUmemPoolHandle_st *valid_pool(CUmemoryPool pool) {
+    for (int d = 0; d < device_count; d++)
+        if (pool == &default_pools[d]) return pool;
+    return NULL;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
+    COUNT(cuDeviceGetDefaultMemPool);
+    REQUIRE_INIT();
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    default_pools[dev].device = dev;
+    *pool = &default_pools[dev];
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+    return cuDeviceGetDefaultMemPool(pool, dev);   /* no pool was ever set as current */
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                  void *value) {
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p || !value) return p ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->release_threshold = *(cuuint64_t *)value; break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value; break;
+    default: return CUDA_ERROR_INVALID_VALUE;   /* the others are read-only or reset-only */
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                  void *value) {
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p || !value) return p ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+    cuuint64_t used = 0;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->release_threshold; break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES]; break;
+    default:   /* the memory figures: what the pool holds (reserved) or hands out (used) */
+        pthread_mutex_lock(&lock);
+        for (allocation *a = allocations; a; a = a->next)
+            if (a->pooled && a->device == p->device &&
+                (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
+                 attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || a->pool_state == POOL_LIVE))
+                used += a->capacity;
+        pthread_mutex_unlock(&lock);
+        *(cuuint64_t *)value = used;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    return valid_pool(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;   /* kept: a no-op */
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
+                                               size_t count) {
+    return valid_pool(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool,
+                                               CUmemLocation *location) {
+    if (!valid_pool(pool) || !flags) return CUDA_ERROR_INVALID_VALUE;
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
+                                                    CUmemoryPool pool, CUstream handle) {
+    if (!valid_pool(pool)) return CUDA_ERROR_INVALID_VALUE;
+    return cuMemAllocAsync(dptr, bytesize, handle);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream handle, CUstreamCaptureStatus *status) {
+    REQUIRE_INIT();
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult result;
+    struct CUstream_st *s = resolve_stream(handle, &result);
+    pthread_mutex_unlock(&lock);
+    if (s) *status = CU_STREAM_CAPTURE_STATUS_NONE;   /* graphs are not modelled: never */
+    return result;
+}
+
+/* The worker ran a free: the block is the pool's for any stream (caller holds the lock). */
+static void pool_free_done(const op *o) {
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->base == o->freed && a->generation == o->generation &&
+            a->pool_state == POOL_FREEING)
+            a->pool_state = POOL_FREE;
+}
+
 /* ---- modules and kernels -------------------------------------------------------------------- */
 
 /* A module is PTX text (what arrayport ships; cubins and fatbins are not read here). Loading
@@ -1451,7 +1648,11 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
     X(cuDeviceGetUuid, 9020) X(cuDeviceTotalMem, 3020) X(cuMemGetInfo, 3020) \
     X(cuMemGetAddressRange, 3020) X(cuCtxGetId, 12000) X(cuStreamGetId, 12000) \
     X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000) \
-    X(cuLaunchKernel, 4000)
+    X(cuLaunchKernel, 4000) X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) \
+    X(cuDeviceGetDefaultMemPool, 11020) X(cuDeviceGetMemPool, 11020) \
+    X(cuMemPoolSetAttribute, 11020) X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020) \
+    X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020) X(cuMemAllocFromPoolAsync, 11020) \
+    X(cuStreamIsCapturing, 10000)
 
 /* Entry points whose newer variant has a name of its own in the header rather than a macro
  * (cuDeviceGetUuid_v2): the base name, the variant, the version that introduced it. */
@@ -1518,7 +1719,8 @@ SIM_EXPORT void cudasim_set_max_pitch(long bytes) {
 SIM_EXPORT void cudasim_live(long *allocations_out, long *events_out, long *streams_out) {
     long a = 0, s = 0;
     pthread_mutex_lock(&lock);
-    for (allocation *x = allocations; x; x = x->next) a++;
+    for (allocation *x = allocations; x; x = x->next)
+        a += !(x->pooled && x->pool_state != POOL_LIVE);   /* a freed block is the pool's */
     for (struct CUstream_st *x = streams; x; x = x->next)
         if (!x->per_thread && !(x->ctx && x->ctx->legacy == x)) s++;
     pthread_mutex_unlock(&lock);

@@ -88,6 +88,8 @@ def _from_py(obj, out):
 
 def _current_work_stream(device_type, device_id, out):
     COUNTS["current_work_stream"] += 1
+    if ExchangeTensor.fail_work_stream:   # a failure (a ctypes callback cannot leave a
+        return -1                           # Python error set: it fails without one)
     out[0] = ExchangeTensor.current_stream.get(device_id, 0)
     return 0
 
@@ -115,6 +117,7 @@ class ExchangeTensor:
     __dlpack_c_exchange_api__ = ctypes.pythonapi.PyCapsule_New(
         ctypes.addressof(_TABLE), ctypes.addressof(_CAPSULE_NAME), None)
     current_stream: dict[int, int] = {}   # device -> the producer's current work stream
+    fail_work_stream = False                # current_work_stream fails (a test sets it)
 
     def __init__(self, array, shape=None, strides=None):
         self.array = array             # a sim_arrays.DeviceArray (owns the memory)

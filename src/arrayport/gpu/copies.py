@@ -90,10 +90,46 @@ def _driver_copy(view, source, target, driver, stream):
           and not gpu.is_device_memory(target.type) and strided_copy.available(driver, ordinal)):
         # Device to host: packed on the device by the kernel, then one transfer (2-D DMA
         # would move a transposed matrix one element per row).
-        packed = _packed_on_device(view, source, driver, stream)
+        packed = _packed_on_device(view, source, driver, stream) or view
     elif not view.is_c_contiguous and source.id != ordinal:
         packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
         _core.order_transfer_after_packing(driver, ordinal, stream, source.id)
+    staged = packed is not view and gpu.is_device_memory(source.type) \
+        and not gpu.is_device_memory(target.type)
+    try:
+        _transfer(view, packed, memory, source, target, driver, ordinal, stream, nbytes)
+    finally:
+        if staged:   # device-to-host staging goes now, failure or not, while the stream
+            packed = None   # exists: its free is enqueued after the transfer that read it
+    _core.order_writers_after_copy(driver, view, ordinal, stream)
+    lands_on_host = not gpu.is_device_memory(target.type)
+    stream = _core.finish_copy(driver, ordinal, stream, lands_on_host)
+    # The result keeps the source (and what was packed, while a transfer may read it)
+    # alive as long as it lives.
+    result = _core.view_from_pointer(
+        memory.address, view.shape, None, view.dtype, readonly=False,
+        owner=_CopyOwner(memory, view, None if lands_on_host else packed),
+        device=tuple(target), protocol="copy")
+    return _core.mark_copied(result, stream)
+
+
+def _packed_on_device(view, source, driver, stream):
+    """``view`` (strided memory of a GPU) packed into new memory of the same device by the
+    strided-copy kernel, on ``stream``: a C-contiguous View of it, for the transfer that
+    follows on the same stream; None where the kernel declines (``stream`` belongs to
+    another context). Its memory is stream-ordered staging, freed on ``stream`` when the
+    View goes — after that transfer, in the stream's order, with no host wait; the caller
+    lets it go before it returns, on success or failure, while ``stream`` surely exists."""
+    memory = driver.allocate_temporary(source.id, view.nbytes, stream)
+    if not strided_copy.launch(driver, source.id, memory.address, view, stream):
+        return None   # a stream of another context: the caller's DMA path reads it there
+    return _core.view_from_pointer(memory.address, view.shape, None, view.dtype,
+                                   readonly=False, owner=memory, device=tuple(source),
+                                   protocol="copy")
+
+
+def _transfer(view, packed, memory, source, target, driver, ordinal, stream, nbytes):
+    """The transfers of a copy of ``packed`` (``view``, or its packing) into ``memory``."""
     if nbytes:
         if packed.is_c_contiguous:
             if gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type) \
@@ -109,27 +145,6 @@ def _driver_copy(view, source, target, driver, stream):
                                                             driver.max_pitch(ordinal)):
                 driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
                                      pitch, width, height, stream)
-    _core.order_writers_after_copy(driver, view, ordinal, stream)
-    lands_on_host = not gpu.is_device_memory(target.type)
-    stream = _core.finish_copy(driver, ordinal, stream, lands_on_host)
-    # The result keeps the source (and what was packed, while a transfer may read it)
-    # alive as long as it lives.
-    result = _core.view_from_pointer(
-        memory.address, view.shape, None, view.dtype, readonly=False,
-        owner=_CopyOwner(memory, view, None if lands_on_host else packed),
-        device=tuple(target), protocol="copy")
-    return _core.mark_copied(result, stream)
-
-
-def _packed_on_device(view, source, driver, stream):
-    """``view`` (strided memory of a GPU) packed into new memory of the same device by the
-    strided-copy kernel, on ``stream``: a C-contiguous View of it."""
-    memory = driver.allocate_device(source.id, view.nbytes)
-    if not strided_copy.launch(driver, source.id, memory.address, view, stream):
-        raise BufferError("the strided-copy kernel did not launch")   # available() said yes
-    return _core.view_from_pointer(memory.address, view.shape, None, view.dtype,
-                                   readonly=False, owner=memory, device=tuple(source),
-                                   protocol="copy")
 
 
 class _CopyOwner:

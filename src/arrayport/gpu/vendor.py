@@ -191,6 +191,12 @@ class VendorDriver:
                 self._call(free, pointer, what=f"{free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
 
+    def allocate_temporary(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
+        """Device memory that only work on ``stream`` will touch (a copy's staging): where
+        the vendor has stream-ordered allocation, allocated and freed in that stream's
+        order (see ``CudaDriver``); here an ordinary allocation."""
+        return self.allocate_device(ordinal, nbytes)
+
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
         raise self.unavailable(f"{self.library.label}: managed allocations are not available")
 

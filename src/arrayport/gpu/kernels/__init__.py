@@ -65,7 +65,10 @@ class KernelCache:
                 return None
             handle, functions = entry
             if kernel not in functions:
-                functions[kernel] = driver.module_function(handle, kernel)
+                try:
+                    functions[kernel] = driver.module_function(handle, kernel)
+                except BufferError:   # not in this module's PTX: no such kernel here
+                    functions[kernel] = None
             return functions[kernel]
 
     def why_not(self, ordinal: int, module: str) -> str | None:
