@@ -128,8 +128,13 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
                 v = _view_via_exchange_api(x, api, stream)
             except NeedsCopy:
                 raise  # the memory does not hold the values: no protocol can share them
-            except BufferError:
-                v = None  # the table refused or failed: __dlpack__ says for itself
+            except BufferError as refusal:
+                # The table refused or failed: __dlpack__ may still export; if it refuses
+                # too, the table's reason stands (it names the call that failed).
+                try:
+                    return _dlpack_view(x, stream, True)
+                except BufferError:
+                    raise refusal from None
             if v is not None:
                 return v
     cdef int kind = _producer_kind(type(x))
