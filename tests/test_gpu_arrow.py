@@ -24,6 +24,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 
 require_cuda_driver()
 
+from on_simulator import needs_two_devices  # noqa: E402
 from arrow_structs import DeviceArray as DeviceArrayStruct  # noqa: E402
 from arrow_structs import Made, device_capsules  # noqa: E402
 from on_simulator import (SIMULATED, needs_simulator, nothing_leaks,  # noqa: E402,F401
@@ -224,6 +225,7 @@ def test_a_pinned_array_without_nulls_waits_for_nothing_at_import(slow_streams,
         pinned.close()
 
 
+@needs_two_devices
 @pytest.mark.skipif(cuda_driver.driver.device_count() < 2, reason="needs a second GPU")
 def test_an_import_on_the_second_device_waits_there(slow_streams, nothing_leaks):
     """Issue 40 (a bug the suite missed): the default stream that waits for the sync

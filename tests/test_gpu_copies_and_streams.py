@@ -20,6 +20,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 
 require_cuda_driver()
 
+from on_simulator import needs_two_devices  # noqa: E402
 from copy_layouts import copy_layouts  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402
 from on_simulator import nothing_leaks, without_kernels  # noqa: E402,F401
@@ -88,6 +89,7 @@ def test_strided_device_data_moves_by_2d_transfers_where_no_kernel_runs(cuda, wi
     del source, copy
 
 
+@needs_two_devices
 def test_device_to_device_across_gpus_is_a_peer_transfer(cuda, streams):
     array = np.arange(12.0).reshape(3, 4)
     on_device_1 = Stream(1)

@@ -21,6 +21,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 
 require_cuda_driver()
 
+from on_simulator import needs_two_devices  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402
 from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
                           slow_streams)
@@ -80,6 +81,7 @@ def test_a_strided_copy_is_one_kernel_launch_bit_for_bit(cuda, name, dtype, targ
     del source, copy
 
 
+@needs_two_devices
 def test_a_strided_copy_to_the_host_on_another_contexts_stream_takes_the_dma_path(cuda):
     # The kernel could not read device 0's memory from device 1's context: it declines and
     # the 2-D transfers do the copy instead (found by a review: it raised once).
@@ -144,6 +146,7 @@ def test_the_kernel_runs_after_the_sources_pending_writes(cuda, slow_streams):
             stream.close()
 
 
+@needs_two_devices
 def test_a_strided_peer_copy_is_packed_on_its_own_device_before_the_transfer(
         cuda, slow_streams):
     # On the default stream the packing runs on the source device's own (by the kernel), and
@@ -157,6 +160,7 @@ def test_a_strided_peer_copy_is_packed_on_its_own_device_before_the_transfer(
     del copy
 
 
+@needs_two_devices
 def test_a_strided_peer_copy_on_the_destinations_stream_is_packed_by_dma(cuda, slow_streams):
     # A stream of the destination device: a kernel there could not read the source
     # device's memory, so the packing on the source device stays DMA, on that stream.
@@ -189,6 +193,7 @@ def copy_with(driver, array, ordinal=0):
     return launched, out
 
 
+@needs_two_devices
 @needs_simulator
 def test_a_module_is_loaded_once_per_context_and_unloaded_at_close(nothing_leaks):
     driver = fresh_driver()

@@ -22,6 +22,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 
 require_cuda_driver()
 
+from on_simulator import needs_two_devices  # noqa: E402
 from on_simulator import SIMULATED, nothing_leaks, slow_streams  # noqa: E402,F401
 
 VALUES = np.arange(24, dtype=np.float32).reshape(4, 6)
@@ -210,6 +211,7 @@ def test_with_synchronization_off_numba_is_not_told_and_reads_too_early(numba_cu
         stream.close()
 
 
+@needs_two_devices
 def test_arrayport_copies_between_numba_arrays_on_two_devices(numba_cuda, nothing_leaks):
     cuda = numba_cuda
     if len(cuda.gpus) < 2:

@@ -19,6 +19,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 
 require_cuda_driver()
 
+from on_simulator import needs_two_devices  # noqa: E402
 from on_simulator import (SIMULATED, needs_simulator, nothing_leaks,  # noqa: E402,F401
                           simulator, slow_streams, without_kernels)
 from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
@@ -46,8 +47,9 @@ def in_fresh_thread(call):
 
 # ---- where memory lives -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind, expected", [("device", (2, 1)), ("pinned", (3, 0)),
-                                            ("managed", (13, 0))])
+@pytest.mark.parametrize("kind, expected", [
+    pytest.param("device", (2, 1), marks=needs_two_devices), ("pinned", (3, 0)),
+    ("managed", (13, 0))])
 def test_the_driver_locates_memory_from_a_thread_without_a_context(kind, expected,
                                                                    nothing_leaks):
     # Class 1: a pointer lookup on a thread that never touched CUDA.
@@ -81,7 +83,7 @@ def test_the_host_cannot_read_device_memory_without_a_copy(nothing_leaks):
 # ---- copies -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
-@pytest.mark.parametrize("device", ["cuda:0", "cuda:1"])
+@pytest.mark.parametrize("device", ["cuda:0", pytest.param("cuda:1", marks=needs_two_devices)])
 def test_host_to_device_and_back(layout, device, nothing_leaks):
     source = {"contiguous": VALUES, "transposed": VALUES.T, "strided": VALUES[::2, ::-3]}[layout]
     on_device = ap.view(source).copy(device=device)
@@ -99,6 +101,7 @@ def test_pinned_copies_from_a_thread_without_a_context(nothing_leaks):
     del pinned
 
 
+@needs_two_devices
 def test_peer_copy_of_a_source_with_pending_work(slow_streams, nothing_leaks):
     # Class 2: the event must belong to the source's context, where it is recorded; and
     # the destination's default stream (not the source device's) must be the one waiting.
@@ -114,6 +117,7 @@ def test_peer_copy_of_a_source_with_pending_work(slow_streams, nothing_leaks):
         stream.close()
 
 
+@needs_two_devices
 def test_work_pending_on_device_0s_default_stream_is_waited_for_by_device_1s(slow_streams,
                                                                            nothing_leaks):
     # Issue 40 (a bug the suite missed): the legacy default stream (1) of device 0 and
@@ -219,6 +223,7 @@ def test_rows_farther_apart_than_the_device_allows_are_copied_row_by_row(nothing
     del on_device, strided
 
 
+@needs_two_devices
 def test_a_strided_peer_copy_on_the_destination_s_stream(slow_streams, nothing_leaks):
     # Class 4: a strided source on device 0, still being written, copied to device 1 on a
     # stream of device 1: packed on device 0 after the pending work, then sent across.

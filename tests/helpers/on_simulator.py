@@ -22,7 +22,17 @@ def require_cuda_driver() -> None:
         pytest.skip(f"no CUDA driver or simulator: {error}", allow_module_level=True)
 
 
+def _device_count() -> int:
+    try:
+        return cuda_driver.driver.device_count()
+    except BufferError:
+        return 0
+
+
 SIMULATED = "CUDASIM_LIBRARY" in os.environ
+# The simulator has two devices; a machine may have one (ARRAYPORT_GPU=hardware).
+needs_two_devices = pytest.mark.skipif(_device_count() < 2,
+                                       reason="needs a second GPU (this machine has one)")
 simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"]) if SIMULATED else None
 needs_simulator = pytest.mark.skipif(not SIMULATED, reason="counts and delays are the "
                                                            "simulator's")

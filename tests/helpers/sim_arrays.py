@@ -34,6 +34,8 @@ def cuda():
             "cuStreamCreate": [ctypes.POINTER(handle), ctypes.c_uint],
             "cuStreamDestroy_v2": [handle], "cuStreamSynchronize": [handle],
             "cudasim_set_delay_us": [ctypes.c_long]}.items():
+        if name.startswith("cudasim_") and not hasattr(library, name):
+            continue   # the simulator's own control: a real driver (ARRAYPORT_GPU=hardware)
         getattr(library, name).argtypes = argtypes
     check(library.cuInit(0), "cuInit")
     return library
