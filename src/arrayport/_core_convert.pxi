@@ -173,7 +173,8 @@ def to_numpy(x, *, copy=None):
     """A NumPy array of ``x``, zero-copy unless ``copy=True``.
 
     Read-only memory stays read-only. bfloat16 and the float8/6/4 formats become
-    ``ml_dtypes`` arrays. Pinned host memory is shared; device memory is refused.
+    ``ml_dtypes`` arrays. Pinned host memory is shared; device memory is copied to the host
+    with ``copy=True`` and refused otherwise (never an implicit device-to-host copy).
 
     Parameters
     ----------
@@ -190,7 +191,7 @@ def to_numpy(x, *, copy=None):
     Raises
     ------
     BufferError
-        Device memory, or a copy needed with ``copy=False``.
+        Device memory without ``copy=True``, or a copy needed with ``copy=False``.
     TypeError
         A type NumPy cannot hold (bfloat16 without ml_dtypes, packed sub-byte types).
 

@@ -29,6 +29,9 @@
 #       _numpy_ndarray, _ufunc_fast, _wrap_result
 #   _core_streams.pxi: _host_wait_for_pending, _order_after_pending
 
+from operator import index as _operator_index
+
+
 @cython.final
 @cython.freelist(64)
 cdef class View:
@@ -589,6 +592,35 @@ cdef class View:
         _fill_buffer(self, buffer, flags)
         buffer.obj = self
 
+    # ---- Python's scalar conversions, as NumPy's ndarray answers them ---------------------
+    # bool(), float(), int(), complex() and operator.index() of one element, on any device:
+    # device memory is copied to the host for it, as float() of a PyTorch CUDA scalar is.
+    # bool() of no element or of several is NumPy's ValueError (an ``if v:`` cannot mean
+    # "is not None"); the numbers of several elements are NumPy's TypeError.
+
+    def __bool__(self):
+        if self._size != 1:
+            raise ValueError("The truth value of an array with more than one element (or "
+                             "none) is ambiguous. Use v.size, or numpy.any / numpy.all "
+                             "over numpy.asarray(v)")
+        return bool(_one_value(self))
+
+    def __float__(self):
+        return float(_one_value(self, "only length-1 arrays can be converted to Python "
+                                      "scalars"))
+
+    def __int__(self):
+        return int(_one_value(self, "only length-1 arrays can be converted to Python scalars"))
+
+    def __complex__(self):
+        return complex(_one_value(self, "only length-1 arrays can be converted to Python "
+                                        "scalars"))
+
+    def __index__(self):
+        if self._t.ndim != 0:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return _operator_index(_one_value(self))
+
 
     # ---- zero-copy layout operations (_core_layout.pxi) -----------------------------------
     # Metadata only, on any device; the result keeps this View's memory alive, its
@@ -823,3 +855,14 @@ cdef class View:
         cdef View v = _new_host_copy_of(self, self._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
         _copy_elements(self, <char*>v._t.data)
         return v
+
+
+cdef object _one_value(View v, str refusal=None):
+    """The host ndarray holding ``v``'s one element (a device View copied to the host for
+    it; pinned memory waited for); TypeError ``refusal`` when ``v`` holds more or none."""
+    if refusal is not None and v._size != 1:
+        raise TypeError(refusal)
+    source = v
+    if not _host_accessible(v._t.device.device_type):
+        source = v.copy(device="cpu")
+    return _ndarray_of(source, None, None)

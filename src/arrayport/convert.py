@@ -64,10 +64,15 @@ def to_numpy_general(x, *, copy=None):
     check_copy(copy, "to_numpy")
     view = x if type(x) is View else _core.view_or_copy(x, copy=copy)
     if view.device.type is not DeviceType.CPU:
-        if not view.device.type.is_host_accessible:
+        if view.device.type.is_host_accessible:
+            view = _core.from_dlpack(view, device="cpu")  # pinned memory: relabelled, shared
+        elif copy:
+            view = view.copy(device="cpu")   # asked for: the one copy, device to host
+            copy = False
+        else:
             raise BufferError(f"to_numpy: the data is on {view.device}; NumPy reads host "
-                              f"memory only")
-        view = _core.from_dlpack(view, device="cpu")  # pinned memory: relabelled, shared
+                              f"memory only: pass copy=True to copy it to the host (as "
+                              f"PyTorch's .cpu() and CuPy's .get() do; never implicitly)")
     if copy:
         view = view.host_copy()
     view = unpacked(view, copy, "to_numpy")     # ml_dtypes holds float4/6 one per byte

@@ -17,6 +17,7 @@ Two tests use the table:
 
 from __future__ import annotations
 
+import operator
 import pickle
 from typing import Callable, NamedTuple
 
@@ -57,6 +58,22 @@ def _through_dlpack(view):
     """A pinned consumer's import (no stream named): DLPack's capsule, read by arrayport
     (a capsule carries no pending work: its reader reads at once)."""
     return _values(ap.to_numpy(ap.view(view.__dlpack__(max_version=(1, 0)))))
+
+
+def _element_by_element(convert):
+    """The values read one element at a time through a scalar conversion of each 0-d View
+    (each keeps its parent's pending work, so each conversion must wait for it)."""
+    def read(view):
+        return np.array([convert(view[index]) for index in np.ndindex(*view.shape)],
+                        dtype=np.float64).reshape(view.shape)
+    return read
+
+
+def _through_index(view):
+    """operator.index of each element of the same bytes read as int32, back to float32."""
+    bits = view.view_as("int32")
+    return np.array([operator.index(bits[index]) for index in np.ndindex(*view.shape)],
+                    dtype=np.int32).reshape(view.shape).view(np.float32)
 
 
 HOST_FORMS = [
@@ -101,6 +118,14 @@ HOST_FORMS = [
     HostForm("a NumPy ufunc", "__array_ufunc__", lambda v: _values(np.add(v, 0))),
     HostForm("a NumPy function", "__array_function__",
              lambda v: _values(np.concatenate([v]))),
+    HostForm("float() of each element", "__float__", _element_by_element(float)),
+    HostForm("int() of each element", "__int__", _element_by_element(int)),
+    HostForm("complex() of each element", "__complex__",
+             _element_by_element(lambda e: complex(e).real)),
+    # bool decides first (and waits); the value is then read without pending work
+    HostForm("bool() of each element", "__bool__",
+             _element_by_element(lambda e: float(e) if bool(e) else 0.0)),
+    HostForm("operator.index of each element", "__index__", _through_index),
 ]
 
 # Every other public attribute of View and callable of arrayport, and why it reads no

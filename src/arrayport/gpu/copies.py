@@ -90,7 +90,8 @@ def _driver_copy(view, source, target, driver, stream):
           and not gpu.is_device_memory(target.type) and strided_copy.available(driver, ordinal)):
         # Device to host: packed on the device by the kernel, then one transfer (2-D DMA
         # would move a transposed matrix one element per row).
-        packed = _packed_on_device(view, source, driver, stream) or view
+        staging = _packed_on_device(view, source, driver, stream)
+        packed = view if staging is None else staging
     elif not view.is_c_contiguous and source.id != ordinal:
         packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
         _core.order_transfer_after_packing(driver, ordinal, stream, source.id)
