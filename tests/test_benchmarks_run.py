@@ -2,6 +2,7 @@
 running them, see docs/benchmarks.md)."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,17 @@ def test_the_driver_call_benchmark_counts_each_exchange():
         assert host_syncs == 0 and events == 0, (name, rows[name, "arrayport"])  # reused
     assert rows["exchange-table import", "arrayport"][0] == "0"   # issue 42: no driver call
     assert "never released" not in result.stderr
+
+
+def test_the_gpu_check_runs_every_step_and_summarizes(tmp_path):
+    # scripts/gpu-check, the one command for a lent GPU: here (no GPU) each step still runs
+    # within its limit and is summarized, whatever its outcome, so that its shell logic is
+    # proven before a GPU's minutes are spent on it.
+    script = Path(__file__).parent.parent / "scripts" / "gpu-check"
+    result = subprocess.run([str(script), str(tmp_path)], capture_output=True, text=True,
+                            timeout=900, env={**os.environ, "PYTHON": sys.executable})
+    assert result.returncode == 0, result.stderr
+    summary = (tmp_path / "summary.txt").read_text().splitlines()
+    assert [line.split()[0] for line in summary] == ["machine", "build", "gpu-suite",
+                                                     "exchange-bench", "copy-bench"]
+    assert "exit 0" in summary[0] and "python" in (tmp_path / "machine.log").read_text()
