@@ -2,6 +2,7 @@
 itself — the Python layers call down into it, and where it must reach policy it calls a
 hook the Python layer installed at import (arrayport/_policy.py)."""
 
+import ast
 import re
 import subprocess
 import sys
@@ -64,15 +65,21 @@ def test_hooks_must_be_callables():
                             require_fix=len, reduce_view=len, share=len, from_shared=len)
 
 
+def child_prints(code: str) -> str:
+    """What a fresh Python process running ``code`` prints (it must succeed)."""
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=300)
+    assert child.returncode == 0, child.stderr
+    return child.stdout
+
+
 def test_importing_arrayport_installs_the_hooks_and_loads_no_numpy_or_gpu_library():
     code = ("import sys, arrayport\n"
             "heavy = [m for m in ('numpy', 'torch', 'jax', 'cupy') if m in sys.modules]\n"
             "print(heavy)\n"
             "v = arrayport.view(b'abcd')\n"
             "print(v.copy().is_copy)\n")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert child.returncode == 0, child.stderr
-    assert child.stdout.split() == ["[]", "True"]  # View.copy went through the hook
+    assert child_prints(code).split() == ["[]", "True"]  # View.copy went through the hook
 
 
 def test_converting_loads_nothing_of_the_command():
@@ -85,9 +92,7 @@ def test_converting_loads_nothing_of_the_command():
             "for library in libraries.LIBRARIES:\n"
             "    library.adapted(), library.cases()\n"
             "print([m for m in sys.modules if m.startswith('arrayport.cli')])\n")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert child.returncode == 0, child.stderr
-    assert child.stdout.split() == ["[]"]
+    assert child_prints(code).split() == ["[]"]
 
 
 def test_converting_loads_no_librarys_cases():
@@ -101,10 +106,7 @@ def test_converting_loads_no_librarys_cases():
             "    except (ImportError, BufferError, TypeError, ValueError):\n"
             "        pass\n"
             "print(sorted(m for m in sys.modules if m.startswith('arrayport.libraries.')))\n")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=300)
-    assert child.returncode == 0, child.stderr
-    loaded = eval(child.stdout.splitlines()[-1])
+    loaded = ast.literal_eval(child_prints(code).splitlines()[-1])   # after any library's chatter
     assert "arrayport.libraries._numpy" in loaded
     assert [m for m in loaded if ".cases" in m] == []
 

@@ -12,23 +12,21 @@
 # Ownership: the managed tensor is stolen by PyTorch, success or failure.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_exchange.pxi: _exchange_api_for, _exchange_failed, _object_via_exchange_api
+#   _core_exchange.pxi: _exchange_api_for, _object_of_managed, _object_via_exchange_api
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook, _to_torch_general_hook
 #   _core_numpy.pxi: _is_ndarray_type, _ndarray_over_view
 #   _core_producers.pxi: _view_or_copy
 #   _core_streams.pxi: _order_after_pending
 
-from cpython.ref cimport Py_DECREF
 
 cdef object _torch_tensor_type = None
 cdef uintptr_t _torch_exchange = 0       # PyTorch's exchange table
 cdef bint _torch_has_gpus = False        # built for CUDA or ROCm (a CPU build's table would
                                          # take a CUDA tensor it cannot use)
-cdef uintptr_t _torch_to_py_object = 0   # PyTorch's managed_tensor_to_py_object_no_sync
 
 
 cdef int _load_torch() except -1:
-    global _torch_tensor_type, _torch_to_py_object, _torch_exchange, _torch_has_gpus
+    global _torch_tensor_type, _torch_exchange, _torch_has_gpus
     try:
         torch = __import__("torch")  # the builtin honours a None in sys.modules
     except ImportError as error:
@@ -36,11 +34,7 @@ cdef int _load_torch() except -1:
     _torch_tensor_type = torch.Tensor
     version = getattr(torch, "version", None)
     _torch_has_gpus = bool(getattr(version, "cuda", None) or getattr(version, "hip", None))
-    cdef uintptr_t api = _exchange_api_for(torch.Tensor)
-    _torch_exchange = api
-    if api != 0:
-        _torch_to_py_object = <uintptr_t>(
-            (<APDLPackExchangeAPI*>api).managed_tensor_to_py_object_no_sync)
+    _torch_exchange = _exchange_api_for(torch.Tensor)
     return 0
 
 
@@ -65,18 +59,15 @@ cdef object _torch_tensor_taking(View v):
     """Like _torch_tensor_of, for a View made just now that nobody else holds: the
     producer's managed tensor (validated when the View was made) goes to PyTorch as it is,
     instead of a second one wrapping the View. The View is left owning nothing."""
-    if _torch_to_py_object == 0 or v._managed == NULL or not v._managed_versioned \
+    if _torch_exchange == 0 \
+            or (<APDLPackExchangeAPI*>_torch_exchange).managed_tensor_to_py_object_no_sync == NULL \
+            or v._managed == NULL or not v._managed_versioned \
             or v._t.device.device_type != APDL_CPU:
         return _torch_tensor_of(v)
     cdef APDLManagedTensorVersioned* m = <APDLManagedTensorVersioned*>v._managed
     v._managed = NULL
     ap_counter_add(&ap_live_imported, -1)
-    cdef void* out = NULL
-    if (<APDLManagedTensorToPyObjectNoSyncFn>_torch_to_py_object)(m, &out) != 0:
-        _exchange_failed("managed_tensor_to_py_object_no_sync")
-    tensor = <object>out
-    Py_DECREF(tensor)  # adopt the new reference PyTorch returned
-    return tensor
+    return _object_of_managed(<APDLPackExchangeAPI*>_torch_exchange, m)
 
 
 cdef bint _has_negative_stride(View v) noexcept:

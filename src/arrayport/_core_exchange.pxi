@@ -150,7 +150,6 @@ cdef object _object_via_exchange_api(View v, uintptr_t address):
     cdef APDLPackExchangeAPI* api = <APDLPackExchangeAPI*>address
     cdef int32_t device_type = v._t.device.device_type
     cdef void* consumer_stream = NULL
-    cdef void* out = NULL
     if api.managed_tensor_to_py_object_no_sync == NULL:
         return None
     if device_type != APDL_CPU:
@@ -163,7 +162,13 @@ cdef object _object_via_exchange_api(View v, uintptr_t address):
                                        &consumer_stream) != 0:
                 _exchange_failed("current_work_stream")
             _order_consumer_handle_after_pending(v, <uintptr_t>consumer_stream)
-    cdef APDLManagedTensorVersioned* m = v._export_managed(v._flags & APDL_FLAG_IS_COPIED)
+    return _object_of_managed(api, v._export_managed(v._flags & APDL_FLAG_IS_COPIED))
+
+
+cdef object _object_of_managed(APDLPackExchangeAPI* api, APDLManagedTensorVersioned* m):
+    """The consumer's object made by its table from ``m``, which the table takes whether
+    it succeeds or fails (its ``managed_tensor_to_py_object_no_sync``, not NULL)."""
+    cdef void* out = NULL
     if api.managed_tensor_to_py_object_no_sync(m, &out) != 0:
         _exchange_failed("managed_tensor_to_py_object_no_sync")
     result = <object>out
