@@ -585,5 +585,70 @@ def test_a_block_whose_free_ran_is_no_memory_to_copy_from(pool):
     assert pool.cuMemcpyDtoH_v2(out.ctypes.data, block, 64) != SUCCESS
 
 
+class PoolProps(ctypes.Structure):
+    """CUmemPoolProps, as the driver reads it (88 bytes)."""
+    _fields_ = [("allocType", ctypes.c_int), ("handleTypes", ctypes.c_int),
+                ("locationType", ctypes.c_int), ("locationId", ctypes.c_int),
+                ("win32", ctypes.c_void_p), ("reserved", ctypes.c_ubyte * 64)]
+
+
+def create_pool(cuda, device=0, alloc_type=1, location_type=1):
+    pool = handle()
+    status = cuda.cuMemPoolCreate(ctypes.byref(pool), ctypes.byref(
+        PoolProps(allocType=alloc_type, locationType=location_type, locationId=device)))
+    return status, pool
+
+
+def alloc_from(cuda, nbytes, pool, stream):
+    address = u64()
+    cuda.cuMemAllocFromPoolAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle,
+                                             handle]
+    assert cuda.cuMemAllocFromPoolAsync(ctypes.byref(address), nbytes, pool, stream) == SUCCESS
+    return address.value
+
+
+@pytest.mark.parametrize("props, status", [
+    ({"alloc_type": 0}, INVALID_VALUE),          # CU_MEM_ALLOCATION_TYPE_INVALID
+    ({"location_type": 2}, INVALID_VALUE),       # a host pool: not modelled, refused
+    ({"device": 7}, INVALID_DEVICE),
+], ids=["allocation type", "location", "device"])
+def test_a_pool_is_made_only_from_valid_properties(pool, props, status):
+    assert create_pool(pool, **props)[0] == status
+
+
+def test_a_created_pools_blocks_are_its_own(pool, sim):
+    status, own = create_pool(pool)
+    assert status == SUCCESS
+    mine = alloc_from(pool, 256, own, None)
+    assert pool.cuMemFreeAsync(mine, None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS       # the free has run: reusable by any stream
+    from_default = alloc_async(pool, 256, None)
+    assert from_default != mine                     # the default pool does not take it
+    assert alloc_from(pool, 128, own, None) == mine     # its own pool does
+    # Destroyed with a block in use: the block stays the application's until freed.
+    assert pool.cuMemPoolDestroy(own) == SUCCESS
+    assert pool.cuMemPoolDestroy(own) == INVALID_VALUE   # once
+    assert pool.cuMemsetD8Async(mine, 7, 128, None) == SUCCESS
+    for block in (mine, from_default):
+        assert pool.cuMemFreeAsync(block, None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS
+
+
+def test_a_default_pool_cannot_be_destroyed(pool):
+    default = handle()
+    assert pool.cuDeviceGetDefaultMemPool(ctypes.byref(default), 0) == SUCCESS
+    assert pool.cuMemPoolDestroy(default) == INVALID_VALUE
+
+
+def test_a_created_pool_keeps_its_release_threshold(pool):
+    status, own = create_pool(pool, device=0)
+    threshold = ctypes.c_uint64(1 << 30)
+    assert pool.cuMemPoolSetAttribute(own, 4, ctypes.byref(threshold)) == SUCCESS
+    read = ctypes.c_uint64()
+    assert pool.cuMemPoolGetAttribute(own, 4, ctypes.byref(read)) == SUCCESS
+    assert read.value == 1 << 30
+    assert pool.cuMemPoolDestroy(own) == SUCCESS
+
+
 def test_pool_tests_leave_nothing_in_use(sim):
     assert sim.live()[0] == 0

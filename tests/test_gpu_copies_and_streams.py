@@ -5,6 +5,7 @@ synchronizations — recorded while the driver does it (tests/helpers/driver_log
 were once run against a stand-in driver that succeeded at everything; on the simulator a
 wrong stream, context or handle is the driver's error, as on a GPU."""
 
+import ctypes
 import gc
 import weakref
 
@@ -24,6 +25,7 @@ from on_simulator import needs_two_devices  # noqa: E402
 from copy_layouts import copy_layouts  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402
 from on_simulator import nothing_leaks, without_kernels  # noqa: E402,F401
+from on_simulator import needs_simulator, simulator, slow_streams  # noqa: E402,F401
 from sim_arrays import Stream  # noqa: E402
 
 
@@ -101,7 +103,12 @@ def test_device_to_device_across_gpus_is_a_peer_transfer(cuda, streams):
         # Strided: packed on its own device first, then sent whole.
         copy = device_array(array.T, (2, 1)).copy(device="cuda:0", stream=int(streams.consumer))
         assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
-        assert cuda.calls("allocate_device")[-2:] == [(0, array.nbytes), (1, array.nbytes)]
+        # The result from arrayport's pool on device 0, in the copy stream's order; the
+        # packing on device 1, whose pool the stream (device 0's) cannot order: cuMemAlloc.
+        consumer = int(streams.consumer)
+        assert cuda.calls("allocate_result")[-2:] == [(0, array.nbytes, consumer),
+                                                      (1, array.nbytes, consumer)]
+        assert cuda.calls("allocate_device")[-1:] == [(1, array.nbytes)]
         del copy
     finally:
         on_device_1.close()
@@ -173,7 +180,7 @@ def test_copy_orders_itself_between_the_producer_and_the_consumer(cuda, streams)
     cuda.log.clear()
     copy = source.copy(stream=consumer)
     assert [entry[0] for entry in cuda.log] == [
-        "allocate_device", "make_stream_wait", "copy_async", "make_stream_wait"]
+        "allocate_result", "make_stream_wait", "copy_async", "make_stream_wait"]
     assert cuda.calls("make_stream_wait") == [(0, consumer, producer), (0, producer, consumer)]
     assert not cuda.calls("synchronize")  # device results: no host wait
     assert contents(copy) == np.arange(8.0).tobytes()
@@ -186,6 +193,74 @@ def test_copy_result_has_work_pending_on_its_stream(cuda, streams):
     assert copy.__cuda_array_interface__["stream"] == consumer
     assert cuda.calls("copy_async") == [(0, 24, consumer)]
     del copy
+
+
+# ---- where copy results live: arrayport's pool, freed after everyone's work ----------------
+
+@needs_simulator
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_copy_results_come_from_arrayports_pool_with_no_allocation_once_warm(cuda, streams,
+                                                                             layout):
+    # A steady stream of copies costs no cuMemAlloc and no cuMemFree (issue 43), and a copy
+    # does not wait on the host: its result comes from arrayport's pool in the copy stream's
+    # order. (The View's death waits, as cuMemFree did: below.)
+    array = np.arange(40 * 24, dtype=np.float32).reshape(40, 24)
+    source = device_array(array if layout == "contiguous" else array.T)
+    consumer = int(streams.consumer)
+    source.copy(stream=consumer)           # the first: the pool grows
+    cuda_driver.driver.synchronize(0, 1)
+    before = simulator.counters()
+    for _ in range(3):
+        started = simulator.counters()
+        copy = source.copy(stream=consumer)
+        assert simulator.counters()["host_synchronizations"] == started["host_synchronizations"]
+        assert contents(copy) == np.ascontiguousarray(source_values(array, layout)).tobytes()
+        del copy
+        cuda_driver.driver.synchronize(0, 1)   # an idle device: the free has run
+    counts = {name: simulator.counters()[name] - before[name] for name in before}
+    assert counts["cuMemAlloc"] == counts["cuMemFree"] == 0
+    assert counts["cuMemAllocFromPoolAsync"] == counts["pool_reuses"] == 3
+    assert counts["cuMemPoolCreate"] == 0            # one pool per device, made once
+    assert cuda.calls("allocate_result")[-1] == (0, array.nbytes, consumer)
+    del source
+
+
+def source_values(array, layout):
+    return array if layout == "contiguous" else array.T
+
+
+@needs_simulator
+def test_a_results_memory_returns_to_the_pool_only_after_a_consumers_pending_reads(
+        cuda, streams, slow_streams):
+    # A consumer arrayport never sees (a DLPack importer's kernel on its own stream) may
+    # still be reading a result when the result's last View goes: the free waits for all
+    # of the device's work, so the block the pool hands out next is not written under it.
+    first, second = np.arange(64.0), -np.arange(64.0)
+    reader = Stream(0)
+    driver = cuda_driver.driver.library.get()
+    out = device_array(np.zeros(64))
+    try:
+        result = ap.view(first).copy(device="cuda:0")
+        address = result.ptr
+        cuda_driver.driver.synchronize(0, 1)
+        with cuda_driver.driver.on_device(0):   # the consumer's read, 30 ms long
+            assert driver.cuMemcpyAsync(ctypes.c_uint64(out.ptr), ctypes.c_uint64(address),
+                                        ctypes.c_size_t(first.nbytes),
+                                        ctypes.c_void_p(int(reader))) == 0
+        del result
+        gc.collect()
+        with cuda_driver.driver.on_device(0):
+            assert driver.cuStreamQuery(ctypes.c_void_p(int(reader))) == 0  # it had finished
+        cuda_driver.driver.synchronize(0, 1)   # the free itself has run
+        again = ap.view(second).copy(device="cuda:0")
+        assert again.ptr == address                   # the pool's block, handed out again
+        assert ap.to_numpy(again, copy=True).tolist() == second.tolist()
+        assert np.frombuffer(contents(out), np.float64).tolist() == first.tolist()
+        del again
+    finally:
+        reader.synchronize()
+        reader.close()
+        del out
 
 
 def test_default_stream_is_the_legacy_stream(cuda):

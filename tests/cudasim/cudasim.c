@@ -128,6 +128,7 @@ typedef struct allocation {
      * stays there for reuse — at once by its freeing stream (stream order), by any stream
      * once the free has run — and is not a leak. */
     int pooled, pool_state;           /* pool_state: POOL_LIVE, POOL_FREEING, POOL_FREE */
+    struct CUmemPoolHandle_st *pool;  /* whose block it is: reused only by that pool */
     size_t capacity;                  /* the bytes a pooled block can hold */
     struct CUstream_st *freed_on;
     unsigned long generation;         /* new at each reuse: a late free names the old one */
@@ -170,7 +171,8 @@ static __thread int ctx_depth;
     X(cuStreamGetFlags) X(cuStreamGetPriority) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) \
     X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
-    X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool)
+    X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) X(cuMemPoolCreate) \
+    X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES, COUNT_N };
@@ -1141,9 +1143,11 @@ static void reset_context(struct CUctx_st *ctx) {
 
 /* ---- stream-ordered allocation (the device's default memory pool) ---------------------------- */
 
-SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream handle) {
-    COUNT(cuMemAllocAsync);
-    REQUIRE_INIT();
+static struct CUmemPoolHandle_st *device_pool(int device);
+
+/* A block of `pool` (NULL: the default pool of the stream's device) for work on `handle`. */
+static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
+                                   struct CUmemPoolHandle_st *pool, CUstream handle) {
     if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     CUresult status;
@@ -1152,9 +1156,10 @@ SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, 
         pthread_mutex_unlock(&lock);
         return status;
     }
+    if (!pool) pool = device_pool(s->ctx->device);
     for (allocation *a = allocations; a; a = a->next) {
         if (!a->pooled || a->pool_state == POOL_LIVE || a->ctx != s->ctx ||
-            a->capacity < bytesize)
+            a->capacity < bytesize || a->pool != pool)
             continue;
         /* reusable in stream order by the stream that freed it; by others once it ran */
         if (a->pool_state == POOL_FREE || a->freed_on == s) {
@@ -1176,9 +1181,16 @@ SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, 
     pthread_mutex_lock(&lock);
     allocation *a = find(address, 1);
     a->pooled = 1;
+    a->pool = pool;
     pthread_mutex_unlock(&lock);
     *dptr = address;
     return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream handle) {
+    COUNT(cuMemAllocAsync);
+    REQUIRE_INIT();
+    return allocate_from_pool(dptr, bytesize, NULL, handle);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
@@ -1205,16 +1217,79 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
     return status;
 }
 
-/* The device's default pool, the one cuMemAllocAsync draws from: its handle and the attributes
- * callers set (kept and reported; reuse follows the stream-order rule above whatever they
- * say). Explicit pools (cuMemPoolCreate) are not modelled. */
-struct CUmemPoolHandle_st { int device; cuuint64_t release_threshold; int reuse[3]; };
+/* Memory pools: each device's default pool (the one cuMemAllocAsync draws from) and pools
+ * made with cuMemPoolCreate (cuMemAllocFromPoolAsync). A pool's blocks are reused by that pool
+ * only; attributes callers set are kept and reported (reuse follows the stream-order rule above
+ * whatever they say). A destroyed pool's free blocks go at once; its live blocks when freed. */
+struct CUmemPoolHandle_st {
+    int device; cuuint64_t release_threshold; int reuse[3];
+    int created;                                  /* by cuMemPoolCreate (destroyable) */
+    struct CUmemPoolHandle_st *next;              /* the created ones, listed */
+};
 static struct CUmemPoolHandle_st default_pools[MAX_DEVICES];
+static struct CUmemPoolHandle_st *created_pools;
+
+static struct CUmemPoolHandle_st *device_pool(int device) {
+    default_pools[device].device = device;
+    return &default_pools[device];
+}
 
 static struct CUmemPoolHandle_st *valid_pool(CUmemoryPool pool) {
     for (int d = 0; d < device_count; d++)
         if (pool == &default_pools[d]) return pool;
-    return NULL;
+    pthread_mutex_lock(&lock);
+    struct CUmemPoolHandle_st *p = created_pools;
+    while (p && p != pool) p = p->next;
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    COUNT(cuMemPoolCreate);
+    REQUIRE_INIT();
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;   /* device pools only: what arrayport makes */
+    if (props->location.id < 0 || props->location.id >= device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    p->device = props->location.id;
+    p->created = 1;
+    pthread_mutex_lock(&lock);
+    p->next = created_pools;
+    created_pools = p;
+    pthread_mutex_unlock(&lock);
+    *pool = p;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+    COUNT(cuMemPoolDestroy);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    struct CUmemPoolHandle_st **link = &created_pools;
+    while (*link && *link != pool) link = &(*link)->next;
+    if (!*link) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_VALUE;   /* a default pool, or none: not destroyable */
+    }
+    *link = pool->next;
+    for (allocation **a = &allocations; *a;) {
+        allocation *x = *a;
+        if (x->pool == pool && x->pool_state == POOL_FREE) {
+            *a = x->next;   /* a free block goes with its pool */
+            free(x->bytes);
+            munmap((void *)x->base, x->reserved);
+            free(x);
+            continue;
+        }
+        if (x->pool == pool) x->pool = NULL;   /* live: the pool's memory until freed */
+        a = &x->next;
+    }
+    pthread_mutex_unlock(&lock);
+    free(pool);
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
@@ -1222,8 +1297,7 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevi
     REQUIRE_INIT();
     if (!pool) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count) return CUDA_ERROR_INVALID_DEVICE;
-    default_pools[dev].device = dev;
-    *pool = &default_pools[dev];
+    *pool = device_pool(dev);
     return CUDA_SUCCESS;
 }
 
@@ -1260,7 +1334,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_a
     default:   /* the memory figures: what the pool holds (reserved) or hands out (used) */
         pthread_mutex_lock(&lock);
         for (allocation *a = allocations; a; a = a->next)
-            if (a->pooled && a->device == p->device &&
+            if (a->pooled && a->pool == p &&
                 (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
                  attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || a->pool_state == POOL_LIVE))
                 used += a->capacity;
@@ -1288,8 +1362,11 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemor
 
 SIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
                                                     CUmemoryPool pool, CUstream handle) {
-    if (!valid_pool(pool)) return CUDA_ERROR_INVALID_VALUE;
-    return cuMemAllocAsync(dptr, bytesize, handle);
+    COUNT(cuMemAllocFromPoolAsync);
+    REQUIRE_INIT();
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    return allocate_from_pool(dptr, bytesize, p, handle);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream handle, CUstreamCaptureStatus *status) {
@@ -1652,6 +1729,7 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
     X(cuDeviceGetDefaultMemPool, 11020) X(cuDeviceGetMemPool, 11020) \
     X(cuMemPoolSetAttribute, 11020) X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020) \
     X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020) X(cuMemAllocFromPoolAsync, 11020) \
+    X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020) \
     X(cuStreamIsCapturing, 10000)
 
 /* Entry points whose newer variant has a name of its own in the header rather than a macro

@@ -79,7 +79,7 @@ def _driver_copy(view, source, target, driver, stream):
         memory = driver.allocate_device(source.id if gpu.is_device_memory(source.type) else 0,
                                         nbytes, managed=True)
     elif gpu.is_device_memory(target.type):
-        memory = driver.allocate_device(target.id, nbytes)
+        memory = driver.allocate_result(target.id, nbytes, stream)
     else:
         memory = driver.allocate_pinned(nbytes)
     _core.order_copy_after_source(driver, view, ordinal, stream)

@@ -29,6 +29,7 @@ import weakref
 
 from arrayport import errors
 from arrayport.devices import DeviceType
+from arrayport.gpu.cuda_memory import CudaStreamOrderedMemory
 from arrayport.gpu.kernels import KernelCache
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
 from arrayport.gpu.library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
@@ -48,13 +49,6 @@ _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
 _CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11
-_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115
-# Entry points arrayport uses where the driver has them (CUDA 11.2 and later), declared on
-# first use so that an older driver still serves everything else.
-_OPTIONAL_SIGNATURES = {
-    "cuMemAllocAsync": (ctypes.c_int, [ctypes.POINTER(c_address), c_size, c_handle]),
-    "cuMemFreeAsync": (ctypes.c_int, [c_address, c_handle]),
-}
 
 # DLPack device types this module reports.
 _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = (
@@ -135,10 +129,10 @@ _SYMBOLS = VendorSymbols(
     host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE, default_streams=(0, 1, 2))
 
 
-class CudaDriver(VendorDriver):
+class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
-    managed memory."""
+    managed memory, stream-ordered memory (``gpu.cuda_memory``)."""
 
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         super().__init__(library, symbols)
@@ -146,7 +140,7 @@ class CudaDriver(VendorDriver):
         self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._contexts_lock = threading.Lock()
         self.kernels = KernelCache(self)   # arrayport's device kernels, per context
-        self._memory_pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._init_stream_ordered_memory()
 
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
@@ -233,7 +227,8 @@ class CudaDriver(VendorDriver):
         return self._made_current(self.primary_context(ordinal))
 
     def close(self) -> None:
-        self.kernels.close()   # modules first: they live in the contexts released below
+        self.kernels.close()   # modules and pools first: they live in the contexts
+        self._close_result_pools()   # released below
         super().close()
         with self._contexts_lock:
             contexts = self._contexts.pop(self.library, {})
@@ -259,6 +254,12 @@ class CudaDriver(VendorDriver):
         self._call("cuStreamGetCtx", stream, ctypes.byref(context))
         with self._made_current(context):
             yield context
+
+    def stream_is_on(self, stream: int, ordinal: int) -> bool:
+        """Whether ``stream`` runs in device ``ordinal``'s primary context (the default
+        streams do: they are the current context's)."""
+        with self.on_stream_context(stream, ordinal) as context:
+            return context.value == self.primary_context(ordinal).value
 
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
         address = c_address(0)
@@ -288,48 +289,6 @@ class CudaDriver(VendorDriver):
                 self.on_device(dst_ordinal) as dst_context:
             self._call("cuMemcpyPeerAsync", dst, dst_context, src, src_context, nbytes, stream)
 
-
-    # Stream-ordered memory for arrayport's own staging (a copy's packed temporaries).
-
-    def _optional(self, name: str):
-        """Entry point ``name`` of ``_OPTIONAL_SIGNATURES``, declared; None where the driver
-        is too old to have it."""
-        entry = getattr(self.library.get(), name, None)
-        if entry is not None and entry.argtypes is None:
-            entry.restype, entry.argtypes = _OPTIONAL_SIGNATURES[name]
-        return entry
-
-    def _has_memory_pools(self, ordinal: int) -> bool:
-        pools = self._memory_pools.setdefault(self.library, {})
-        if ordinal not in pools:
-            value = _INT(0)
-            status = self.library.get().cuDeviceGetAttribute(
-                ctypes.byref(value), _CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, ordinal)
-            pools[ordinal] = (status == 0 and value.value == 1
-                              and self._optional("cuMemAllocAsync") is not None
-                              and self._optional("cuMemFreeAsync") is not None)
-        return pools[ordinal]
-
-    def allocate_temporary(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
-        """``nbytes`` of device memory that only work on ``stream`` (of device ``ordinal``)
-        will touch — a copy's staging — allocated and freed in that stream's order from
-        the device's memory pool (``cuMemAllocAsync`` / ``cuMemFreeAsync``): no host wait
-        either way, and a block freed on the stream is reused by its next allocation. The
-        free is enqueued when the returned memory goes, which must be while ``stream``
-        still exists (the caller's call). Devices without memory pools: an ordinary
-        allocation."""
-        if not self._has_memory_pools(ordinal):
-            return self.allocate_device(ordinal, nbytes)
-        address = c_address(0)
-        with self.on_device(ordinal):
-            self._call("cuMemAllocAsync", ctypes.byref(address), max(nbytes, 1), stream,
-                       what=f"cuMemAllocAsync({nbytes})")
-
-        def release(pointer: int) -> None:
-            with self.on_device(ordinal):
-                self._call("cuMemFreeAsync", pointer, stream,
-                           what=f"cuMemFreeAsync({pointer:#x})")
-        return OwnedMemory(address.value, nbytes, release)
 
     # Device kernels (the room is gpu.kernels; these are the driver calls it makes).
 
@@ -362,11 +321,10 @@ class CudaDriver(VendorDriver):
         be loaded on that device, or ``stream`` is another device's (the caller keeps its
         DMA path)."""
         arguments = (ctypes.c_void_p * 1)(ctypes.addressof(params))
-        with self.on_stream_context(stream, ordinal) as context:
-            if context.value != self.primary_context(ordinal).value:
-                # a stream of another device (a peer copy's destination): a kernel there
-                # could not read this device's memory without peer access; DMA can
-                return False
+        if not self.stream_is_on(stream, ordinal):
+            # a stream of another device (a peer copy's destination): a kernel there could
+            # not read this device's memory without peer access; DMA can
+            return False
         for attempt in range(2):
             function = self.kernels.function(ordinal, module, kernel)
             if function is None:

@@ -197,6 +197,12 @@ class VendorDriver:
         order (see ``CudaDriver``); here an ordinary allocation."""
         return self.allocate_device(ordinal, nbytes)
 
+    def allocate_result(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
+        """Device memory for a copy's result, made on ``stream``: where the vendor has
+        stream-ordered pools, from arrayport's pool (see ``CudaDriver``); here an ordinary
+        allocation."""
+        return self.allocate_device(ordinal, nbytes)
+
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
         raise self.unavailable(f"{self.library.label}: managed allocations are not available")
 
