@@ -89,6 +89,11 @@ def test_the_gpu_check_runs_every_step_and_summarizes(tmp_path):
                             timeout=900, env={**os.environ, "PYTHON": sys.executable})
     assert result.returncode == 0, result.stderr
     summary = (tmp_path / "summary.txt").read_text().splitlines()
+    import importlib.util
+    checks = [f"check-{target}" for target in ("cupy", "numba.cuda", "cuda.core")
+              if importlib.util.find_spec(target.partition(".")[0]) is not None]
     assert [line.split()[0] for line in summary] == ["machine", "build", "gpu-suite",
-                                                     "exchange-bench", "copy-bench"]
+                                                     "exchange-bench", "copy-bench",
+                                                     "gpu-matrix", *checks]
+    assert "gpu-matrix       skipped: no CUDA driver answers" in summary[5]
     assert "exit 0" in summary[0] and "python" in (tmp_path / "machine.log").read_text()

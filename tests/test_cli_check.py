@@ -49,9 +49,11 @@ def test_the_same_producer_unbroken_passes():
 def test_arrayport_passes_every_check():
     result, report = check("arrayport")
     assert result.returncode == 0
-    # Every check passes but the CUDA one, which host arrays skip, saying so.
+    # Every check passes but the CUDA ones, which host arrays skip, saying so.
     rows = statuses(report)
     assert rows.pop("producer.stream-cuda")["reason"] == "not a CUDA array"
+    for interface_check in [name for name in rows if name.startswith("consumer.interface")]:
+        assert "CUDA Array Interface consumer" in rows.pop(interface_check)["reason"]
     assert {row["status"] for row in rows.values()} == {"pass"}
     assert all(row["clause"] for row in report["results"])
 
@@ -141,12 +143,52 @@ def test_cuda_core_is_checked_on_device_memory(on_simulator):
 
 
 def test_numba_cuda_is_checked_through_its_cuda_array_interface(on_simulator):
+    # numba-cuda speaks only the CUDA Array Interface: it is checked as its producer (every
+    # dtype, read back through a device-to-host copy) and as its consumer — the checks of
+    # host protocols skip, saying its arrays live in device memory.
     if importlib.util.find_spec("numba") is None:
         pytest.skip("needs numba-cuda (pip install -e '.[test]')")
     result, report = check("numba.cuda", **on_simulator)
     assert result.returncode == 0, result.stderr
-    row = statuses(report)["producer.cuda-array-interface"]
+    rows = statuses(report)
+    row = rows["producer.cuda-array-interface"]
     assert row["status"] == "pass" and row["reason"].startswith("version 3"), row
+    assert rows["producer.dtype.float64"] == {**rows["producer.dtype.float64"], "status": "pass",
+                                              "reason": "float64 through the CUDA Array Interface"}
+    assert rows["producer.dtype.complex64"]["status"] == "pass"
+    assert rows["producer.buffer"]["status"] == "skip"
+    assert "cuda memory" in rows["producer.buffer"]["reason"]
+    assert rows["consumer.interface"]["reason"] == "shared, the producer kept alive"
+    assert rows["consumer.interface-strides"] == {**rows["consumer.interface-strides"],
+                                                  "status": "pass",
+                                                  "reason": "transposed read, negative read"}
+    # numba ignores the read-only flag (documented), and refuses masks
+    assert rows["consumer.interface-read-only"]["status"] == "warn"
+    assert rows["consumer.interface-mask"]["reason"] == "refused with NotImplementedError"
+    assert report["summary"]["pass"] >= 18
+
+
+def test_a_device_consumer_is_given_device_memory(on_simulator):
+    # cuda-core's arrays live on the GPU: the consumer checks offer it device capsules
+    # and interfaces (a device-only consumer, as CuPy is, refuses host ones).
+    if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.core") is None:
+        pytest.skip("needs cuda-core (pip install -e '.[test]')")
+    result, report = check("cuda.core", **on_simulator)
+    rows = statuses(report)
+    assert rows["consumer.max-version"]["status"] == "pass"
+    assert rows["consumer.capsule"]["reason"] == "dltensor_versioned: shared, deleter once"
+    assert rows["consumer.read-only"]["reason"] == "read-only"
+    assert rows["consumer.interface"]["status"] == "pass"
+    assert rows["consumer.interface-read-only"]["reason"] == "read-only"
+
+
+def test_a_consumer_that_refuses_before_exporting_is_reported_not_crashed():
+    result, report = check("early_refuser")
+    rows = statuses(report)
+    row = rows["consumer.foreign-major"]
+    assert row["status"] == "skip", row
+    assert row["reason"].startswith("refused with BufferError before asking for a capsule")
+    assert rows["consumer.capsule"]["status"] == "fail"   # it takes nothing: reported as such
 
 
 # ---- Arrow: a library that speaks only Arrow's capsules ---------------------------------------

@@ -229,6 +229,38 @@ def test_the_gpu_matrix_runs_on_the_simulator_with_nvidia_s_libraries(tmp_path):
                                       if c["status"] in ("wrong", "crashed")]
 
 
+def test_gpu_libraries_that_cannot_run_here_are_named_not_exercised(tmp_path):
+    """PyTorch's and JAX's GPU arrays are matrix libraries of their own (torch-cuda, jax-gpu),
+    exercised where PyTorch has CUDA and JAX a GPU backend; here (PyTorch's CPU build, JAX on
+    its CPU) the report says why they were not, and has no cell of theirs — not their host
+    arrays' unusual kinds either, which are the torch and jax records'."""
+    import os
+
+    import cudasim
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    library = cudasim.library()
+    if library is None:
+        pytest.skip(cudasim.unavailable())
+    env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(library)}
+    result = arrayport_cli("matrix", "--libraries", "torch-cuda,jax-gpu,arrayport-cuda",
+                           "--dtypes", "float32", "--layouts", "contiguous", "--format", "json",
+                           "--no-progress", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("PyTorch sees a CUDA device here: torch-cuda is exercised")
+    assert "sees no CUDA device" in report["libraries_unavailable"]["torch-cuda"]
+    assert "has no GPU backend" in report["libraries_unavailable"]["jax-gpu"]
+    named = {lib["name"]: lib for lib in report["meta"]["libraries"]}
+    assert not named["torch-cuda"]["exercised"] and not named["jax-gpu"]["exercised"]
+    assert named["arrayport-cuda"]["exercised"]
+    every = report["cells"] + report["unusual_cells"]
+    assert every and not [c for c in every
+                          if {c["producer"], c["consumer"]} & {"torch-cuda", "jax-gpu"}]
+
+
 # ---- the arrow route: Arrow's PyCapsule methods, nothing else ---------------------------------
 
 ARROW_LIBRARIES = ("pyarrow", "polars", "nanoarrow", "duckdb")

@@ -48,16 +48,30 @@ def _print_copy_kernel() -> None:
           f"(ARRAYPORT_NUM_THREADS), {kernel['thread_bytes'] >> 20} MiB each at least")
 
 
-def _meta(exercised: list[str], dtypes: list[str], layouts: list[str]) -> dict:
+def _why_not_exercised(library) -> str:
+    if library.make is None:
+        return ""
+    if not exercisable(library):
+        return "CUDA memory, and no CUDA driver answers here"
+    return "not asked for"
+
+
+def _meta(exercised: list[str], dtypes: list[str], layouts: list[str],
+          unavailable: dict[str, str] | None = None) -> dict:
+    """The report's header: versions, and each installed library exercised or why not
+    (``unavailable``: the libraries the run found could not run here, and why)."""
     import arrayport
 
+    unavailable = unavailable or {}
     libraries = []
     for library, version in installed():
         if library.name == "arrayport":
             version = arrayport.__version__
         libraries.append({"name": library.name, "version": version,
-                          "exercised": library.name in exercised,
-                          "note": library.note or ("not asked for" if library.make else "")})
+                          "exercised": library.name in exercised
+                          and library.name not in unavailable,
+                          "note": unavailable.get(library.name) or library.note
+                          or _why_not_exercised(library)})
     return {"arrayport": arrayport.__version__,
             "dlpack": "%d.%d" % arrayport.DLPACK_VERSION,
             "python": platform.python_version(), "platform": platform.platform(),
@@ -109,7 +123,7 @@ def _matrix(args) -> int:
         return 2
     result = matrix.run(libraries, dtypes, layouts, progress=_ProgressBar(not args.no_progress),
                         case_timeout=args.case_timeout)
-    result["meta"] = _meta(libraries, dtypes, layouts)
+    result["meta"] = _meta(libraries, dtypes, layouts, result["libraries_unavailable"])
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(html_report.render_html(result))

@@ -17,6 +17,7 @@ the run.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import gc
 import importlib
@@ -63,12 +64,12 @@ def _known_targets() -> dict[str, tuple[Callable, Callable | None, Callable | No
             if library.adapter and library.get("CHECK") is not None}
 
 
-def _arrow_consumer(module_name: str) -> Callable[[Any], Any] | None:
-    """The library's consumer of Arrow capsules: its record's arrow route, as the matrix
-    takes it (None for a module without one)."""
+def _route(module_name: str, route: str) -> Callable[[Any], Any] | None:
+    """The library's consumer for ``route`` (``arrow``, ``cuda_array_interface``): its
+    record's route, as the matrix takes it (None for a module without one)."""
     from arrayport.libraries import for_module
     library = for_module(module_name)
-    return None if library is None else library.routes.get("arrow")
+    return None if library is None else library.routes.get(route)
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Target:
     from_dlpack: Callable[[Any], Any] | None
     make_read_only: Callable[[np.ndarray], Any] | None
     from_arrow: Callable[[Any], Any] | None = None
+    from_interface: Callable[[Any], Any] | None = None   # its CUDA Array Interface consumer
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,16 +89,17 @@ def resolve(target: str) -> Target:
     module = importlib.import_module(module_name)
     known = _known_targets().get(module_name)
     consume = getattr(module, "from_dlpack", None)
-    from_arrow = _arrow_consumer(module_name)
+    routes = {"from_arrow": _route(module_name, "arrow"),
+              "from_interface": _route(module_name, "cuda_array_interface")}
     if factory:
         make = getattr(module, factory, None)
         if not callable(make):
             raise TargetError(f"{module_name} has no callable {factory!r}")
-        return Target(target, make, consume, None, from_arrow)
+        return Target(target, make, consume, None, **routes)
     if known is not None:
-        return Target(target, known[0], known[1], known[2], from_arrow)
+        return Target(target, known[0], known[1], known[2], **routes)
     if callable(getattr(module, "asarray", None)):
-        return Target(target, module.asarray, consume, None, from_arrow)
+        return Target(target, module.asarray, consume, None, **routes)
     raise TargetError(f"{module_name} has no asarray; name a factory: {module_name}:FUNCTION")
 
 
@@ -115,6 +118,35 @@ def check(check_id: str, clause: str):
 def _sample(target: Target, dtype: str = "float32"):
     source = base_array(dtype)
     return source, target.make(source)
+
+
+_HOMES: dict[str, tuple[int, int]] = {}
+
+
+def _home(target: Target) -> tuple[int, int]:
+    """The DLPack device (type, id) the target's arrays live on — its factory's float32
+    sample, asked through arrayport (DLPack or the CUDA Array Interface): where the
+    consumer checks put the memory they offer, so that a device-only consumer (CuPy,
+    numba-cuda) is given device memory and a host consumer host memory."""
+    if target.name not in _HOMES:
+        import arrayport
+        try:
+            home = tuple(arrayport.view(_sample(target)[1]).device)
+        except Exception:   # a sample arrayport cannot view: offer host memory
+            home = (int(DeviceType.CPU), 0)
+        _HOMES[target.name] = home
+    return _HOMES[target.name]
+
+
+def _on_device(target: Target) -> bool:
+    return not DeviceType(_home(target)[0]).is_host_accessible
+
+
+def _host_only(target: Target, protocol: str) -> None:
+    """Skip a check of a host-memory protocol for a library whose arrays live on a device."""
+    if _on_device(target):
+        raise Skip(f"its arrays live in {DeviceType(_home(target)[0]).label} memory: "
+                   f"{protocol} is for host memory")
 
 
 def _export(x, **kwargs):
@@ -352,6 +384,7 @@ def _(target):
 @check("producer.array-interface", "__array_interface__, when present: version 3, shape, "
        "typestr and data (pointer, read-only) describe the same memory")
 def _(target):
+    _host_only(target, "the array interface")
     source, x = _sample(target)
     if not hasattr(type(x), "__array_interface__"):
         raise Skip(f"{type(x).__name__} has no __array_interface__")
@@ -373,6 +406,7 @@ def _(target):
 @check("producer.buffer", "the buffer protocol, when offered: format, itemsize and shape "
        "describe the same values")
 def _(target):
+    _host_only(target, "the buffer protocol")
     source, x = _sample(target)
     try:
         view = memoryview(x)
@@ -510,6 +544,8 @@ def _dtype_check(dtype: str):
         except Exception as exc:
             raise Skip(f"cannot make {dtype}: {type(exc).__name__}") from None
         if not hasattr(type(x), "__dlpack__"):
+            if hasattr(x, "__cuda_array_interface__"):
+                return _interface_dtype_check(x, source, dtype)
             return _arrow_dtype_check(x, source, dtype)
         made = getattr(x, "dtype", None) or getattr(x, "type", None)
         if hasattr(made, "to_pandas_dtype"):  # a pyarrow type: compare its NumPy dtype
@@ -530,6 +566,21 @@ def _dtype_check(dtype: str):
         _same_values(_read(capsule), source, f"{dtype} values")
         return f"{found}"
     return run
+
+
+def _interface_dtype_check(x, source, dtype: str) -> str:
+    """The dtype check of an array that speaks only the CUDA Array Interface (numba-cuda):
+    its typestr, read by arrayport, is ``dtype`` and the memory holds the values (read
+    through a device → host copy)."""
+    import arrayport
+    try:
+        view = arrayport.View.from_cuda_array_interface(x)
+    except BufferError as exc:
+        raise Fail(f"arrayport cannot read its interface: {exc}") from None
+    if view.dtype != arrayport.DType(dtype):
+        raise Skip(f"the factory made {view.dtype.name} from {dtype}")
+    _same_values(to_host_numpy(view), source, f"{dtype} values")
+    return f"{dtype} through the CUDA Array Interface"
 
 
 def _arrow_dtype_check(x, source, dtype: str) -> str:
@@ -560,31 +611,57 @@ for _dtype in available_dtypes():
 # --- the library as a consumer ----------------------------------------------------------------
 
 class _Probe:
-    """A producer under the checker's control: exports ``array`` through arrayport in the
-    form the consumer asks for (versioned for max_version >= 1, else legacy, or legacy only
-    when ``legacy_only``), lets the check ``prepare`` the capsule, and records the request."""
+    """A producer under the checker's control: exports ``array`` through arrayport, in
+    memory of ``device`` (the target's home: ``_home``), in the form the consumer asks for
+    (versioned for max_version >= 1, else legacy, or legacy only when ``legacy_only``), on
+    the stream it names; lets the check ``prepare`` the capsule, and records the request.
+    ``address`` is where element 0 lives."""
 
-    def __init__(self, array: np.ndarray, prepare=lambda capsule: None, legacy_only=False):
-        self.array, self.prepare, self.legacy_only = array, prepare, legacy_only
+    def __init__(self, array: np.ndarray, prepare=lambda capsule: None, legacy_only=False,
+                 device=(1, 0)):
+        self.prepare, self.legacy_only, self.device = prepare, legacy_only, tuple(device)
+        self.view = placed_view(array, self.device)
+        self.address = self.view.ptr
         self.calls: list[dict] = []
         self.capsule = None
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        import arrayport
         if self.legacy_only and max_version is not None:
             raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
         self.calls.append({"stream": stream, "max_version": max_version,
                            "dl_device": dl_device, "copy": copy})
-        view = arrayport.view(self.array)
+        on_host = DeviceType(self.device[0]).is_host_accessible
+        ordered = {} if on_host else {"stream": stream}
         if max_version is not None and tuple(max_version) >= (1, 0):
-            self.capsule = view.__dlpack__(max_version=(1, 3))
+            self.capsule = self.view.__dlpack__(max_version=(1, 3), **ordered)
         else:
-            self.capsule = view.__dlpack__()
+            self.capsule = self.view.__dlpack__(**ordered)
         self.prepare(self.capsule)
         return self.capsule
 
     def __dlpack_device__(self):
-        return (1, 0)
+        return self.device
+
+
+def placed_view(array: np.ndarray, device: tuple[int, int]):
+    """``array`` — its layout (transposed, negative strides) and read-only flag kept — as an
+    arrayport View in memory of ``device``: itself on the host, else the bytes its layout
+    spans copied to the device, described by the same shape and strides."""
+    import arrayport
+    from arrayport import _core
+    host = arrayport.view(array)
+    if DeviceType(device[0]).is_host_accessible:
+        return host
+    extents = [(n - 1) * stride for n, stride in zip(array.shape, array.strides)] \
+        if array.size else []
+    low = sum(e for e in extents if e < 0)
+    span = sum(e for e in extents if e > 0) - low + array.itemsize
+    start = array.__array_interface__["data"][0] + low
+    spanned = np.ctypeslib.as_array((ctypes.c_ubyte * max(span, 1)).from_address(start))
+    placed = arrayport.view(spanned).copy(device=device)
+    return _core.view_from_pointer(placed.ptr - low, array.shape, array.strides,
+                                   arrayport.DType(array.dtype), readonly=not array.flags.writeable,
+                                   owner=placed, device=tuple(device), protocol="check")
 
 
 def _consumer(target):
@@ -597,11 +674,13 @@ def _consumer(target):
        "stream=None for a CPU array")
 def _(target):
     consume = _consumer(target)
-    probe = _Probe(base_array("float32"))
+    probe = _Probe(base_array("float32"), device=_home(target))
     consume(probe)
     asked = probe.calls[-1]
-    if asked["stream"] is not None:
+    if not _on_device(target) and asked["stream"] is not None:
         raise Fail(f"passed stream={asked['stream']!r} for a CPU array")
+    if _on_device(target) and asked["stream"] == 0:
+        raise Fail("passed stream=0 for a device array (disallowed: ambiguous)")
     if asked["max_version"] is None:
         raise Warn("does not pass max_version: only legacy capsules, no READ_ONLY flag")
     if tuple(asked["max_version"])[0] != 1:
@@ -615,7 +694,8 @@ def _(target):
     consume = _consumer(target)
     source = base_array("float32")
     counts = []
-    probe = _Probe(source, prepare=lambda capsule: counts.append(capsules.DeleterCount(capsule)))
+    probe = _Probe(source, prepare=lambda capsule: counts.append(capsules.DeleterCount(capsule)),
+                   device=_home(target))
     result = consume(probe)
     original = "dltensor_versioned" if capsules.name(probe.capsule).endswith("versioned") \
         else "dltensor"
@@ -635,7 +715,7 @@ def _(target):
 def _(target):
     consume = _consumer(target)
     source = base_array("float32")
-    probe = _Probe(source, legacy_only=True)
+    probe = _Probe(source, legacy_only=True, device=_home(target))
     result = consume(probe)
     if probe.capsule is None:
         raise Fail("never asked for the capsule again without max_version")
@@ -651,12 +731,12 @@ def _(target):
     consume = _consumer(target)
     frozen = base_array("float32")
     frozen.flags.writeable = False
-    probe = _Probe(frozen)
+    probe = _Probe(frozen, device=_home(target))
     try:
         result = consume(probe)
     except BufferError as exc:
         return f"refused: {exc}"
-    shared = element0_address(result) == frozen.__array_interface__["data"][0]
+    shared = element0_address(result) == probe.address
     if shared and is_writable(result):
         if capsules.name(probe.capsule) == "used_dltensor":
             raise Fail("asks for legacy capsules, so read-only memory arrives writable")
@@ -675,7 +755,7 @@ def _(target):
             raise Skip("the consumer asks for legacy capsules only")
         capsules.set_major_version(capsule, 2)
         counts.append(capsules.DeleterCount(capsule))
-    probe = _Probe(base_array("float32"), prepare=prepare)
+    probe = _Probe(base_array("float32"), prepare=prepare, device=_home(target))
     try:
         consume(probe)
     except Skip:
@@ -684,6 +764,8 @@ def _(target):
         outcome = f"refused with {type(exc).__name__}"
     else:
         raise Fail("accepted a DLPack 2.0 tensor")
+    if not counts:
+        raise Skip(f"{outcome} before asking for a capsule: the check did not reach it")
     probe.capsule = None
     gc.collect()
     if counts[-1].calls != 1:
@@ -697,11 +779,14 @@ def _(target):
     consume = _consumer(target)
     flipped = base_array("float32")[::-1]
     try:
-        result = consume(_Probe(flipped))
+        result = consume(_Probe(flipped, device=_home(target)))
     except Exception as exc:
         return f"refused with {type(exc).__name__}"
     _same_values(to_host_numpy(result), flipped, "values")
     return "imported"
+
+
+from . import check_interface  # noqa: E402,F401  (the CUDA Array Interface consumer checks)
 
 
 # --- the library's unusual arrays (arrayport.cli.unusual) ----------------------------------
@@ -735,9 +820,8 @@ def _unusual_check(label: str) -> str:
     if kind.reference is None:
         raise Fail("exported an array that has no faithful strided form (its export holds "
                    "memory that is not the array's values)")
-    import arrayport
     try:
-        got = arrayport.to_numpy(arrayport.View.from_dlpack(capsule))
+        got = _read(capsule)
     except BufferError as exc:
         raise Fail(f"exported a capsule arrayport cannot read: {exc}") from None
     expected = kind.reference(x)

@@ -23,6 +23,8 @@ from arrayport.libraries.samples import base_array, numpy_layout
 from arrayport.libraries.toolkit import ARROW_METHODS, arrow_only
 
 from . import isolation
+from arrayport.libraries import for_module
+
 from .libraries import BY_NAME, NotOffered
 
 STATUSES = ["zero-copy", "copy", "refused", "crashed", "wrong"]
@@ -59,6 +61,8 @@ def plan_unusual(libraries: list[str]) -> list[dict]:
     from .unusual import kinds_of
     cases = []
     for producer in libraries:
+        if for_module(BY_NAME[producer].module) is not BY_NAME[producer]:
+            continue   # a module's unusual arrays are its first record's (torch, not torch-cuda)
         for kind in kinds_of(BY_NAME[producer].module):
             for consumer in libraries:
                 target = BY_NAME[consumer]
@@ -94,14 +98,19 @@ def run(libraries: list[str], dtypes: list[str], layouts: list[str], *,
               if BY_NAME[name].module in broken_modules}
     reordered = {name: reordered_modules[BY_NAME[name].module] for name in libraries
                  if BY_NAME[name].module in reordered_modules}
-    cells, unusual_cells = [], []
+    cells, unusual_cells, unavailable = [], [], {}
     for case, result in zip(cases, results):
         result = result or {"status": "tool-error", "detail": "no result"}
+        if "unavailable" in result:
+            name, why = result["unavailable"]
+            unavailable[name] = why
+            continue
         if case["producer"] in broken or case["consumer"] in broken:
             continue
         if result["status"] != "not-offered":
             (unusual_cells if "kind" in case else cells).append({**case, **result})
-    return {"libraries_broken": broken, "libraries_reordered": reordered, "cells": cells,
+    return {"libraries_broken": broken, "libraries_reordered": reordered,
+            "libraries_unavailable": unavailable, "cells": cells,
             "seconds": round(time.perf_counter() - started, 1),
             "pairs": summarize_pairs(cells), "routes": summarize_routes(cells),
             "findings": findings(cells), "unusual": summarize_unusual(unusual_cells),
@@ -328,7 +337,21 @@ def _run_unusual_case(case: dict) -> dict:
     return _verdict(made, result, expected, not kind.writable)
 
 
+def _unavailable(case: dict) -> tuple[str, str] | None:
+    """(library, why) where the case's producer or consumer cannot run in this process
+    (PyTorch built without CUDA, JAX without a GPU backend: its cases' ``unavailable``)."""
+    for name in (case["producer"], case["consumer"]):
+        reason = BY_NAME[name].unavailable()
+        if reason:
+            return name, reason
+    return None
+
+
 def run_case(case: dict, modules: dict) -> dict:
+    missing = _unavailable(case)
+    if missing:
+        return {"status": "not-offered", "detail": f"{missing[0]}: {missing[1]}",
+                "unavailable": missing}
     if "kind" in case:
         return _run_unusual_case(case)
     producer, consumer = BY_NAME[case["producer"]], BY_NAME[case["consumer"]]

@@ -87,6 +87,15 @@ class Library:
     def make(self):
         return self.get("make")
 
+    def unavailable(self) -> str | None:
+        """Why the library cannot be exercised in this process although it imports (its
+        cases' ``unavailable``: PyTorch without CUDA for torch-cuda), or None. Asked in
+        the isolation worker, which has imported it; memoized there."""
+        if self.name not in _UNAVAILABLE:
+            ask = self.get("unavailable")
+            _UNAVAILABLE[self.name] = ask() if ask is not None else None
+        return _UNAVAILABLE[self.name]
+
     @property
     def routes(self) -> dict:
         routes = self.get("routes")
@@ -120,10 +129,12 @@ LIBRARIES = (
             ("array_api_strict",)),
     Library("ml_dtypes", "ml_dtypes", "ml_dtypes",
             note="dtypes for NumPy, not an array type"),
-    Library("cupy", "cupy", "cupy", "cupy", ("cupy",), None, ("cupy",),
-            note="CUDA-only: arrayport has no CuPy adapter for the matrix yet",
+    # CUDA memory: CuPy, PyTorch's and JAX's GPU arrays (exercised where a GPU answers),
+    # arrayport's own device Views, numba-cuda and cuda-core (on the simulator too).
+    Library("cupy", "cupy", "cupy", "cupy", ("cupy",), None, ("cupy",), memory="cuda",
             computes_on=("CUDA", "CUDA_MANAGED", "ROCM")),
-    # CUDA memory: arrayport's own device Views, numba-cuda and cuda-core.
+    Library("torch-cuda", "torch", "torch", "torch_cuda", memory="cuda"),
+    Library("jax-gpu", "jax", "jax", "jax_gpu", memory="cuda"),
     Library("arrayport-cuda", "arrayport", "arrayport", "arrayport_cuda", memory="cuda"),
     Library("numba", "numba.cuda", "numba-cuda", "numba", ("numba",), None, ("numba",),
             memory="cuda"),
@@ -145,6 +156,7 @@ LIBRARIES = (
 )
 
 _ADAPTERS: dict[str, ModuleType | None] = {}   # adapter modules imported so far, by name
+_UNAVAILABLE: dict[str, str | None] = {}       # Library.unavailable's answers, by name
 
 
 def _module_of(name: str | None) -> ModuleType | None:

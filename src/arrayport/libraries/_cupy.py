@@ -1,6 +1,6 @@
 """CuPy at run time: the converter, and CuPy as the library NumPy functions on CUDA (and
-ROCm) Views run on. It has no cases: the matrix does not exercise CuPy yet (its record says
-why)."""
+ROCm) Views run on. Its cases for the command and the tests:
+``arrayport.libraries.cases._cupy``."""
 
 from __future__ import annotations
 

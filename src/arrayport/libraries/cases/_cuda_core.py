@@ -25,7 +25,11 @@ def _cuda_core_routes():
         return StridedMemoryView.from_dlpack(x, stream_ptr=1)
 
     def from_cuda_array_interface(x):
+        # Unlike from_dlpack, this needs a current context (cuda-core's users make one
+        # with Device().set_current() before any work, as its guide says)
+        from cuda.core import Device
         from cuda.core.utils import StridedMemoryView
+        Device().set_current()
         return StridedMemoryView.from_cuda_array_interface(x, stream_ptr=1)
     return {"dlpack": from_dlpack, "cuda_array_interface": from_cuda_array_interface}
 
