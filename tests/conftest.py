@@ -19,6 +19,12 @@ def pytest_configure(config):
             and os.environ.get("ARRAYPORT_GPU", "simulator") == "simulator"):
         import cudasim
         cudasim.install()
+    if config.getoption("markexpr") != "gpu":
+        # The main suite's JAX arrays are CPU arrays: on a machine with a GPU and JAX's CUDA
+        # plugin its default device would be the GPU, and tests of host memory would get
+        # device arrays (issue 44). JAX on a GPU is the GPU suite's (pytest -m gpu). Set
+        # before anything imports JAX; its children (the CLI's workers) inherit it.
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def pytest_ignore_collect(collection_path, config):

@@ -400,6 +400,13 @@ def test_every_record_and_its_adapter_agree():
             assert not library.targets and not library.roots, library
             continue
         adapter, cases = library.adapted(), library.cases()
+        if library.variant:
+            # a library's second record (its GPU arrays): no targets or types of its own,
+            # its cases the "<variant>_" names in the first record's adapter
+            assert not library.targets and not library.roots, library.name
+            assert callable(getattr(cases, f"{library.variant}_make")), library.name
+            assert callable(getattr(cases, f"{library.variant}_routes")), library.name
+            continue
         assert cases is not None or library.note, library.name   # CuPy: converters only
         assert cases is None or cases.__doc__, library.name
         assert (adapter is None) == (not library.targets), library.name

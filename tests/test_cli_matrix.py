@@ -203,7 +203,7 @@ def test_the_gpu_matrix_runs_on_the_simulator_with_nvidia_s_libraries(tmp_path):
     if library is None:
         pytest.skip(cudasim.unavailable())
     env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(library)}
-    result = arrayport_cli("matrix", "--libraries", "arrayport-cuda,numba,cuda_core",
+    result = arrayport_cli("matrix", "--libraries", "arrayport-cuda,numba-cuda,cuda_core",
                            "--dtypes", "float32,bool", "--layouts",
                            "contiguous,transposed,negative,read-only", "--format", "json",
                            "--no-progress", env=env)
@@ -211,18 +211,18 @@ def test_the_gpu_matrix_runs_on_the_simulator_with_nvidia_s_libraries(tmp_path):
     report = json.loads(result.stdout)
     assert not report["libraries_broken"]
     # Every pair exchanges device memory, zero-copy, both ways.
-    for producer, consumer, route in [("numba", "arrayport-cuda", "cuda_array_interface"),
-                                      ("arrayport-cuda", "numba", "cuda_array_interface"),
+    for producer, consumer, route in [("numba-cuda", "arrayport-cuda", "cuda_array_interface"),
+                                      ("arrayport-cuda", "numba-cuda", "cuda_array_interface"),
                                       ("arrayport-cuda", "cuda_core", "dlpack"),
                                       ("cuda_core", "arrayport-cuda", "dlpack"),
-                                      ("numba", "cuda_core", "cuda_array_interface")]:
+                                      ("numba-cuda", "cuda_core", "cuda_array_interface")]:
         assert cell(report, producer, consumer, route, "float32", "transposed")["status"] \
             == "zero-copy", (producer, consumer, route)
     # numba-cuda ignores the interface's read-only flag: a writable alias, found directly;
     # through arrayport (ap.to(x, "numba")) the read-only data is copied instead.
-    assert cell(report, "arrayport-cuda", "numba", "cuda_array_interface", "float32",
+    assert cell(report, "arrayport-cuda", "numba-cuda", "cuda_array_interface", "float32",
                 "read-only")["status"] == "wrong"
-    assert cell(report, "arrayport-cuda", "numba", "arrayport", "float32",
+    assert cell(report, "arrayport-cuda", "numba-cuda", "arrayport", "float32",
                 "read-only")["status"] == "copy"
     through_arrayport = [c for c in report["cells"] if c["route"] == "arrayport"]
     assert through_arrayport and not [c for c in through_arrayport

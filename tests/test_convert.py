@@ -208,7 +208,9 @@ def test_to_torch_copy_true_is_fresh_and_writable():
 
 
 @needs('torch')
-def test_to_torch_devices_and_streams():
+def test_to_torch_devices_and_streams(without_cuda):
+    # Without a CUDA driver a tensor cannot go to cuda:0 (with one, the GPU suite's
+    # tests/test_gpu_devices.py covers it)
     source = np.arange(3.0)
     assert ap.to_torch(source, device="cpu").data_ptr() == address(source)
     assert ap.to_torch(source, device=torch.device("cpu")).data_ptr() == address(source)

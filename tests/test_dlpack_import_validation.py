@@ -137,7 +137,9 @@ def test_packed_float4_counts_bits(producer):
 
 
 @pytest.mark.parametrize("device", [(2, 1), (4, 0), (10, 3), (13, 0), (18, 2)])
-def test_other_devices_are_carried_faithfully(producer, device):
+def test_other_devices_are_carried_faithfully(producer, device, without_cuda):
+    # No driver answers (on a machine with a GPU too: the capsules' CUDA pointers are
+    # made up), so arrayport cannot read any of these: it carries them, refusing to read.
     view = ap.from_dlpack(producer.capsule(spec(device=device)))
     assert view.device == device
     assert view.__dlpack_device__() == device

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +60,21 @@ def segments():
 
 
 @pytest.fixture
-def no_leftovers():
-    before = segments()
-    yield
+def no_leftovers(monkeypatch):
+    """No segment this test made outlives it. Only this process's names count: /dev/shm is
+    the machine's, and a parallel run's other workers make segments there meanwhile (a
+    memfd test once failed on one of theirs under pytest -n 16)."""
+    made = set()
+    token_hex = shared.secrets.token_hex
+
+    def recorded(nbytes):
+        token = token_hex(nbytes)
+        made.add(f"arrayport-{token}")
+        return token
+    monkeypatch.setattr(shared, "secrets", types.SimpleNamespace(token_hex=recorded))
+    yield made
     gc.collect()
-    assert segments() <= before, "a segment was left behind"
+    assert not segments() & made, "a segment was left behind"
 
 
 def altered(handle, **change):
@@ -85,6 +96,7 @@ def test_share_and_attach_in_the_same_process(kind, no_leftovers):
     source = np.arange(12.0).reshape(3, 4)
     handle = ap.view(source).T.share()             # non-contiguous: copied once, C order
     assert handle.shape == (4, 3) and handle.nbytes == 96 and not handle.readonly
+    assert no_leftovers == {handle.name[1:]}       # the segment the fixture watches
     first, second = ap.View.from_shared(handle), ap.View.from_shared(handle)
     np.testing.assert_array_equal(np.asarray(first), source.T)
     assert first.ptr != source.ctypes.data and first.protocol == "shared"

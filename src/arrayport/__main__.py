@@ -26,7 +26,8 @@ def _info(args) -> int:
     print("array libraries:")
     versions = dict((library.name, version) for library, version in installed())
     for library in LIBRARIES:
-        print(f"  {library.name:<18} {versions.get(library.name, '-')}")
+        if not library.variant:   # torch-cuda, jax-gpu: the matrix's records, one library
+            print(f"  {library.name:<18} {versions.get(library.name, '-')}")
     from arrayport.gpu import driver_status
     print("GPU drivers (View.copy, stream ordering):")
     for vendor, status in driver_status():

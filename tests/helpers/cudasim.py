@@ -54,7 +54,10 @@ def library(soname: str = "libcudasim.so.1") -> str | None:
     target = folder / "libcuda.so.1"
     command = [compiler, "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
                "-Wno-unused-parameter", "-Wno-deprecated-declarations", "-pthread",
-               f"-I{include}", f"-Wl,-soname,{soname}", str(SOURCE),
+               # -Bsymbolic: the simulator's calls to its own entry points stay its own,
+               # even in a process where another CUDA driver was loaded globally first
+               # (a GPU's, by a framework; or the GPU suite's simulator)
+               f"-I{include}", f"-Wl,-soname,{soname}", "-Wl,-Bsymbolic", str(SOURCE),
                "-x", "c", *map(str, sorted(KERNELS.glob("*.cu"))), "-x", "none",
                "-o", str(target)]
     built = subprocess.run(command, capture_output=True, text=True)

@@ -17,12 +17,10 @@ the run.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 import importlib
 import importlib.util
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -33,24 +31,14 @@ from arrayport.libraries.samples import available_dtypes, base_array, numpy_dtyp
 from arrayport.libraries.toolkit import ARROW_METHODS, arrow_only
 
 from . import capsules, isolation
+from .check_registry import (CHECKS, Fail, Skip, Target, Warn, _home, _host_only, _on_device,
+                             _sample, _same_values, check, placed_view)
 
 RUNNER = "arrayport.cli.check"
 
 
 class TargetError(Exception):
     """TARGET names nothing that can be checked."""
-
-
-class Skip(Exception):
-    pass
-
-
-class Warn(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 # --- the target -------------------------------------------------------------------------------
@@ -70,16 +58,6 @@ def _route(module_name: str, route: str) -> Callable[[Any], Any] | None:
     from arrayport.libraries import for_module
     library = for_module(module_name)
     return None if library is None else library.routes.get(route)
-
-
-@dataclass
-class Target:
-    name: str
-    make: Callable[[np.ndarray], Any]
-    from_dlpack: Callable[[Any], Any] | None
-    make_read_only: Callable[[np.ndarray], Any] | None
-    from_arrow: Callable[[Any], Any] | None = None
-    from_interface: Callable[[Any], Any] | None = None   # its CUDA Array Interface consumer
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,50 +83,6 @@ def resolve(target: str) -> Target:
 
 # --- the checks -------------------------------------------------------------------------------
 
-CHECKS: dict[str, tuple[str, Callable]] = {}
-
-
-def check(check_id: str, clause: str):
-    def register(function):
-        CHECKS[check_id] = (clause, function)
-        return function
-    return register
-
-
-def _sample(target: Target, dtype: str = "float32"):
-    source = base_array(dtype)
-    return source, target.make(source)
-
-
-_HOMES: dict[str, tuple[int, int]] = {}
-
-
-def _home(target: Target) -> tuple[int, int]:
-    """The DLPack device (type, id) the target's arrays live on — its factory's float32
-    sample, asked through arrayport (DLPack or the CUDA Array Interface): where the
-    consumer checks put the memory they offer, so that a device-only consumer (CuPy,
-    numba-cuda) is given device memory and a host consumer host memory."""
-    if target.name not in _HOMES:
-        import arrayport
-        try:
-            home = tuple(arrayport.view(_sample(target)[1]).device)
-        except Exception:   # a sample arrayport cannot view: offer host memory
-            home = (int(DeviceType.CPU), 0)
-        _HOMES[target.name] = home
-    return _HOMES[target.name]
-
-
-def _on_device(target: Target) -> bool:
-    return not DeviceType(_home(target)[0]).is_host_accessible
-
-
-def _host_only(target: Target, protocol: str) -> None:
-    """Skip a check of a host-memory protocol for a library whose arrays live on a device."""
-    if _on_device(target):
-        raise Skip(f"its arrays live in {DeviceType(_home(target)[0]).label} memory: "
-                   f"{protocol} is for host memory")
-
-
 def _export(x, **kwargs):
     capsule = x.__dlpack__(**kwargs)
     if not capsules.is_capsule(capsule):
@@ -161,14 +95,6 @@ def _producer(target: Target, dtype: str = "float32"):
     if not hasattr(type(x), "__dlpack__"):
         raise Skip(f"{type(x).__name__} has no __dlpack__")
     return source, x
-
-
-def _same_values(got, expected: np.ndarray, what: str) -> None:
-    got = np.asarray(got)
-    if got.shape != expected.shape or got.dtype != expected.dtype or \
-            got.tobytes() != np.ascontiguousarray(expected).tobytes():
-        raise Fail(f"{what}: got {got.dtype}{list(got.shape)}, expected "
-                   f"{expected.dtype}{list(expected.shape)} with the same values")
 
 
 def _read(capsule) -> np.ndarray:
@@ -641,27 +567,6 @@ class _Probe:
 
     def __dlpack_device__(self):
         return self.device
-
-
-def placed_view(array: np.ndarray, device: tuple[int, int]):
-    """``array`` — its layout (transposed, negative strides) and read-only flag kept — as an
-    arrayport View in memory of ``device``: itself on the host, else the bytes its layout
-    spans copied to the device, described by the same shape and strides."""
-    import arrayport
-    from arrayport import _core
-    host = arrayport.view(array)
-    if DeviceType(device[0]).is_host_accessible:
-        return host
-    extents = [(n - 1) * stride for n, stride in zip(array.shape, array.strides)] \
-        if array.size else []
-    low = sum(e for e in extents if e < 0)
-    span = sum(e for e in extents if e > 0) - low + array.itemsize
-    start = array.__array_interface__["data"][0] + low
-    spanned = np.ctypeslib.as_array((ctypes.c_ubyte * max(span, 1)).from_address(start))
-    placed = arrayport.view(spanned).copy(device=device)
-    return _core.view_from_pointer(placed.ptr - low, array.shape, array.strides,
-                                   arrayport.DType(array.dtype), readonly=not array.flags.writeable,
-                                   owner=placed, device=tuple(device), protocol="check")
 
 
 def _consumer(target):

@@ -4,8 +4,9 @@ matrix's: numba-cuda's ``as_cuda_array``, CuPy's ``asarray``, …) and whose arr
 CUDA memory. The offered interfaces describe device memory arrayport made (a copy of the
 checker's sample), so the checks run on a GPU and on the CUDA driver simulator alike.
 
-Registered into ``arrayport.cli.check``'s table when that module loads; the producer side of
-the interface is ``producer.cuda-array-interface`` there.
+Registered into the checks' table (``arrayport.cli.check_registry``) when
+``arrayport.cli.check`` imports it; the producer side of the interface is
+``producer.cuda-array-interface`` there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from arrayport.devices import DeviceType
 from arrayport.libraries.results import element0_address, is_writable, to_host_numpy
 from arrayport.libraries.samples import base_array
 
-from .check import Fail, Skip, Warn, _home, _same_values, check, placed_view
+from .check_registry import Skip, Warn, _home, _same_values, check, placed_view
 
 # What a consumer may raise to refuse an interface it does not take (numba raises
 # NotImplementedError for masks): a refusal, not a crash.

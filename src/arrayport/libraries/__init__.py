@@ -64,6 +64,9 @@ class Library:
                                         # Views run on it for (host memory: NumPy itself)
     # Frameworks that can kill each other in one process: tested one per process.
     isolated: bool = False
+    # A second record of a library (its GPU arrays): the adapter's names prefixed
+    # "<variant>_" are this record's; the rest are shared with the first record.
+    variant: str = ""
 
     def adapted(self) -> ModuleType | None:
         """The runtime adapter (``arrayport.libraries._<adapter>``: what ``arrayport.to``
@@ -80,7 +83,13 @@ class Library:
         """What the adapter defines as ``name`` — read from the half that owns it (see
         ``RUNTIME_NAMES``) — or ``default``."""
         module = self.adapted() if name in RUNTIME_NAMES else self.cases()
-        return default if module is None else getattr(module, name, default)
+        if module is None:
+            return default
+        if self.variant:
+            own = getattr(module, f"{self.variant}_{name}", None)
+            if own is not None:
+                return own
+        return getattr(module, name, default)
 
     # What the interop matrix asks (None / {} for a library it does not exercise).
     @property
@@ -133,10 +142,10 @@ LIBRARIES = (
     # arrayport's own device Views, numba-cuda and cuda-core (on the simulator too).
     Library("cupy", "cupy", "cupy", "cupy", ("cupy",), None, ("cupy",), memory="cuda",
             computes_on=("CUDA", "CUDA_MANAGED", "ROCM")),
-    Library("torch-cuda", "torch", "torch", "torch_cuda", memory="cuda"),
-    Library("jax-gpu", "jax", "jax", "jax_gpu", memory="cuda"),
+    Library("torch-cuda", "torch", "torch", "torch", memory="cuda", variant="cuda"),
+    Library("jax-gpu", "jax", "jax", "jax", memory="cuda", variant="gpu"),
     Library("arrayport-cuda", "arrayport", "arrayport", "arrayport_cuda", memory="cuda"),
-    Library("numba", "numba.cuda", "numba-cuda", "numba", ("numba",), None, ("numba",),
+    Library("numba-cuda", "numba.cuda", "numba-cuda", "numba", ("numba",), None, ("numba",),
             memory="cuda"),
     Library("cuda_core", "cuda.core", "cuda-core", "cuda_core", ("cuda",), None,
             ("cuda.core",), memory="cuda"),

@@ -39,7 +39,6 @@ def _strided_memory_view(x):
     refuse the types it holds but cannot name in DLPack (bfloat16, float8), and the matrix
     judges the result, not the result's exports."""
     import arrayport
-    from arrayport import _core
     strides = None if x.strides is None else tuple(s * x.dtype.itemsize for s in x.strides)
     device = (2, x.device_id) if x.is_device_accessible else (1, 0)
     return _core.view_from_pointer(x.ptr, tuple(x.shape), strides, arrayport.DType(x.dtype),

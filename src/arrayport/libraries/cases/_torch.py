@@ -1,6 +1,7 @@
-"""PyTorch: the converter beyond the core's fast path (to_torch), its tensors in the matrix,
-its unusual tensors (lazy conjugate and negative bits, grad, sparse, meta, nested,
-quantized).
+"""PyTorch: the converter beyond the core's fast path (to_torch), its tensors in the matrix —
+host tensors (the torch record) and CUDA tensors (the torch-cuda record: the ``cuda_``
+names below) — and its unusual tensors (lazy conjugate and negative bits, grad, sparse,
+meta, nested, quantized).
 
 The cases half (the command's and the tests'); the converters are
 ``arrayport.libraries._torch``."""
@@ -105,3 +106,33 @@ CHECK = (lambda a: _core.to_torch(a, copy=True), lambda x: module("torch").from_
 
 def address_of(x):
     return x.data_ptr()
+
+
+# ---- the torch-cuda record: PyTorch's CUDA tensors, exercised where PyTorch was built with
+# CUDA and sees a GPU (not on the CUDA driver simulator: PyTorch's CPU build runs there).
+
+def cuda_unavailable():
+    torch = module("torch")
+    if not torch.cuda.is_available():
+        return f"PyTorch {torch.__version__} sees no CUDA device"
+    return None
+
+
+def cuda_make(base, layout):
+    if layout not in _TORCH_INDEXING:
+        raise NotOffered(f"PyTorch tensors cannot be {layout}")
+    return _TORCH_INDEXING[layout](_core.to_torch(base, copy=True).to("cuda:0"))
+
+
+def cuda_routes():
+    def from_interface(x):
+        return module("torch").as_tensor(x, device="cuda")   # reads the CUDA Array Interface
+    return {"dlpack": call("torch", "from_dlpack"), "cuda_array_interface": from_interface}
+
+
+def cuda_via_arrayport(x):
+    return _core.to_torch(x)      # a tensor on the device its data is on
+
+
+def cuda_host_values(x):
+    return x.detach().cpu().resolve_conj().resolve_neg().numpy()
