@@ -441,3 +441,31 @@ def test_accepts_takes_lists_and_names_the_argument():
         return x
     with pytest.raises(ap.NeedsCopy, match="require: x is a Python list"):
         shared([1.0])
+
+
+def test_accepts_cast_converts_every_argument():
+    # accepts(cast=True) once was a TypeError (only Spec took cast): it applies to every
+    # argument's spec — dtype names, dicts and Specs alike.
+    @ap.accepts(x="float32", y={"dtype": "float64"}, z=ap.Spec(dtype="int16"), cast=True)
+    def arrived(x, y, z):
+        return [(np.asarray(a).dtype.name, np.asarray(a).tolist()) for a in (x, y, z)]
+
+    assert all(spec.cast for spec in arrived.__arrayport_specs__.values())
+    assert arrived(np.arange(3), np.arange(2, dtype=np.int8), np.ones(2, np.float64)) == [
+        ("float32", [0.0, 1.0, 2.0]), ("float64", [0.0, 1.0]), ("int16", [1, 1])]
+
+    @ap.accepts(x="float32")
+    def strict(x):
+        return x
+    with pytest.raises(ap.RequirementError, match="pass cast=True"):
+        strict(np.arange(3))
+
+
+def test_accepts_cast_may_also_be_a_parameter_of_the_function():
+    @ap.accepts(cast="int64")          # not a bool: the contract of the parameter "cast"
+    def scaled(cast):
+        return np.asarray(cast).dtype
+
+    assert scaled(np.arange(3, dtype=np.int64)) == np.int64
+    with pytest.raises(ap.RequirementError, match="argument 'cast'"):
+        scaled(np.arange(3, dtype=np.int32))

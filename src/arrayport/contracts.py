@@ -140,7 +140,7 @@ def _cast(view, spec, name):
 
 # ---- @accepts ---------------------------------------------------------------------------------
 
-def accepts(*, returns=None, **specs):
+def accepts(*, returns=None, cast=False, **specs):
     """Decorate a function so that each named argument arrives as a View meeting its Spec.
 
     Each named argument goes through ``require``, with the argument's name in every error
@@ -153,6 +153,10 @@ def accepts(*, returns=None, **specs):
         ``"like:x"`` converts the result (or each array of a returned tuple or list) into the
         library of the caller's argument ``x`` — NumPy in, NumPy out; torch in, torch out —
         zero-copy where that library allows. ``None``: the result as it is.
+    cast : bool, optional
+        ``True``: every argument's dtype is converted where it differs (``Spec(cast=True)``
+        for each spec, on the host). A function whose own parameter is named ``cast`` gives
+        that parameter's contract here instead (a Spec, dict or dtype name, not a bool).
     **specs : Spec, dict or str
         Per argument name: a ``Spec``, a dict of ``Spec`` keywords, or a dtype name.
 
@@ -179,7 +183,9 @@ def accepts(*, returns=None, **specs):
     """
     if returns is not None and not isinstance(returns, str):
         raise TypeError(f"accepts: returns must be 'like:<argument>' or None, got {returns!r}")
-    normalised = {name: _as_spec(name, value) for name, value in specs.items()}
+    if not isinstance(cast, bool):   # the contract of a parameter named "cast"
+        specs, cast = {**specs, "cast": cast}, False
+    normalised = {name: _as_spec(name, value, cast) for name, value in specs.items()}
 
     def decorate(function):
         import inspect
@@ -223,13 +229,17 @@ def accepts(*, returns=None, **specs):
     return decorate
 
 
-def _as_spec(name, value):
+def _as_spec(name, value, cast=False):
+    """The Spec an ``accepts`` keyword gives; ``cast=True`` (the decorator's) makes it cast."""
     if isinstance(value, Spec):
+        if cast and not value.cast:
+            rebuild, fields = value.__reduce__()
+            return rebuild(*fields[:7], True, fields[8])   # (…, align, cast, copy)
         return value
     if isinstance(value, dict):
-        return Spec(**value)
+        return Spec(**{"cast": cast, **value} if cast else value)
     if isinstance(value, str) or value is None:
-        return Spec(dtype=value)
+        return Spec(dtype=value, cast=cast)
     raise TypeError(f"accepts: the contract for {name!r} must be an arrayport.Spec, a dict of "
                     f"Spec keywords or a dtype name, got {type(value).__name__}")
 
