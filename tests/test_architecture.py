@@ -62,7 +62,8 @@ def test_hooks_must_be_callables():
         _core.install_hooks(copy_view=None, driver_for=len, from_dlpack_with_options=len,
                             ndarray_dlpack_fallback=len, to_numpy_general=len,
                             to_torch_general=len, array_ufunc=len, array_function=len,
-                            require_fix=len, reduce_view=len, share=len, from_shared=len)
+                            require_fix=len, reduce_view=len, share=len, from_shared=len,
+                            unasked_copy=len)
 
 
 def child_prints(code: str) -> str:

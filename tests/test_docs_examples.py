@@ -78,3 +78,11 @@ def test_docstrings_carry_examples():
                  "arrayport.to_torch", "arrayport.to", "arrayport.require",
                  "arrayport.accepts", "arrayport.View"):
         assert name in names, f"{name} has no >>> example"
+
+
+def test_the_api_page_is_what_the_package_gives():
+    # docs/api.md is generated (scripts/api_summary.py): signatures and one line per public
+    # name, readable without Sphinx; it fails here when a docstring or a name changed.
+    child = subprocess.run([sys.executable, str(ROOT / "scripts" / "api_summary.py"), "--check"],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr + child.stdout

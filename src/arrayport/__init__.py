@@ -11,6 +11,9 @@ The public surface:
 - ``set_implicit_sync`` / ``no_implicit_sync()``: switch arrayport's stream
   synchronization off (CUDA graph capture); see ``arrayport.gpu``;
 - ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
+- ``explain(obj, target, **options)``: what such a conversion would do (route, copy or
+  not and why, stream ordering) without moving data; ``warn_on_copies()`` (or
+  ``ARRAYPORT_WARN_COPIES=1``): a ``CopyWarning`` for every copy nobody asked for;
 - ``require(x, dtype=, ndim=, shape=, order=, device=, writable=, align=, copy=, stream=)``,
   ``Spec`` and ``@accepts(x=Spec(...), returns="like:x")``: contracts for library authors —
   any array in, a View meeting the contract (a copy only where needed), the caller's
@@ -36,13 +39,15 @@ from arrayport._version import __version__
 from arrayport import errors
 from arrayport.convert import to, to_numpy, to_torch
 from arrayport._core import Spec, require
-from arrayport.errors import (DriverUnavailable, ReadOnlySharedWarning, RequirementError,
-                              TypeNotHeld)
+from arrayport.errors import (CopyWarning, DriverUnavailable, ReadOnlySharedWarning,
+                              RequirementError, TypeNotHeld)
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
 from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
 from arrayport.pickling import device_pickling, set_device_pickling
 from arrayport import _policy  # noqa: F401  (installs the core's policy hooks)
+from arrayport.copy_watch import warn_on_copies
+from arrayport.explain import Explanation, explain
 from arrayport.engines import register_with_engines as _register_with_engines
 
 _register_with_engines()   # Dask's serializer family: now, or when distributed is imported
@@ -52,11 +57,11 @@ _register_with_engines()   # Dask's serializer family: now, or when distributed 
 from arrayport._core import _C_API  # noqa: E402,F401
 
 __all__ = [
-    "DLPACK_VERSION", "MAX_NDIM", "SharedHandle", "Device", "DeviceType", "DType", "DTypeCode",
-    "DriverUnavailable", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
+    "DLPACK_VERSION", "MAX_NDIM", "SharedHandle", "CopyWarning", "Device", "DeviceType",
+    "DType", "DTypeCode", "DriverUnavailable", "Explanation", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
     "TypeNotHeld", "View", "__version__", "accepts", "device_pickling", "errors", "from_dlpack", "get_include",
-    "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling", "set_implicit_sync", "to",
-    "to_numpy", "to_torch", "view",
+    "explain", "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling",
+    "set_implicit_sync", "to", "to_numpy", "to_torch", "view", "warn_on_copies",
 ]
 
 

@@ -169,12 +169,13 @@ cdef View _dlpack_view(x, stream, bint exchange_tried=False):
     return v
 
 
-cdef View _dlpack_view_or_copy(x, stream):
-    """_dlpack_view, resolving a NeedsCopy refusal into a copy (callers allowing copies)."""
+cdef View _dlpack_view_or_copy(x, stream, bint asked=False):
+    """_dlpack_view, resolving a NeedsCopy refusal into a copy (callers allowing copies;
+    ``asked``: the caller's copy=True)."""
     try:
         return _dlpack_view(x, stream)
     except NeedsCopy as refusal:
-        return _resolved_view(refusal, stream, True)
+        return _resolved_view(refusal, stream, True, asked)
 
 
 def dlpack_view(x, /, *, stream=None, copy=None, exchange_api=True):
@@ -194,10 +195,10 @@ def dlpack_view(x, /, *, stream=None, copy=None, exchange_api=True):
         except NeedsCopy as refusal:
             if copy is False:
                 raise
-            return _resolved_view(refusal, stream, True)
+            return _resolved_view(refusal, stream, True, copy is True)
     if copy is False:
         return _dlpack_view(x, stream)
-    return _dlpack_view_or_copy(x, stream)
+    return _dlpack_view_or_copy(x, stream, copy is True)
 
 
 cdef int32_t _check_stream_for_producer(x, stream) except -1:

@@ -17,24 +17,25 @@ cdef object _require_fix_hook = None          # contracts.require_fix(view, spec
 cdef object _reduce_view_hook = None          # pickling.reduce_view(view, protocol)
 cdef object _share_hook = None                # shared.share(view, readonly)
 cdef object _from_shared_hook = None          # shared.from_shared(handle)
+cdef object _unasked_copy_hook = None         # copy_watch.resolving(refusal), while watched
 
 
 def install_hooks(*, copy_view, driver_for, from_dlpack_with_options, ndarray_dlpack_fallback,
                   to_numpy_general, to_torch_general, array_ufunc, array_function,
-                  require_fix, reduce_view, share, from_shared):
+                  require_fix, reduce_view, share, from_shared, unasked_copy):
     """Install the Python layer's policy functions the core calls up to (every one is
     required: the core has no defaults of its own)."""
     global _copy_view_hook, _driver_for_hook, _from_dlpack_options_hook
     global _ndarray_fallback_hook, _to_numpy_general_hook, _to_torch_general_hook
     global _array_ufunc_hook, _array_function_hook, _require_fix_hook, _reduce_view_hook
-    global _share_hook, _from_shared_hook
+    global _share_hook, _from_shared_hook, _unasked_copy_hook
     hooks = dict(copy_view=copy_view, driver_for=driver_for,
                  from_dlpack_with_options=from_dlpack_with_options,
                  ndarray_dlpack_fallback=ndarray_dlpack_fallback,
                  to_numpy_general=to_numpy_general, to_torch_general=to_torch_general,
                  array_ufunc=array_ufunc, array_function=array_function,
                  require_fix=require_fix, reduce_view=reduce_view, share=share,
-                 from_shared=from_shared)
+                 from_shared=from_shared, unasked_copy=unasked_copy)
     for name, function in hooks.items():
         if not callable(function):
             raise TypeError(f"install_hooks: {name} must be callable, got "
@@ -46,6 +47,21 @@ def install_hooks(*, copy_view, driver_for, from_dlpack_with_options, ndarray_dl
     _array_ufunc_hook, _array_function_hook = array_ufunc, array_function
     _require_fix_hook, _reduce_view_hook = require_fix, reduce_view
     _share_hook, _from_shared_hook = share, from_shared
+    _unasked_copy_hook = unasked_copy
+
+
+# Whether anyone watches unasked copies (arrayport.copy_watch owns the rule and sets this):
+# off, a copy the core resolves for a converter costs one branch more.
+cdef bint _copies_watched = False
+
+
+def set_copies_watched(bint watched):
+    global _copies_watched
+    _copies_watched = watched
+
+
+def copies_watched():
+    return _copies_watched
 
 
 cdef inline object _hook(object function, str name):

@@ -33,6 +33,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_dispatch.pxi: _view
 #   _core_dlpack.pxi: _dlpack_view
+#   _core_hooks.pxi: _copies_watched, _hook, _unasked_copy_hook
 #   _core_numpy.pxi: _load_numpy
 #   _core_torch_bits.pxi: _load_torch_probes, _torch_is_conj_of, _torch_is_neg_of,
 #       _torch_requires_grad_of
@@ -323,8 +324,12 @@ cdef View _view_of_python_values(x, dtype, copy, str who, str what):
     return mark_copied(v, None)
 
 
-cdef View _resolved_view(refusal, stream, bint dlpack_only):
-    """The View of what ``refusal.resolve()`` gives, flagged as a copy when it is one."""
+cdef View _resolved_view(refusal, stream, bint dlpack_only, bint asked=False):
+    """The View of what ``refusal.resolve()`` gives, flagged as a copy when it is one;
+    a copy nobody ``asked`` for first goes by copy_watch's rule (a warning, or explain's
+    stop) while copies are watched."""
+    if _copies_watched and not asked and refusal.copied:
+        _hook(_unasked_copy_hook, "unasked_copy")(refusal)
     resolved = refusal.resolve()
     cdef View v = _dlpack_view(resolved, stream) if dlpack_only else _view(resolved, stream)
     if refusal.copied:
@@ -341,7 +346,7 @@ cdef View _view_or_copy(obj, stream, bint copy_asked=False):
     except NeedsCopy as refusal:
         if refusal.explicit and not copy_asked:
             raise
-        return _resolved_view(refusal, stream, False)
+        return _resolved_view(refusal, stream, False, copy_asked)
     except TypeError:
         if type(obj) not in _PYTHON_VALUES:
             raise

@@ -384,6 +384,7 @@ cdef class View:
     # ---- DLPack export ----------------------------------------------------------------------
 
     def __dlpack_device__(self):
+        """``(device_type, device_id)``: where the memory is, in DLPack's numbers."""
         return (_DEVICE_TYPES[self._t.device.device_type], self._t.device.device_id)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from arrayport import _core, gpu
+from arrayport.copy_watch import unasked_copy
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import from_numpy_dtype
 
@@ -30,9 +31,9 @@ def from_dlpack_with_options(x, device, copy, stream=None):
 
     if source is not None and source != target and not _host_can_move(source, target):
         # The producer moves its data if it can; else arrayport's driver does (a GPU).
-        if copy is False:
-            raise BufferError(f"from_dlpack: the data is on {source}; device={target} "
-                              f"needs a copy, but copy=False")
+        why = f"the data is on {source}; device={target}"
+        unasked_copy(copy, "from_dlpack", why, f"from_dlpack: {why} needs a copy, but "
+                                               f"copy=False")
         return _moved(x, target, source, copy, stream)
     if copy is True and source is not None and not source.type.is_host_accessible:
         return _moved(x, source, source, True, stream)
@@ -46,9 +47,9 @@ def from_dlpack_with_options(x, device, copy, stream=None):
             # Pinned host memory is CPU memory: relabel it without copying.
             capsule = view.__dlpack__(max_version=_core.DLPACK_VERSION, dl_device=tuple(target))
             return _core.import_capsule(capsule, owner=view.owner)
-        if copy is False:
-            raise BufferError(f"from_dlpack: the data is on {view.device}; device={target} "
-                              f"needs a copy, but copy=False")
+        why = f"the data is on {view.device}; device={target}"
+        unasked_copy(copy, "from_dlpack", why, f"from_dlpack: {why} needs a copy, but "
+                                               f"copy=False")
         return view.host_copy()
     if copy is True and not view.is_copy:  # a resolved copy (NeedsCopy) is fresh already
         return view.copy()

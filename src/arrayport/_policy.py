@@ -68,6 +68,11 @@ def _from_shared(handle):
     return from_shared(handle)
 
 
+def _unasked_copy(refusal):
+    from arrayport.copy_watch import resolving
+    return resolving(refusal)
+
+
 # What each library's arrays need put back, from its record (arrayport.libraries).
 _core.install_producer_quirks(libraries.producer_quirks())
 
@@ -84,4 +89,5 @@ _core.install_hooks(
     reduce_view=_reduce_view,
     share=_share,
     from_shared=_from_shared,
+    unasked_copy=_unasked_copy,
 )

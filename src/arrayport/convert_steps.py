@@ -11,10 +11,10 @@ not part of arrayport's API.
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 from arrayport import _core, errors
+from arrayport.copy_watch import caller_stacklevel, unasked_copy
 from arrayport.devices import Device, DeviceType
 
 _READONLY_POLICIES = ("copy", "share")
@@ -35,9 +35,9 @@ def check_readonly_policy(readonly, who):
 
 def copied(view, copy, who, why):
     """A contiguous copy of ``view`` on its own device, because the target cannot hold
-    ``view`` as it is (``why``)."""
-    if copy is False:
-        raise BufferError(f"{who}: {why}, so sharing needs a copy, but copy=False")
+    ``view`` as it is (``why``): copy_watch's rule first (refused with copy=False,
+    announced while copies are watched)."""
+    unasked_copy(copy, who, why, f"{who}: {why}, so sharing needs a copy, but copy=False")
     return view.copy()
 
 
@@ -47,9 +47,8 @@ def unpacked(view, copy, who):
     View as it is."""
     if view.itemsize is not None:
         return view
-    if copy is False:
-        raise BufferError(f"{who}: packed {view.dtype.name} elements must be unpacked one per "
-                          f"byte for this target, which needs a copy, but copy=False")
+    why = f"packed {view.dtype.name} elements must be unpacked one per byte for this target"
+    unasked_copy(copy, who, why, f"{who}: {why}, which needs a copy, but copy=False")
     return _core.unpacked_copy(view)
 
 
@@ -78,18 +77,10 @@ def writable_for(view, readonly, copy, who, library):
     if readonly == "share":
         warnings.warn(f"{who}: sharing read-only memory with {library}, whose arrays are "
                       f"always writable; do not write to the result", ReadOnlySharedWarning,
-                      stacklevel=_caller_stacklevel())
+                      stacklevel=caller_stacklevel())
         return view
     return copied(view, copy, who, f"the data is read-only and {library} arrays are "
                       f"always writable (pass readonly='share' to share it anyway)")
-
-
-def _caller_stacklevel():
-    """The stack level of the first frame outside arrayport (the user's call)."""
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("arrayport"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def device_name(device):
@@ -117,9 +108,8 @@ def on_cuda(view, copy, stream, who, library):
     """``view`` in CUDA device memory: as it is, or copied to the current CUDA device."""
     if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
         return placed(view, None, copy)
-    if copy is False:
-        raise BufferError(f"{who}: the data is on {view.device}; {library} arrays live in "
-                          f"CUDA memory, so this needs a copy, but copy=False")
+    why = f"the data is on {view.device}; {library} arrays live in CUDA memory"
+    unasked_copy(copy, who, why, f"{who}: {why}, so this needs a copy, but copy=False")
     from arrayport import gpu
     ordinal = gpu.driver_for(DeviceType.CUDA).current_device()
     return view.copy(device=Device(DeviceType.CUDA, ordinal), stream=stream)

@@ -16,6 +16,9 @@ type it already was, so ``except BufferError`` keeps working:
   ``BufferError`` as DLPack calls a type a consumer cannot take.
 - ``ReadOnlySharedWarning(UserWarning)``: read-only memory was shared with a library whose
   arrays are always writable (``readonly="share"``).
+- ``CopyWarning(UserWarning)``: a conversion copied the data although nobody asked
+  (``copy=None``), announced only while copies are watched (``arrayport.warn_on_copies``,
+  ``ARRAYPORT_WARN_COPIES=1``; ``arrayport.copy_watch``).
 
 Protocol violations and refusals are plain ``BufferError``s whose message starts with the
 protocol (``"dlpack: …"``); wrong argument types ``TypeError``, wrong values ``ValueError``.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from arrayport._core import NeedsCopy
 
-__all__ = ["CudaUnavailable", "DriverUnavailable", "HipUnavailable", "NeedsCopy",
+__all__ = ["CopyWarning", "CudaUnavailable", "DriverUnavailable", "HipUnavailable", "NeedsCopy",
            "ReadOnlySharedWarning", "RequirementError", "TypeNotHeld"]
 
 
@@ -47,6 +50,13 @@ class TypeNotHeld(TypeError, BufferError):
     """The target library has no type for the data's element type (``to_torch`` of
     float6, ``to(x, "mlx")`` of float64 complex…): the message names the library and the
     type. Both a ``TypeError`` and a ``BufferError``."""
+
+
+class CopyWarning(UserWarning):
+    """A conversion copied the data, though ``copy=None`` and nobody asked for a copy: the
+    target could not hold the data as it is (the message says why). Only while copies are
+    watched (``arrayport.warn_on_copies()``, ``ARRAYPORT_WARN_COPIES=1``); make it an error
+    in tests with ``-W error::arrayport.CopyWarning``."""
 
 
 class ReadOnlySharedWarning(UserWarning):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from arrayport import _core
+from arrayport.copy_watch import unasked_copy
 from arrayport.convert_steps import check_copy, check_readonly_policy, placed, writable_for
 from arrayport.devices import DeviceType
 
@@ -20,9 +21,8 @@ def _to_cupy(x, *, copy=None, stream=None, readonly="copy"):
     if view.device.type in (DeviceType.CUDA, DeviceType.CUDA_MANAGED):
         view = placed(view, None, copy)
         return cupy.from_dlpack(writable_for(view, readonly, copy, "to(cupy)", "CuPy"))
-    if copy is False:
-        raise BufferError(f"to(cupy): the data is on {view.device}; CuPy arrays live in "
-                          f"CUDA memory, so this needs a copy, but copy=False")
+    why = f"the data is on {view.device}; CuPy arrays live in CUDA memory"
+    unasked_copy(copy, "to(cupy)", why, f"to(cupy): {why}, so this needs a copy, but copy=False")
     return cupy.asarray(_core.to_numpy(view))
 
 

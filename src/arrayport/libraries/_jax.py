@@ -5,6 +5,7 @@ alignment checked). Its cases for the command and the tests:
 from __future__ import annotations
 
 from arrayport import _core
+from arrayport.copy_watch import unasked_copy
 from arrayport.convert_steps import (
     check_copy,
     copied,
@@ -37,9 +38,8 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
     if view.dtype.is_subbyte:
         # JAX's DLPack import takes no float4/float6 (packed: "only default layout"; a
         # legacy capsule cannot say padded), not even its own export: in through NumPy.
-        if copy is False:
-            raise BufferError(f"to(jax): JAX's DLPack import cannot take {view.dtype.name}, "
-                              f"so it needs a copy, but copy=False")
+        why = f"JAX's DLPack import cannot take {view.dtype.name}"
+        unasked_copy(copy, "to(jax)", why, f"to(jax): {why}, so it needs a copy, but copy=False")
         try:
             return jnp.asarray(_core.to_numpy(view, copy=True))
         except jax.errors.JaxRuntimeError as error:   # XLA's CPU has no float6
@@ -54,9 +54,10 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
     elif not _is_dense_permutation(view):
         view = copied(view, copy, "to(jax)", "JAX holds only strides that permute a "
                        "contiguous layout (its import raises on gaps between elements)")
-    if copy is False and view.device.type is DeviceType.CPU and view.ptr % 64:
-        raise BufferError("to(jax): JAX shares only 64-byte aligned host memory and would "
-                          "copy this, but copy=False")
+    if view.device.type is DeviceType.CPU and view.ptr % 64:
+        unasked_copy(copy, "to(jax)", "JAX shares only 64-byte aligned host memory",
+                     "to(jax): JAX shares only 64-byte aligned host memory and would copy "
+                     "this, but copy=False")
     array = jnp.from_dlpack(ImmutableConsumerExport(view), copy=copy)
     if copy is False and view.size and array.unsafe_buffer_pointer() != view.ptr:
         raise BufferError("to(jax): JAX copied the data, but copy=False")

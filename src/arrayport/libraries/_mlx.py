@@ -4,6 +4,7 @@ narrowed). Its cases for the command and the tests: ``arrayport.libraries.cases.
 from __future__ import annotations
 
 from arrayport import _core
+from arrayport.copy_watch import unasked_copy
 from arrayport.convert_steps import dtype_in, host_view
 
 
@@ -18,15 +19,16 @@ def to_mlx(x, *, copy=None):
     import mlx.core as mx
 
     who = "to(mlx)"
-    if copy is False:
-        raise BufferError(f"{who}: MLX copies every array it imports (mx.array and "
-                          f"mx.from_dlpack alike), so sharing is impossible, but copy=False")
+    unasked_copy(copy, who, "MLX copies every array it imports (mx.array and mx.from_dlpack "
+                            "alike)",
+                 f"{who}: MLX copies every array it imports (mx.array and mx.from_dlpack "
+                 f"alike), so sharing is impossible, but copy=False")
     view = host_view(x, who, copy)
     if view.dtype.name == "float64":
         return mx.array(_core.to_numpy(view), dtype=mx.float64)
     dtype_in(view, _MLX_DLPACK_DTYPES, who, "MLX")
     if _core.has_negative_stride(view):
-        view = view.copy()  # MLX refuses negative strides; it copies anyway
+        view = view.copy()  # MLX refuses negative strides; it copies anyway (said above)
     return mx.from_dlpack(view)
 
 

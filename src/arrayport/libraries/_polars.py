@@ -5,6 +5,7 @@ are immutable Arrow columns). Its cases for the command and the tests:
 from __future__ import annotations
 
 from arrayport import _core
+from arrayport.copy_watch import unasked_copy
 from arrayport.convert_steps import check_copy, copied, placed, no_type_for
 from arrayport.dtypes import DTypeCode
 
@@ -29,9 +30,9 @@ def _to_polars(x, *, copy=None):
         if view.dtype.code is not DTypeCode.BOOL:
             # complex, bfloat16, float8...: Polars would hold them as Python objects
             raise no_type_for("to(polars)", "Polars", view.dtype) from None
-        if copy is False:                  # bit-packed in Arrow: Polars copies
-            raise BufferError("to(polars): Polars holds bool bit-packed, so it copies, but "
-                              "copy=False") from None
+        # bit-packed in Arrow: Polars copies
+        unasked_copy(copy, "to(polars)", "Polars holds bool bit-packed",
+                     "to(polars): Polars holds bool bit-packed, so it copies, but copy=False")
         return pl.Series(_core.to_numpy(view))
     return pl.Series(view)
 

@@ -5,6 +5,7 @@ since TensorFlow aborts the process on it). Its cases for the command and the te
 from __future__ import annotations
 
 from arrayport import _core
+from arrayport.copy_watch import unasked_copy
 from arrayport.convert_steps import copied, dtype_in, host_view
 
 
@@ -29,9 +30,8 @@ def to_tensorflow(x, *, copy=None):
     view = host_view(x, who, copy)
     name = view.dtype.name
     if name in _TENSORFLOW_COPIED_DTYPES:
-        if copy is False:
-            raise BufferError(f"{who}: TensorFlow's DLPack import has no {name}, so it "
-                              f"needs a copy, but copy=False")
+        why = f"TensorFlow's DLPack import has no {name}"
+        unasked_copy(copy, who, why, f"{who}: {why}, so it needs a copy, but copy=False")
         return tf.constant(_core.to_numpy(view, copy=True))
     dtype_in(view, _TENSORFLOW_DLPACK_DTYPES, who, "TensorFlow's DLPack import")
     if not view.is_c_contiguous:
