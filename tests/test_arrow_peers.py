@@ -38,7 +38,7 @@ def test_nanoarrow_nulls_are_refused():
         ap.view(na.Array([1, None, 3], na.int64()))
 
 
-@pytest.mark.skipif(pl is None, reason="needs polars (the [test] extra)")
+@pytest.mark.skipif(pl is None, reason="needs polars (the [interop] extra)")
 def test_polars_series_take_views_and_are_viewed_back_zero_copy():
     values = np.arange(5, dtype=np.float64)
     series = pl.Series(ap.view(values))
