@@ -6,8 +6,10 @@
    the child unpickles (zero-copy over what it received) and answers; View vs ndarray.
 2. View.share(): the handle sent to another process, which maps the segment and answers —
    at 4 KiB and at the full size (O(1) in the size is the promise); share()'s one copy is
-   timed on its own.
-3. Dask LocalCluster(processes=True): a round trip of a View vs the same ndarray through a
+   timed on its own, beside share() of an ``empty_shared`` View (filled in place: no copy).
+3. In band: a View vs the same ndarray as the argument of a ProcessPoolExecutor task
+   (multiprocessing's own pickles, protocol 4 on Python < 3.14).
+4. Dask LocalCluster(processes=True): a round trip of a View vs the same ndarray through a
    worker (submit identity, gather).
 Medians of --repeat runs, milliseconds; the ratios are measured in this run.
 """
@@ -15,6 +17,7 @@ Medians of --repeat runs, milliseconds; the ratios are measured in this run.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import multiprocessing
 import pickle
 import statistics
@@ -40,6 +43,11 @@ def _receiver(connection):
         else:
             received = ap.View.from_shared(pickle.loads(connection.recv_bytes()))
         connection.send(ap.view(received).nbytes)
+
+
+def _nbytes(x):
+    """A ProcessPoolExecutor task: what arrived, in bytes (the argument was unpickled)."""
+    return ap.view(x).nbytes
 
 
 def _send_pickled(connection, obj):
@@ -110,9 +118,23 @@ def main():
         print(f"{'share(): handle to a child, ' + str(args.mib) + ' MiB vs 4 KiB':<44} big  "
               f"{big_ms:9.2f}  small   {small_ms:9.2f}  ratio {big_ms / small_ms:5.2f}")
         print(f"{'share(): the one copy into the segment':<44} {share_ms:9.2f}")
+        filled = ap.empty_shared(array.shape, array.dtype)
+        np.asarray(filled)[...] = array        # the data made in place (here: copied in)
+        in_place_ms = _median_ms(filled.share, args.repeat)
+        print(f"{'share() of an empty_shared View (no copy)':<44} {in_place_ms:9.2f}  "
+              f"vs the copy  ratio {in_place_ms / share_ms:5.3f}")
+        filled.share().unlink()
         parent.send("stop")
     finally:
         child.join(30)
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        pool.submit(_nbytes, ap.view(np.zeros(8))).result()    # warm: the worker imports
+        ours, numpy_ms = _alternating_ms(lambda: pool.submit(_nbytes, view).result(),
+                                         lambda: pool.submit(_nbytes, array).result(),
+                                         args.repeat)
+    print(f"{'in band to a ProcessPoolExecutor, ' + str(args.mib) + ' MiB':<44} View {ours:9.2f}  "
+          f"ndarray {numpy_ms:9.2f}  ratio {ours / numpy_ms:5.2f}")
 
     try:
         from distributed import Client, LocalCluster

@@ -31,7 +31,7 @@ SECTIONS = [
     ("Types and devices", ["DType", "DTypeCode", "Device", "DeviceType"]),
     ("Streams and GPU drivers", ["set_implicit_sync", "implicit_sync_enabled",
                                  "no_implicit_sync"]),
-    ("Across processes", ["SharedHandle", "device_pickling",
+    ("Across processes", ["SharedHandle", "empty_shared", "device_pickling",
                           "set_device_pickling"]),
     ("Errors and warnings", ["NeedsCopy", "RequirementError", "DriverUnavailable",
                              "TypeNotHeld", "CopyWarning", "ReadOnlySharedWarning", "errors"]),

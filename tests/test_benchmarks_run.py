@@ -54,7 +54,9 @@ def test_the_process_benchmark_prints_its_rows():
          "--dask-mib", "1"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     for row in ("pickle 5 out of band, 1 MiB", "share(): handle to a child",
-                "share(): the one copy into the segment"):
+                "share(): the one copy into the segment",
+                "share() of an empty_shared View (no copy)",
+                "in band to a ProcessPoolExecutor, 1 MiB"):
         assert row in result.stdout
     if importlib.util.find_spec("distributed"):
         assert "Dask LocalCluster round trip, 1 MiB" in result.stdout

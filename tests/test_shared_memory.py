@@ -410,3 +410,78 @@ def test_no_process_can_truncate_a_segment_under_its_readers(readonly, monkeypat
         assert float(np.asarray(reader).sum()) == sum(range(1024))   # alive, no SIGBUS
     finally:
         handle.unlink()
+
+
+# ---- empty_shared: a View to fill in place, shared without a copy (issue 45) -------------------
+
+def test_an_empty_shared_view_is_filled_in_place_and_shared_without_a_copy(kind, no_leftovers,
+                                                                        monkeypatch):
+    view = ap.empty_shared((3, 4), "float32")
+    assert view.shape == (3, 4) and view.dtype == np.float32 and not view.readonly
+    assert np.asarray(view).tolist() == [[0.0] * 4] * 3         # zero-filled, as pages are
+    np.asarray(view)[:] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    monkeypatch.setattr(shared._core, "copy_into_buffer",
+                        lambda *args: pytest.fail("share() of an empty_shared View copied"))
+    handle = view.share()
+    assert (handle.kind, handle.shape, handle.nbytes, handle.readonly) == (kind, (3, 4), 48,
+                                                                           False)
+    assert view.share().name == handle.name                     # the one segment, every time
+    attached = ap.View.from_shared(handle)
+    assert np.asarray(attached).tolist() == np.arange(12.0).reshape(3, 4).tolist()
+    np.asarray(view)[0, 0] = 99                                 # later writes, both ways
+    assert np.asarray(attached)[0, 0] == 99
+    np.asarray(attached)[2, 3] = -1
+    assert np.asarray(view)[2, 3] == -1
+    handle.unlink()
+
+
+def test_an_empty_shared_view_reaches_another_process(kind, no_leftovers):
+    view = ap.empty_shared(1000)
+    np.asarray(view)[:] = 3.0
+    handle = view.share()
+    try:
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(1) as pool:
+            pool.apply(_write_through, (handle, 5.0))
+        assert set(np.asarray(view).tolist()) == {5.0}          # the child wrote our memory
+    finally:
+        handle.unlink()
+
+
+def test_read_only_after_hands_out_read_only_handles(kind, no_leftovers):
+    view = ap.empty_shared(4, "int32", readonly_after=True)
+    np.asarray(view)[:] = 7                                     # this process still writes
+    handle = view.share()
+    try:
+        attached = ap.View.from_shared(handle)
+        assert handle.readonly and attached.readonly
+        with pytest.raises(ValueError, match="read-only"):
+            np.asarray(attached)[0] = 1
+        with pytest.raises(ValueError, match="readonly_after=True"):
+            view.share(readonly=False)
+        np.asarray(view)[0] = 8
+        assert np.asarray(attached)[0] == 8
+    finally:
+        handle.unlink()
+
+
+def test_a_part_of_an_empty_shared_view_is_shared_by_a_copy(kind, no_leftovers):
+    view = ap.empty_shared((4, 2), "uint8")
+    np.asarray(view)[:] = 1
+    whole, part = view.share(), view[1:].share()
+    assert part.name != whole.name and part.shape == (3, 2)
+    np.asarray(view)[3, 1] = 9
+    assert np.asarray(ap.View.from_shared(part))[2, 1] == 1     # a copy, made at share()
+    whole.unlink()
+    part.unlink()
+
+
+@pytest.mark.parametrize("shape, dtype, error, match", [
+    ((-1,), "float32", ValueError, "non-negative ints"),
+    ((2.5,), "float32", ValueError, "non-negative ints"),
+    ((4,), "float4_e2m1fn", ValueError, "packed float4_e2m1fn"),
+    ((4,), "no-such-type", (ValueError, TypeError), "no-such-type"),
+])
+def test_empty_shared_refuses_what_it_cannot_make(shape, dtype, error, match, no_leftovers):
+    with pytest.raises(error, match=match):
+        ap.empty_shared(shape, dtype)

@@ -21,6 +21,7 @@ The public surface:
 - ``View.share()`` / ``View.from_shared(handle)`` (POSIX shared memory, a picklable
   ``SharedHandle``) and pickling (protocol 5 out of band; ``device_pickling("host")`` to
   allow device Views): Views across processes (``arrayport.pickling``, ``arrayport.shared``);
+  ``empty_shared(shape, dtype)``: a View to fill in place whose ``share()`` is no copy;
 - ``DType`` / ``DTypeCode``, ``Device`` / ``DeviceType``: DLPack's type and device model;
 - ``arrayport.errors``: what users catch, each a subclass of the built-in type it was —
   ``NeedsCopy`` (a BufferError: the producer's memory does not hold its values as they are;
@@ -60,7 +61,7 @@ __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "SharedHandle", "CopyWarning", "Device", "DeviceType",
     "DType", "DTypeCode", "DriverUnavailable", "Explanation", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
     "TypeNotHeld", "View", "__version__", "accepts", "device_pickling", "errors", "from_dlpack", "get_include",
-    "explain", "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling",
+    "empty_shared", "explain", "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling",
     "set_implicit_sync", "to", "to_numpy", "to_torch", "view", "warn_on_copies",
 ]
 
@@ -88,6 +89,9 @@ def __getattr__(name):
     if name == "SharedHandle":
         from arrayport.shared import SharedHandle
         return SharedHandle
+    if name == "empty_shared":
+        from arrayport.shared import empty_shared
+        return empty_shared
     raise AttributeError(f"module 'arrayport' has no attribute {name!r}")
 
 

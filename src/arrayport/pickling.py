@@ -99,7 +99,11 @@ def reduce_view(view, protocol):
         from pickle import PickleBuffer   # not at import: ``import arrayport`` stays light
         payload = PickleBuffer(span)
     else:
-        payload = (bytes if readonly else bytearray)(memoryview(span))
+        # bytes, writable or not: a bytearray pickles as bytes plus a copy each way (what
+        # multiprocessing's protocol-4 pickles paid: 2× NumPy's time); a writable View is
+        # rebuilt over one copy of them (_rebuild_from_bytes)
+        return (_rebuild_from_bytes, (bytes(memoryview(span)), item, shape, strides,
+                                      readonly))
     return (_rebuild, (payload, item, shape, strides, readonly))
 
 
@@ -128,6 +132,14 @@ def rebuild(payload, item, shape, strides, readonly, protocol="pickle"):
     except (ValueError, TypeError, OverflowError) as error:
         raise BufferError(f"{protocol}: the View's type is not a DLPack type: {error}") from None
     return _core.view_over_buffer(payload, item, shape, strides, bool(readonly), protocol)
+
+
+def _rebuild_from_bytes(payload, item, shape, strides, readonly):
+    """The unpickled View of an in-band pickle below protocol 5: over the received bytes
+    when read-only, else over one writable copy of them."""
+    if not readonly and type(payload) is bytes:
+        payload = bytearray(payload)
+    return rebuild(payload, item, shape, strides, readonly)
 
 
 _rebuild = rebuild   # the name pickles refer to (arrayport.pickling._rebuild): keep it

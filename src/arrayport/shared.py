@@ -1,10 +1,13 @@
-"""Views in shared memory: ``View.share()`` and ``View.from_shared(handle)``.
+"""Views in shared memory: ``View.share()``, ``View.from_shared(handle)`` and
+``arrayport.empty_shared(shape, dtype)``.
 
 ``view.share()`` copies the View's host data once into a new shared-memory segment and
 returns a ``SharedHandle`` — a small picklable description (where the segment is, byte
 count, type, shape, read-only). ``View.from_shared(handle)``, in any process of the same
 user on the machine (the sharing one too), maps the same pages: a zero-copy View whose
-writes every other mapping sees, unless the segment is read-only.
+writes every other mapping sees, unless the segment is read-only. ``empty_shared`` makes
+the segment first — a writable, zero-filled View of it to fill in place — and its
+``share()`` hands out that segment without a copy.
 
 Two kinds of segment; this module owns the choice (``_KIND``) and every rule below:
 
@@ -51,7 +54,7 @@ try:
 except ImportError:                  # (a process may drop privileges in between)
     fcntl = None
 
-__all__ = ["SharedHandle", "SharedItem", "share", "from_shared"]
+__all__ = ["SharedHandle", "SharedItem", "empty_shared", "share", "from_shared"]
 
 _NAME = re.compile(r"/arrayport-[0-9a-f]{32}")
 # The kind this machine creates: sealed memfds where the kernel has them.
@@ -169,17 +172,82 @@ def _release_everything_created() -> None:
             pass
 
 
-def share(view, readonly=None) -> SharedHandle:
-    """Copy ``view`` (host-readable memory) once into a new shared-memory segment; the
-    handle's View is C-contiguous. ``readonly`` (default: the View's own flag) makes the
-    segment read-only for every process (sealed by the kernel on Linux)."""
-    if not view.device.type.is_host_accessible:
-        raise BufferError(f"shared: the View is in {view.device} memory; share a host copy "
-                          f"(view.copy(device='cpu').share()) — CUDA IPC is not supported yet")
-    readonly = view.readonly if readonly is None else bool(readonly)
-    dtype = view.dtype
+class _Segment(mmap.mmap):
+    """This process's writable mapping of a segment ``empty_shared`` made: the owner of its
+    View, and where ``share()`` finds the segment's handle (``handle``, ``address``)."""
+
+    handle: SharedHandle
+    address: int
+    readonly_after: bool
+
+
+def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
+    """A writable, zero-filled host View in a new shared-memory segment, to fill in place;
+    its ``share()`` hands out that segment — no copy.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The View's shape (C order).
+    dtype : str, DType or numpy.dtype, optional
+        Its element type (default float64); whole-byte or padded types.
+    readonly_after : bool, optional
+        ``True``: the handles ``share()`` gives are read-only — other processes map the
+        segment for reading only — while this process keeps writing through its View.
+        (``share()`` of a copy seals the segment against every write; a segment this
+        process still writes cannot be sealed.)
+
+    Returns
+    -------
+    View
+        Writable, ``protocol == "shared"``; the segment lives until ``handle.unlink()`` or
+        this process ends, as ``share()``'s segments do.
+
+    Examples
+    --------
+    >>> import numpy as np, arrayport as ap
+    >>> v = ap.empty_shared((2, 3), "float32")
+    >>> np.asarray(v)[:] = 7                    # filled in place
+    >>> handle = v.share()                      # the same segment, no copy
+    >>> float(np.asarray(ap.View.from_shared(handle))[1, 2])
+    7.0
+    """
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not all(type(extent) is int and extent >= 0 for extent in shape):
+        raise ValueError(f"empty_shared: shape must be non-negative ints, got {shape!r}")
+    dtype = DType(dtype)
+    if dtype.itemsize is None:
+        raise ValueError(f"empty_shared: packed {dtype.name} has no whole-byte elements; "
+                         f"use DType({dtype.name!r}, padded=True)")
+    count = 1
+    for extent in shape:
+        count *= extent
+    nbytes = count * dtype.itemsize
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
-    size = max(view.nbytes, 1)       # a segment cannot be empty; the View reads nbytes of it
+    kind, name, descriptor, memfd = _new_segment(max(nbytes, 1))
+    try:
+        pages = _Segment(descriptor, max(nbytes, 1))
+        if kind == "memfd":   # fixed size for good; never write-sealed: this process writes
+            fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        if memfd is None:
+            os.close(descriptor)
+        SharedHandle(kind, name, 0, item, (), None, False).unlink()
+        raise
+    if memfd is None:
+        os.close(descriptor)
+    pages.handle = SharedHandle(kind, name, nbytes, item, shape, None, False,
+                                os.getpid() if memfd is not None else None, memfd)
+    pages.readonly_after = bool(readonly_after)
+    view = _core.view_over_buffer(pages, tuple(item), shape, None, False, "shared")
+    pages.address = view.ptr
+    return view
+
+
+def _new_segment(size: int) -> tuple[str, str, int, int | None]:
+    """A new segment of ``size`` bytes of this machine's kind, registered as this process's:
+    (kind, name, an open descriptor, the memfd kept open or None). Failures leave nothing."""
     name = "/arrayport-" + secrets.token_hex(16)
     kind = _KIND
     if kind == "memfd":
@@ -191,6 +259,50 @@ def share(view, readonly=None) -> SharedHandle:
     try:
         _register(name, memfd)
         os.ftruncate(descriptor, size)
+    except BaseException:
+        if memfd is None:
+            os.close(descriptor)
+        SharedHandle(kind, name, 0, SharedItem(1, 8, 1, False), (), None, False).unlink()
+        raise
+    return kind, name, descriptor, memfd
+
+
+def _segment_of(view, readonly):
+    """The handle of the segment ``view`` is all of (an ``empty_shared`` View), as
+    ``share(view, readonly)`` hands it out; None for any other View."""
+    pages = view.owner
+    if not isinstance(pages, _Segment):
+        return None
+    handle = pages.handle
+    if (view.ptr != pages.address or not view.is_c_contiguous or view.shape != handle.shape
+            or view.dtype != handle.dtype):
+        return None                      # a part of it, or another view of it: copied
+    if pages.readonly_after and readonly is False:
+        raise ValueError("share: this View was made with empty_shared(readonly_after=True): "
+                         "its handles are read-only")
+    readonly = pages.readonly_after or view.readonly if readonly is None else bool(readonly)
+    return SharedHandle(handle.kind, handle.name, handle.nbytes, handle.item, handle.shape,
+                        None, readonly, handle.pid, handle.fd)
+
+
+def share(view, readonly=None) -> SharedHandle:
+    """Copy ``view`` (host-readable memory) once into a new shared-memory segment; the
+    handle's View is C-contiguous. ``readonly`` (default: the View's own flag) makes the
+    segment read-only for every process (sealed by the kernel on Linux). A View
+    ``empty_shared`` made is its segment already: its handle, no copy (``readonly``: the
+    handle maps read-only elsewhere; the segment stays writable here)."""
+    own = _segment_of(view, readonly)
+    if own is not None:
+        return own
+    if not view.device.type.is_host_accessible:
+        raise BufferError(f"shared: the View is in {view.device} memory; share a host copy "
+                          f"(view.copy(device='cpu').share()) — CUDA IPC is not supported yet")
+    readonly = view.readonly if readonly is None else bool(readonly)
+    dtype = view.dtype
+    item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
+    size = max(view.nbytes, 1)       # a segment cannot be empty; the View reads nbytes of it
+    kind, name, descriptor, memfd = _new_segment(size)
+    try:
         try:
             pages = mmap.mmap(descriptor, size)
         except OSError as error:

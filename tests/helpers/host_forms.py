@@ -153,6 +153,7 @@ NOT_HOST_READERS = {
     "device_pickling": "a setting", "set_device_pickling": "a setting",
     "implicit_sync_enabled": "a setting", "no_implicit_sync": "a setting",
     "set_implicit_sync": "a setting", "get_include": "a path",
+    "empty_shared": "makes new host memory and reads none",
     "explain": "runs the conversion it explains up to the first copy and reads no data; "
                "the conversion's own waits are its converter's, tested as that door",
 }
