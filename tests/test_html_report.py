@@ -160,18 +160,46 @@ def test_every_number_of_a_square_comes_from_its_record():
     assert record.tooltip() == (
         "numpy → numpy, direct (best route per case): 119 of 119 cases work (100%): "
         "119 zero-copy (100%), 0 by copy; 0 refused cleanly; 0 fail. On some route of this "
-        "side 0 cases crash and 14 give wrong data")
+        "side 0 cases crash and 14 give wrong data (numpy's own limitation: its own arrays, "
+        "its own entry points)")
     classes, tip, svg = overview_cell(html_report.render_html(report), "numpy", "numpy", "direct")
     assert tip == record.tooltip() and classes.split() == ["cell", "zero-copy", "hazard"]
-    assert ">!14<" in svg
+    assert ">!14 its own<" in svg and f'stroke="{html_report.OWN}"' in svg   # not a red frame
     # Change the record, and the tooltip, the class, the text and the fill all follow it.
     changed = dataclasses.replace(record, zero_copy=60, copy=59, wrong=0)
     changed_svg = html_report.cell_svg(changed, 0, 0, 90, 80)
     assert "60 zero-copy (50%), 59 by copy" in changed.tooltip()
     assert escape(changed.tooltip()) in changed_svg
     assert 'class="cell copy"' in changed_svg and ">50% zero-copy<" in changed_svg
-    assert html_report.COPY_FILL in changed_svg and ">!14<" not in changed_svg
+    assert html_report.COPY_FILL in changed_svg and ">!14 its own<" not in changed_svg
     # The split the fill draws adds up to the cases, as the tooltip's numbers do.
     numbers = [int(n) for n in re.findall(r"(\d+) (?:zero-copy \(|by copy|refused|fail)",
                                           changed.tooltip())]
     assert sum(numbers) == changed.cases == sum(n for n, _ in html_report._segments(changed))
+
+
+
+def test_the_page_fits_1400_pixels_and_says_every_reason_in_text():
+    # 20 consumers once made a 3,900 px map, cut on a 1,400 px screen; refusal reasons were
+    # only in tooltips, which a screenshot or a printout cannot show.
+    names = [f"lib{i}" for i in range(20)]
+    reason = "TypeNotHeld: lib3 has no type for bfloat16 " + "and says so at length " * 8
+    pairs = [(p, c, side(4, 4, 4), side(4, 3, 3, refused=1, reasons={reason: 1}))
+             for p in names[:3] for c in names]
+    page = html_report.render_html(hand_made_report(*pairs))
+    widths = [int(w) for w in re.findall(r'<svg xmlns="[^"]*" width="(\d+)"', page)]
+    assert widths and max(widths) <= html_report.PAGE_WIDTH
+    assert sum('aria-label="interop heat map"' in part for part in page.split("<svg")) >= 3
+    listed = re.search(r'<ul class="reasons">(.*?)</ul>', page, re.S).group(1)
+    assert escape(reason) in listed and "…" not in listed        # whole, outside any tooltip
+    assert "through arrayport, lib0 → lib0, lib0 → lib1" in unescape(listed)
+
+
+def test_a_library_s_own_limitation_is_marked_in_the_findings():
+    report = hand_made_report(("numpy", "numpy", side(4, 4, 4, wrong=2), side(4, 4, 4)))
+    report["findings"] = [{"producer": "numpy", "consumer": "numpy", "route": "array_interface",
+                           "status": "wrong", "dtypes": ["bfloat16"], "layouts": ["contiguous"],
+                           "detail": "dtype |V2 where bfloat16 was expected"}]
+    assert render.finding_lines(report) == [
+        "! numpy → numpy via array_interface (numpy's own limitation) [contiguous; bfloat16]: "
+        "dtype |V2 where bfloat16 was expected"]

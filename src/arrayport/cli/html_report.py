@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 
 from .report import (LEGEND, SIDES, Cell, cell_records, finding_lines, header_lines,
-                     library_lines, pair_rows, COLUMNS)
+                     library_lines, pair_rows, refusal_lines, COLUMNS)
 
 # One palette for the overview and the per-pair maps. Working by copy is hatched as well as
 # lighter, so it stays apart from zero-copy in grey print and for colour-blind readers; a
@@ -19,6 +19,8 @@ from .report import (LEGEND, SIDES, Cell, cell_records, finding_lines, header_li
 ZERO_COPY, COPY, REFUSED, FAILED = "#1a9641", "#a6d96a", "#8da0b8", "#d73027"
 COPY_FILL = "url(#copy-hatch)"
 HAZARD = "#67000d"
+OWN = "#8c6d31"          # the frame of a library's own limitation (dashed)
+PAGE_WIDTH = 1352        # widest figure: a 1,400 px window less the page's margins
 STATUS_COLOURS = {"zero-copy": ZERO_COPY, "copy": COPY, "refused": REFUSED,
                   "wrong": "#f46d43", "crashed": HAZARD, "tool-error": "#7b3294"}
 STATUS_FILLS = {**STATUS_COLOURS, "copy": COPY_FILL}
@@ -69,15 +71,18 @@ def cell_svg(cell: Cell, x: float, y: float, w: float, h: float) -> str:
         parts.append(_rect(round(left, 2), y, round(width, 2), h, fill))
         left += width
     if cell.hazard:  # a thick dark-red frame: some route here kills the process or lies
-        parts.append(_rect(x + 2, y + 2, w - 4, h - 4, "none",
-                           extra=f'stroke="{HAZARD}" stroke-width="4"'))
+        frame = (f'stroke="{OWN}" stroke-width="4" stroke-dasharray="7 4"' if cell.own_limitation
+                 else f'stroke="{HAZARD}" stroke-width="4"')
+        parts.append(_rect(x + 2, y + 2, w - 4, h - 4, "none", extra=frame))
     # The numbers on a white label, legible over any fill.
     lines = [(cell.works_pct, 17, 'font-weight="bold"'),
              (f"{cell.zero_copy_pct} zero-copy", 11, "")]
     if cell.works == 0:
         lines[1] = ("refused" if cell.verdict == "refused" else "fails", 11, "")
     if cell.hazard:
-        lines.append((cell.hazard_marks, 11, f'fill="{HAZARD}" font-weight="bold"'))
+        marks = cell.hazard_marks + (" its own" if cell.own_limitation else "")
+        lines.append((marks, 11, f'fill="{OWN if cell.own_limitation else HAZARD}" '
+                                 f'font-weight="bold"'))
     box_h = 8 + sum(size + 3 for _text_, size, _extra in lines)
     box_y = y + (h - box_h) / 2
     parts.append(_rect(x + 5, round(box_y, 2), w - 10, box_h, "white",
@@ -90,13 +95,25 @@ def cell_svg(cell: Cell, x: float, y: float, w: float, h: float) -> str:
     return "".join(parts + ["</g>"])
 
 
+_HALF, _GAP = 92, 8
+
+
 def overview_svg(report: dict, records: dict | None = None) -> str:
+    """The heat map, producers × consumers, as one SVG per block of consumers that fits
+    ``PAGE_WIDTH`` (no column is cut on a 1,400 px screen or a printout)."""
     records = records if records is not None else cell_records(report)
     producers = list(dict.fromkeys(p["producer"] for p in report["pairs"]))
     consumers = list(dict.fromkeys(p["consumer"] for p in report["pairs"]))
-    half, height_, gap = 92, 84, 8
-    cell = 2 * half + gap
     left = 24 + 8 * max(len(name) for name in producers + ["producer ↓"])
+    per_block = max(1, (PAGE_WIDTH - left - 10) // (2 * _HALF + _GAP))
+    return "".join(_overview_block(producers, consumers[i:i + per_block], left, records)
+                   for i in range(0, len(consumers), per_block))
+
+
+def _overview_block(producers: list[str], consumers: list[str], left: int,
+                    records: dict) -> str:
+    half, height_, gap = _HALF, 84, _GAP
+    cell = 2 * half + gap
     top = 74
     width, height = left + cell * len(consumers) + 10, top + height_ * len(producers) + 14
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -185,10 +202,13 @@ def _swatch(background: str, label: str, frame: str = "#999") -> str:
 def _overview_legend() -> str:
     return ('<p class="legend">' + "".join([
         _swatch(ZERO_COPY, "works, zero-copy"), _swatch(COPY_CSS, "works by copy (hatched)"),
-        _swatch(REFUSED, "refused cleanly: a deliberate no, reason in the tooltip"),
+        _swatch(REFUSED, "refused cleanly: a deliberate no (every reason is listed under the map)"),
         _swatch(FAILED, "fails: no route works, something crashed or gave wrong data"),
         _swatch("white", "dark-red frame: some route crashes (✗n) or gives wrong data (!n)",
                 HAZARD),
+        _swatch("white", "dashed brown frame (\"its own\"): the same, for a library with its "
+                         "own arrays through its own entry points — its own limitation, not an "
+                         "exchange's", OWN),
         _swatch(NO_CASE, "no route")]) + "</p>")
 
 
@@ -257,7 +277,7 @@ the arrayport half, use arrayport's route: <code>ap.to(x, "&lt;consumer&gt;")</c
 <code>ap.view(x)</code> to keep it zero-copy or fail). Hatched works but copies: correct, at
 the cost of memory and time — the per-pair maps below show which dtypes and layouts copy.
 Slate is a deliberate refusal (a lazy Dask array must be computed first; a type the consumer
-cannot hold): hover for the reason.</p>
+cannot hold): every reason is listed under the map.</p>
 <p><b>In this run</b> (✗n: n cases crash, !n: n give wrong data, a → b: the share that
 works directly → through arrayport):</p>
 <ul>{items or "<li>nothing to switch: no direct route here crashes or lags arrayport</li>"}</ul>
@@ -279,6 +299,8 @@ def render_html(report: dict) -> str:
         table.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
     table.append("</table>")
     findings = "".join(f"<li>{escape(line)}</li>" for line in finding_lines(report)) \
+        or "<li>none</li>"
+    refusals = "".join(f"<li>{escape(line)}</li>" for line in refusal_lines(records)) \
         or "<li>none</li>"
     header = header_lines(report) + library_lines(report)
     return f"""<!DOCTYPE html>
@@ -309,6 +331,8 @@ li {{ font-size: 13px; margin: 3px 0; }}
 {_overview_legend()}
 <p class="legend">{escape(LEGEND)}</p>
 {overview_svg(report, records)}
+<h3>Refused on purpose, and why</h3>
+<ul class="reasons">{refusals}</ul>
 <h2>Every case: dtype × layout (left half direct, right half through arrayport)</h2>
 {_legend()}
 <div>{"".join(small)}</div>

@@ -276,8 +276,8 @@ PROTOCOLS = {
 
 def _error_text(exc: BaseException) -> str:
     text = (str(exc).strip().splitlines() or [""])[0]
-    if len(text) > 160:
-        text = text[:157] + "..."
+    if len(text) > 1000:   # a pathological message; refusals are whole sentences, kept whole
+        text = text[:1000].rsplit(" ", 1)[0] + " …"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -96,6 +96,12 @@ class Cell:
         return "failed" if self.failed else "refused"
 
     @property
+    def own_limitation(self) -> bool:
+        """A library with its own arrays, through its own entry points (numpy → numpy,
+        direct): what goes wrong there is the library's own limitation, not an exchange's."""
+        return self.side == "direct" and self.producer == self.consumer
+
+    @property
     def hazard_marks(self) -> str:
         return " ".join(f"{MARKS[status]}{count}" for status, count in
                         (("crashed", self.crashed), ("wrong", self.wrong)) if count)
@@ -111,6 +117,8 @@ class Cell:
         if self.hazard:
             text += (f". On some route of this side {self.crashed} cases crash and "
                      f"{self.wrong} give wrong data")
+            if self.own_limitation:
+                text += f" ({self.producer}'s own limitation: its own arrays, its own entry points)"
         if self.reasons:
             text += f". Refused because: {self.reasons[0][0]}"
             if len(self.reasons) > 1:
@@ -156,6 +164,27 @@ def _pair_medians(routes: list[dict]) -> dict:
     return best
 
 
+def own_limitation(finding: dict) -> bool:
+    """A finding of a library with its own arrays through its own entry points."""
+    return finding["route"] != "arrayport" and finding["producer"] == finding["consumer"]
+
+
+def refusal_lines(records: dict) -> list[str]:
+    """Every deliberate refusal and why, readable without a tooltip: one line per side and
+    reason, naming the pairs it answers and how many cases."""
+    grouped: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for (producer, consumer, side), cell in records.items():
+        for reason, count in cell.reasons:
+            grouped.setdefault((side, reason), []).append((f"{producer} → {consumer}", count))
+    lines = []
+    for (side, reason), pairs in grouped.items():
+        where = "direct" if side == "direct" else "through arrayport"
+        cases = sum(count for _pair, count in pairs)
+        names = ", ".join(pair for pair, _count in pairs)
+        lines.append(f"{where}, {names} ({cases} case{'s' if cases != 1 else ''}): {reason}")
+    return lines
+
+
 def finding_lines(report: dict) -> list[str]:
     lines = []
     for finding in sorted(report["findings"], key=lambda f: (f["status"] != "crashed",
@@ -163,9 +192,10 @@ def finding_lines(report: dict) -> list[str]:
         dtypes = finding["dtypes"]
         dtype_text = ", ".join(dtypes) if len(dtypes) <= 3 else f"{len(dtypes)} dtypes"
         mark = MARKS.get(finding["status"], "?")
+        own = f" ({finding['producer']}'s own limitation)" if own_limitation(finding) else ""
         lines.append(f"{mark} {finding['producer']} → {finding['consumer']} via "
-                     f"{finding['route']} [{', '.join(finding['layouts'])}; {dtype_text}]: "
-                     f"{finding['detail']}")
+                     f"{finding['route']}{own} [{', '.join(finding['layouts'])}; "
+                     f"{dtype_text}]: {finding['detail']}")
     return lines
 
 
