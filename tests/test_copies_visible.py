@@ -182,3 +182,66 @@ def test_the_environment_variable_turns_the_warnings_on():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**os.environ, "ARRAYPORT_WARN_COPIES": "1"})
     assert "warned: arrayport copied the data" in result.stdout, result.stderr
+
+
+# ---- what a review found (each failed before its fix) ----------------------------------------
+
+def test_explain_of_python_values_says_they_are_copied():
+    told = ap.explain([1, 2, 3], "numpy")
+    assert told.copies and "Python list, which holds no array memory" in told.reason
+    assert ap.explain([1, 2, 3], "numpy", copy=False).refused
+    with ap.warn_on_copies(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ap.to_numpy([1, 2, 3])                      # a copy by nature: not announced
+
+
+@needs("dask")
+def test_explain_of_a_copy_only_copy_true_makes_is_a_copy_not_a_refusal():
+    import dask.array as da
+    lazy = da.arange(6, chunks=3)
+    assert ap.explain(lazy, "numpy").refused           # arrayport refuses lazy arrays
+    told = ap.explain(lazy, "numpy", copy=True)        # ... unless the copy is asked for
+    assert told.copies and not told.refused and "copy=True makes the copy" in told.reason
+    assert ap.to(lazy, "numpy", copy=True).tolist() == list(range(6))
+
+
+def test_contract_copies_are_announced():
+    with ap.warn_on_copies(), pytest.warns(ap.CopyWarning,
+                                           match=r"require copied the data: expected "
+                                                 r"C-contiguous"):
+        ap.require(np.arange(4.0)[::-1], order="C")
+    with ap.warn_on_copies(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ap.require(np.arange(4.0)[::-1], order="C", copy=True)   # asked
+
+
+def test_blocks_in_two_threads_do_not_end_each_other():
+    import threading
+    inside, leave = threading.Event(), threading.Event()
+
+    def other_block():
+        with ap.warn_on_copies():
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=other_block)
+    with ap.warn_on_copies():
+        thread.start()
+        inside.wait(10)
+    try:   # our block ended, the other thread's has not: still watched
+        with pytest.warns(ap.CopyWarning):
+            ap.to_numpy(OnlyCopies())
+    finally:
+        leave.set()
+        thread.join(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ap.to_numpy(OnlyCopies())                   # both ended
+
+
+@needs("torch")
+def test_explain_leaves_the_warnings_module_alone():
+    import warnings as module
+    filters = list(module.filters)
+    ap.explain(frozen(), "torch", readonly="share")
+    assert module.filters == filters

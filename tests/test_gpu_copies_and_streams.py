@@ -263,6 +263,29 @@ def test_a_results_memory_returns_to_the_pool_only_after_a_consumers_pending_rea
         del out
 
 
+@needs_simulator
+def test_a_pool_the_driver_cannot_make_leaves_copies_on_cumemalloc(cuda, monkeypatch):
+    # A setup without memory pools (vGPU, MPS) refuses cuMemPoolCreate: copies keep the
+    # ordinary allocation, and nothing half-made is left (found by a review: every copy
+    # raised, and a pool made before a later step failed was never destroyed).
+    import weakref
+    driver = cuda_driver.driver
+    monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(driver, "_configure_result_pool",
+                        lambda pool, ordinal: driver._call("cuMemPoolSetAttribute", pool, 99,
+                                                           ctypes.byref(ctypes.c_uint64(0))))
+    before = simulator.counters()
+    source = device_array(np.arange(12.0).reshape(3, 4))
+    copy = source.copy()
+    assert contents(copy) == np.arange(12.0).tobytes()
+    assert cuda.calls("allocate_device")[-1] == (0, 96)          # the fallback
+    counts = {name: simulator.counters()[name] - before[name] for name in before}
+    assert counts["cuMemPoolCreate"] == counts["cuMemPoolDestroy"] == 1
+    source.copy()                                                # remembered: no retry
+    assert simulator.counters()["cuMemPoolCreate"] - before["cuMemPoolCreate"] == 1
+    del source, copy
+
+
 def test_default_stream_is_the_legacy_stream(cuda):
     source = device_array(np.arange(3.0))
     copy = source.copy()

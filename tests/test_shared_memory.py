@@ -485,3 +485,13 @@ def test_a_part_of_an_empty_shared_view_is_shared_by_a_copy(kind, no_leftovers):
 def test_empty_shared_refuses_what_it_cannot_make(shape, dtype, error, match, no_leftovers):
     with pytest.raises(error, match=match):
         ap.empty_shared(shape, dtype)
+
+
+def test_an_unlinked_empty_shared_view_is_shared_again_by_a_copy(kind, no_leftovers):
+    view = ap.empty_shared(3)
+    first = view.share()
+    first.unlink()
+    again = view.share()                            # a live segment, not the dead handle
+    assert again.name != first.name
+    assert np.asarray(ap.View.from_shared(again)).tolist() == [0.0, 0.0, 0.0]
+    again.unlink()

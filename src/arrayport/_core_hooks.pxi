@@ -17,7 +17,7 @@ cdef object _require_fix_hook = None          # contracts.require_fix(view, spec
 cdef object _reduce_view_hook = None          # pickling.reduce_view(view, protocol)
 cdef object _share_hook = None                # shared.share(view, readonly)
 cdef object _from_shared_hook = None          # shared.from_shared(handle)
-cdef object _unasked_copy_hook = None         # copy_watch.resolving(refusal), while watched
+cdef object _unasked_copy_hook = None         # copy_watch.unasked_core_copy(who, why), watched
 
 
 def install_hooks(*, copy_view, driver_for, from_dlpack_with_options, ndarray_dlpack_fallback,

@@ -309,6 +309,10 @@ cdef View _view_of_python_values(x, dtype, copy, str who, str what):
         raise NeedsCopy(f"{who}: {what} is a Python {type(x).__name__}, which holds no array "
                         f"memory to share: taking it needs a copy (as numpy.asarray makes), "
                         f"but copy=False", lambda: _sys.modules["numpy"].asarray(x))
+    if _copies_watched and copy is None:   # a copy by nature (copy_watch decides what it says)
+        _hook(_unasked_copy_hook, "unasked_copy")(
+            who, f"{what} is a Python {type(x).__name__}, which holds no array memory to "
+                 f"share: a new array is made of it", True)
     _load_numpy()
     try:
         array = _sys.modules["numpy"].array(x, dtype=dtype)
@@ -329,7 +333,7 @@ cdef View _resolved_view(refusal, stream, bint dlpack_only, bint asked=False):
     a copy nobody ``asked`` for first goes by copy_watch's rule (a warning, or explain's
     stop) while copies are watched."""
     if _copies_watched and not asked and refusal.copied:
-        _hook(_unasked_copy_hook, "unasked_copy")(refusal)
+        _hook(_unasked_copy_hook, "unasked_copy")("arrayport", str(refusal), False)
     resolved = refusal.resolve()
     cdef View v = _dlpack_view(resolved, stream) if dlpack_only else _view(resolved, stream)
     if refusal.copied:
@@ -350,7 +354,8 @@ cdef View _view_or_copy(obj, stream, bint copy_asked=False):
     except TypeError:
         if type(obj) not in _PYTHON_VALUES:
             raise
-    return _view_of_python_values(obj, None, None, "arrayport", "the data")
+    return _view_of_python_values(obj, None, True if copy_asked else None, "arrayport",
+                                  "the data")
 
 
 def view_or_copy(obj, /, *, stream=None, copy=None):

@@ -18,8 +18,9 @@
 #   _core_buffer.pxi: _fill_buffer, _view_from_buffer
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_describe.pxi: _checked_int, _new_view_like, _parse_dl_device
-#   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copy_view_hook,
-#       _from_shared_hook, _hook, _reduce_view_hook, _share_hook
+#   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copies_watched,
+#       _copy_view_hook, _from_shared_hook, _hook, _reduce_view_hook, _share_hook,
+#       _unasked_copy_hook
 #   _core_host_copy.pxi: _copy_elements, _new_host_copy_of
 #   _core_interface.pxi: _array_interface_of, _cuda_array_interface_of, _ndarray_of,
 #       _view_from_ai_object, _view_from_array_method, _view_from_cai_object
@@ -434,6 +435,10 @@ cdef class View:
                 raise ValueError(f"dlpack: exporting {self.device} memory to "
                                  f"{Device(target_type, target_id)} needs a copy, but "
                                  f"copy=False")
+            if _copies_watched and copy is None:   # the consumer's dl_device: a copy it needs
+                _hook(_unasked_copy_hook, "unasked_copy")(
+                    "dlpack", f"exporting {self.device} memory to "
+                              f"{Device(target_type, target_id)}", False)
             return self._copy_for_export(Device(target_type, target_id), stream)
         if copy:
             return self._copy_for_export(None, stream)

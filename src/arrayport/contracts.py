@@ -24,6 +24,7 @@ import sys
 from arrayport import _core, gpu
 from arrayport._core import Spec, require, require_with
 from arrayport.devices import Device
+from arrayport.copy_watch import unasked_copy
 from arrayport.errors import RequirementError
 
 __all__ = ["Spec", "accepts", "require", "RequirementError"]
@@ -46,6 +47,9 @@ def require_fix(view, spec, failure, copy, stream, name):
                     if failure in _MET_BY_A_COPY else _why_no_copy_helps(failure))
         if failure not in _MET_BY_A_COPY and not (failure == "dtype" and spec.cast):
             _refuse(view, spec, failure, name, _why_no_copy_helps(failure))
+    if failure is not None and not copy:   # a copy nobody asked for: copy_watch's rule
+        unasked_copy(copy, f"require (argument {name!r})" if name else "require",
+                     f"{_explain(view, spec, failure)}, which a copy meets")
     result, copied = view, False
     if failure == "device":
         result, copied = view.copy(device=_copy_target(spec), stream=stream), True

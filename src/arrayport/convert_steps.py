@@ -11,10 +11,9 @@ not part of arrayport's API.
 
 from __future__ import annotations
 
-import warnings
 
 from arrayport import _core, errors
-from arrayport.copy_watch import caller_stacklevel, unasked_copy
+from arrayport.copy_watch import announce, unasked_copy
 from arrayport.devices import Device, DeviceType
 
 _READONLY_POLICIES = ("copy", "share")
@@ -75,9 +74,8 @@ def writable_for(view, readonly, copy, who, library):
     if not view.readonly:
         return view
     if readonly == "share":
-        warnings.warn(f"{who}: sharing read-only memory with {library}, whose arrays are "
-                      f"always writable; do not write to the result", ReadOnlySharedWarning,
-                      stacklevel=caller_stacklevel())
+        announce(f"{who}: sharing read-only memory with {library}, whose arrays are always "
+                 f"writable; do not write to the result", ReadOnlySharedWarning)
         return view
     return copied(view, copy, who, f"the data is read-only and {library} arrays are "
                       f"always writable (pass readonly='share' to share it anyway)")

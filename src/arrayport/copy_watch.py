@@ -33,8 +33,8 @@ import warnings
 from arrayport import _core
 from arrayport.errors import CopyWarning
 
-__all__ = ["CopyWarning", "WouldCopy", "caller_stacklevel", "explaining", "unasked_copy",
-           "warn_on_copies", "watching"]
+__all__ = ["CopyWarning", "WouldCopy", "announce", "caller_stacklevel", "explaining",
+           "told", "unasked_copy", "warn_on_copies", "watching"]
 
 
 class WouldCopy(Exception):
@@ -46,22 +46,30 @@ class WouldCopy(Exception):
 
 
 _lock = threading.Lock()
-_warn = os.environ.get("ARRAYPORT_WARN_COPIES", "").strip().lower() in ("1", "true", "yes")
-_explaining = threading.local()      # .depth: explain() calls running on this thread
+# Who wants the warnings: ARRAYPORT_WARN_COPIES=1 counts once; each warn_on_copies() switch
+# or block once more, until it is undone — so blocks in two threads do not end each other.
+_enablers = int(os.environ.get("ARRAYPORT_WARN_COPIES", "").strip().lower()
+                in ("1", "true", "yes"))
+_explaining = threading.local()      # .depth, .told: explain() running on this thread
 _explains_running = 0                # on every thread (the core's flag covers all of them)
 
 
 def _update_core_flag() -> None:
-    _core.set_copies_watched(_warn or _explains_running > 0)
+    _core.set_copies_watched(_enablers > 0 or _explains_running > 0)
 
 
 def watching() -> bool:
     """Whether unasked copies are announced with a ``CopyWarning`` now."""
-    return _warn
+    return _enablers > 0
 
 
 def explaining() -> bool:
     return getattr(_explaining, "depth", 0) > 0
+
+
+def told() -> list[str]:
+    """The warnings the conversion under explain (on this thread) would have given."""
+    return list(getattr(_explaining, "told", []))
 
 
 def unasked_copy(copy, who: str, why: str, refusal: str | None = None) -> None:
@@ -73,9 +81,19 @@ def unasked_copy(copy, who: str, why: str, refusal: str | None = None) -> None:
         return   # asked for
     if explaining():
         raise WouldCopy(who, why)
-    if _warn:
+    if _enablers > 0:
         warnings.warn(f"{who} copied the data: {why}", CopyWarning,
                       stacklevel=caller_stacklevel())
+
+
+def announce(message: str, category: type[Warning]) -> None:
+    """A warning of arrayport's about a conversion (``ReadOnlySharedWarning``): at the
+    user's call — or, under ``explain``, told in its reason instead (the warnings module's
+    filters are process-wide; explain touches none of them)."""
+    if explaining():
+        _explaining.told.append(f"{category.__name__}: {message}")
+        return
+    warnings.warn(message, category, stacklevel=caller_stacklevel())
 
 
 def caller_stacklevel():
@@ -86,10 +104,14 @@ def caller_stacklevel():
     return level
 
 
-def resolving(refusal) -> None:
-    """The core's hook: a producer's ``NeedsCopy`` refusal is about to be resolved into a
-    copy for a converter that allows one (``copy=None``)."""
-    unasked_copy(None, "arrayport", str(refusal))
+def unasked_core_copy(who: str, why: str, by_nature: bool = False) -> None:
+    """The core's hook, called while copies are watched: it is about to copy under
+    ``copy=None`` — a producer's ``NeedsCopy`` resolved for a converter, a ``__dlpack__``
+    export to the device the consumer named, or (``by_nature``) Python values, which are
+    explained but not announced (see the module)."""
+    if by_nature and not explaining():
+        return
+    unasked_copy(None, who, why)
 
 
 class warn_on_copies:
@@ -99,22 +121,29 @@ class warn_on_copies:
         with arrayport.warn_on_copies():
             t = arrayport.to_torch(frozen)      # CopyWarning: to_torch copied the data: …
 
-    Process-wide, like ``ARRAYPORT_WARN_COPIES=1`` (the initial state). Turn the warnings
-    into errors in a test suite with ``-W error::arrayport.CopyWarning``."""
+    Process-wide, as ``ARRAYPORT_WARN_COPIES=1`` (the initial state) is: the warnings are on
+    while any switch or block wants them (blocks in two threads do not end each other);
+    ``warn_on_copies(False)`` turns every one off (its block: until it ends). Turn the
+    warnings into errors in a test suite with ``-W error::arrayport.CopyWarning``."""
 
     def __init__(self, enabled: bool = True):
-        global _warn
+        global _enablers
         with _lock:
-            self._previous, _warn = _warn, bool(enabled)
+            if enabled:
+                _enablers += 1
+                self._undo = 1       # on exit: one wish less
+            else:
+                self._undo, _enablers = -_enablers, 0   # on exit: the wishes back
             _update_core_flag()
 
     def __enter__(self) -> "warn_on_copies":
         return self
 
     def __exit__(self, *exc) -> None:
-        global _warn
+        global _enablers
         with _lock:
-            _warn = self._previous
+            _enablers = max(0, _enablers - self._undo)
+            self._undo = 0
             _update_core_flag()
 
 
@@ -124,6 +153,7 @@ class _Explaining:
     def __enter__(self):
         global _explains_running
         _explaining.depth = getattr(_explaining, "depth", 0) + 1
+        _explaining.told = []
         with _lock:
             _explains_running += 1
             _update_core_flag()
@@ -137,4 +167,4 @@ class _Explaining:
             _update_core_flag()
 
 
-_update_core_flag() if _warn else None
+_update_core_flag() if _enablers else None

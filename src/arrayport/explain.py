@@ -21,11 +21,11 @@ is explained by consuming it).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from arrayport import _core
-from arrayport.copy_watch import WouldCopy, _Explaining
+from arrayport.copy_watch import WouldCopy, _Explaining, told
+from arrayport.errors import TypeNotHeld
 
 __all__ = ["Explanation", "explain"]
 
@@ -82,17 +82,22 @@ def explain(x, target: str = "numpy", /, **options) -> Explanation:
     route, view = _route_of(x)
     ordering = _ordering(view, options.get("stream"))
     try:
-        with _Explaining(), warnings.catch_warnings(record=True) as warned:
-            warnings.simplefilter("always")   # told in the reason, not raised
+        with _Explaining():
             to(x, target, **dry)
+            said = "".join(f"; it warns: {warning}" for warning in told())
     except WouldCopy as would:
         return Explanation(target, route, True, would.why, ordering=ordering)
     except (BufferError, TypeError, ValueError) as refusal:
+        if asked is True and isinstance(refusal, BufferError) \
+                and not isinstance(refusal, TypeNotHeld):
+            # refused without a copy (a lazy array, device memory for NumPy): the asked
+            # copy is what makes it
+            return Explanation(target, route, True, f"copy=True makes the copy this needs "
+                                                    f"({refusal})", ordering=ordering)
         return Explanation(target, route, False, str(refusal), refused=True)
     if asked is True:
         return Explanation(target, route, True, "copy=True asks for a copy (the target could "
                                                 "share the data as it is)", ordering=ordering)
-    said = "".join(f"; it warns: {w.category.__name__}: {w.message}" for w in warned)
     return Explanation(target, route, False, f"{target} holds the data as it is, sharing its "
                                              f"memory{said}", ordering=ordering)
 

@@ -194,8 +194,9 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     readonly_after : bool, optional
         ``True``: the handles ``share()`` gives are read-only — other processes map the
         segment for reading only — while this process keeps writing through its View.
-        (``share()`` of a copy seals the segment against every write; a segment this
-        process still writes cannot be sealed.)
+        Advisory: the segment itself cannot be sealed against writes while this process
+        holds a writable mapping, so a process that alters its handle maps it writable;
+        for a read-only segment the kernel enforces, ``share()`` a copy (``v.copy()``).
 
     Returns
     -------
@@ -277,6 +278,9 @@ def _segment_of(view, readonly):
     if (view.ptr != pages.address or not view.is_c_contiguous or view.shape != handle.shape
             or view.dtype != handle.dtype):
         return None                      # a part of it, or another view of it: copied
+    with _created_lock:
+        if handle.name not in _created:  # unlinked: no process can attach it any more
+            return None                  # (a new segment, by a copy)
     if pages.readonly_after and readonly is False:
         raise ValueError("share: this View was made with empty_shared(readonly_after=True): "
                          "its handles are read-only")
@@ -290,7 +294,8 @@ def share(view, readonly=None) -> SharedHandle:
     handle's View is C-contiguous. ``readonly`` (default: the View's own flag) makes the
     segment read-only for every process (sealed by the kernel on Linux). A View
     ``empty_shared`` made is its segment already: its handle, no copy (``readonly``: the
-    handle maps read-only elsewhere; the segment stays writable here)."""
+    handle maps read-only elsewhere, advisory; the segment stays writable here) — once
+    unlinked, a new segment by a copy."""
     own = _segment_of(view, readonly)
     if own is not None:
         return own

@@ -103,12 +103,17 @@ def placed_view(array: np.ndarray, device: tuple[int, int]):
     host = arrayport.view(array)
     if DeviceType(device[0]).is_host_accessible:
         return host
-    extents = [(n - 1) * stride for n, stride in zip(array.shape, array.strides)] \
-        if array.size else []
+    if not array.size:   # no bytes to read (its pointer may be past its allocation's end)
+        empty = arrayport.view(np.zeros(1, np.uint8)).copy(device=device)
+        return _core.view_from_pointer(empty.ptr, array.shape, array.strides,
+                                       arrayport.DType(array.dtype),
+                                       readonly=not array.flags.writeable, owner=empty,
+                                       device=tuple(device), protocol="check")
+    extents = [(n - 1) * stride for n, stride in zip(array.shape, array.strides)]
     low = sum(e for e in extents if e < 0)
     span = sum(e for e in extents if e > 0) - low + array.itemsize
     start = array.__array_interface__["data"][0] + low
-    spanned = np.ctypeslib.as_array((ctypes.c_ubyte * max(span, 1)).from_address(start))
+    spanned = np.ctypeslib.as_array((ctypes.c_ubyte * span).from_address(start))
     placed = arrayport.view(spanned).copy(device=device)
     return _core.view_from_pointer(placed.ptr - low, array.shape, array.strides,
                                    arrayport.DType(array.dtype), readonly=not array.flags.writeable,

@@ -10,9 +10,10 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
   sees, and outliving the stream it was made on. Allocated in the copy stream's order from
   arrayport's own pool on the device (its blocks stay mapped up to a release threshold, so a
   steady stream of copies costs no ``cuMemAlloc``/``cuMemFree``); freed, when its last View
-  goes, only after all work in the device's primary context has finished — the wait
-  ``cuMemFree`` did — so no consumer's pending kernel can read a block the pool has given to
-  someone else.
+  goes, only after all work in the primary context of every device that may read it (its
+  own, and the peers the pool grants access) has finished — the wait ``cuMemFree`` did — so
+  no consumer's pending kernel can read a block the pool has given to someone else. Where
+  the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
 """
 
 from __future__ import annotations
@@ -133,21 +134,27 @@ class CudaStreamOrderedMemory:
         pool = self._result_pool(ordinal) if self.stream_is_on(stream, ordinal) else None
         if pool is None:
             return self.allocate_device(ordinal, nbytes)
+        pool, readers = pool
         address = c_address(0)
         with self.on_device(ordinal):
             self._call("cuMemAllocFromPoolAsync", ctypes.byref(address), max(nbytes, 1), pool,
                        stream, what=f"cuMemAllocFromPoolAsync({nbytes})")
 
         def release(pointer: int) -> None:
+            # every device that may read the block (its own, and the peers granted access)
+            # has finished its work before the block goes back to the pool
+            for device in readers:
+                with self.on_device(device):
+                    self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
             with self.on_device(ordinal):
-                self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
                 self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
                            what=f"cuMemFreeAsync({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
 
-    def _result_pool(self, ordinal: int) -> int | None:
-        """arrayport's memory pool on device ``ordinal``, made on first use; None where the
-        device or the driver has no pools."""
+    def _result_pool(self, ordinal: int) -> tuple[int, tuple[int, ...]] | None:
+        """(arrayport's memory pool on device ``ordinal``, the devices that may read its
+        blocks), made on first use; None where the device or the driver has no pools, or
+        the pool could not be made (remembered: the copies keep ``cuMemAlloc``)."""
         with self._result_pools_lock:
             pools = self._result_pools.setdefault(self.library, {})
             if ordinal not in pools:
@@ -158,10 +165,18 @@ class CudaStreamOrderedMemory:
                 pools[ordinal] = self._make_result_pool(ordinal) if usable else None
             return pools[ordinal]
 
-    def _make_result_pool(self, ordinal: int) -> int:
+    def _make_result_pool(self, ordinal: int) -> tuple[int, tuple[int, ...]] | None:
         """A pool of ordinary memory on device ``ordinal`` that keeps an eighth of the
         device's memory mapped when idle, readable by every peer device that can read
-        this one's memory (as ``cuMemAlloc`` memory is, once peer access is on)."""
+        this one's memory (as ``cuMemAlloc`` memory is, once peer access is on); with the
+        devices that may read its blocks. None, leaving nothing made, where the driver
+        refuses a step (a vGPU or MPS setup without pools)."""
+        try:
+            return self._made_result_pool(ordinal)
+        except BufferError:
+            return None
+
+    def _made_result_pool(self, ordinal: int) -> tuple[int, tuple[int, ...]]:
         props = _MemPoolProps(allocType=_CU_MEM_ALLOCATION_TYPE_PINNED,
                               handleTypes=_CU_MEM_HANDLE_TYPE_NONE,
                               location=_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, ordinal))
@@ -169,23 +184,33 @@ class CudaStreamOrderedMemory:
         with self.on_device(ordinal):
             self._call("cuMemPoolCreate", ctypes.byref(pool), ctypes.byref(props),
                        what=f"cuMemPoolCreate(device {ordinal})")
-            total = c_size(0)
-            measure = self._optional("cuDeviceTotalMem_v2")
-            keeps = ctypes.c_uint64(
-                total.value // _POOL_KEEPS_FRACTION
-                if measure is not None and measure(ctypes.byref(total), ordinal) == 0
-                else 1 << 30)
-            self._call("cuMemPoolSetAttribute", pool, _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                       ctypes.byref(keeps), what="cuMemPoolSetAttribute(release threshold)")
-            peers = [peer for peer in range(self.device_count())
-                     if peer != ordinal and self._peer_can_read(peer, ordinal)]
-            if peers and self._optional("cuMemPoolSetAccess") is not None:
-                access = (_MemAccessDesc * len(peers))(*(
-                    _MemAccessDesc(_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, peer),
-                                   _CU_MEM_ACCESS_FLAGS_PROT_READWRITE) for peer in peers))
-                self._call("cuMemPoolSetAccess", pool, access, len(peers),
-                           what="cuMemPoolSetAccess(peers)")
-        return pool.value
+            try:
+                peers = self._configure_result_pool(pool, ordinal)
+            except BaseException:
+                self._optional("cuMemPoolDestroy")(pool)
+                raise
+        return pool.value, (ordinal, *peers)
+
+    def _configure_result_pool(self, pool, ordinal: int) -> list[int]:
+        """The new pool's release threshold and peer access; the peers granted it."""
+        total = c_size(0)
+        measure = self._optional("cuDeviceTotalMem_v2")
+        keeps = ctypes.c_uint64(total.value // _POOL_KEEPS_FRACTION
+                                if measure is not None and measure(ctypes.byref(total),
+                                                                   ordinal) == 0
+                                else 1 << 30)
+        self._call("cuMemPoolSetAttribute", pool, _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                   ctypes.byref(keeps), what="cuMemPoolSetAttribute(release threshold)")
+        peers = [peer for peer in range(self.device_count())
+                 if peer != ordinal and self._peer_can_read(peer, ordinal)]
+        if not peers or self._optional("cuMemPoolSetAccess") is None:
+            return []
+        access = (_MemAccessDesc * len(peers))(*(
+            _MemAccessDesc(_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, peer),
+                           _CU_MEM_ACCESS_FLAGS_PROT_READWRITE) for peer in peers))
+        self._call("cuMemPoolSetAccess", pool, access, len(peers),
+                   what="cuMemPoolSetAccess(peers)")
+        return peers
 
     def _peer_can_read(self, peer: int, ordinal: int) -> bool:
         ask = self._optional("cuDeviceCanAccessPeer")
@@ -198,9 +223,9 @@ class CudaStreamOrderedMemory:
         once; a block still in use goes when it is freed (the driver's rule)."""
         with self._result_pools_lock:
             pools = self._result_pools.pop(self.library, {})
-        for pool in pools.values():
-            if pool is not None:
+        for made in pools.values():
+            if made is not None:
                 try:
-                    self._optional("cuMemPoolDestroy")(pool)
+                    self._optional("cuMemPoolDestroy")(made[0])
                 except Exception:   # at exit: the library may be gone
                     pass

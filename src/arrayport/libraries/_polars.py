@@ -26,10 +26,13 @@ def _to_polars(x, *, copy=None):
         view = copied(view, copy, "to(polars)", "Arrow columns are C-contiguous")
     try:
         view.__arrow_c_schema__()          # an Arrow number type: the Series shares it
+        arrow_number = True
     except BufferError:
+        arrow_number = False
+    if not arrow_number:
         if view.dtype.code is not DTypeCode.BOOL:
             # complex, bfloat16, float8...: Polars would hold them as Python objects
-            raise no_type_for("to(polars)", "Polars", view.dtype) from None
+            raise no_type_for("to(polars)", "Polars", view.dtype)
         # bit-packed in Arrow: Polars copies
         unasked_copy(copy, "to(polars)", "Polars holds bool bit-packed",
                      "to(polars): Polars holds bool bit-packed, so it copies, but copy=False")
