@@ -11,6 +11,36 @@ import arrayport
 from producer import build_extension, build_producer, compiler
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the slow tests (marked slow: the GPU suite on the "
+                          "simulator, each framework in its own process, the long fuzz and "
+                          "property runs, the benchmarks, the docs site); CI runs them. "
+                          "ARRAYPORT_SLOW_TESTS=1 does the same")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow skip, saying how to run them, unless --slow (the README's plain
+    ``pytest`` is the quick suite; .ci/run runs everything)."""
+    if config.getoption("--slow") or os.environ.get("ARRAYPORT_SLOW_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: pytest --slow runs it (CI does)")
+    gpu_suite_required = os.environ.get("ARRAYPORT_REQUIRE_GPU_SUITE") == "1"
+    for item in items:
+        if "slow" in item.keywords and not (gpu_suite_required
+                                             and item.nodeid.startswith("tests/test_gpu_suite.py")):
+            item.add_marker(skip)
+
+
+def pytest_collection_finish(session):
+    """Everything alive once the tests are collected — the frameworks' modules above all —
+    is moved out of the collector's way (gc.freeze): the leak checks call gc.collect() after
+    each test, which walked PyTorch's, JAX's and TensorFlow's objects every time (a third of
+    the suite's time). What the tests create stays collectable."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_configure(config):
     """``pytest -m gpu`` runs the GPU suite on the CUDA driver simulator (tests/cudasim/,
     issue 32), loaded as this process's libcuda.so.1 before anything opens a driver —

@@ -247,6 +247,7 @@ _METADATA = st.one_of(st.none(), st.dictionaries(
     max_size=3))
 
 
+@pytest.mark.slow   # 300 random schemas, over a minute: pytest --slow (CI) runs it
 @given(formats=st.lists(_FORMATS, min_size=1, max_size=3), metadata=_METADATA,
        length=st.integers(-2, 8), offset=st.integers(-1, 4), null_count=st.integers(-2, 2),
        n_buffers=st.integers(0, 3))

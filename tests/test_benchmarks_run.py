@@ -12,6 +12,8 @@ import pytest
 from optional import needs
 from producer import compiler
 
+pytestmark = pytest.mark.slow   # pytest --slow (CI) runs it; conftest.py
+
 # Without a compiler (the wheel test) the exchange benchmark says it skips its C loop.
 C_LOOP_ROW = ("C loop: exchange API import+delete" if compiler() is not None
               else "# no C compiler: C loop skipped")

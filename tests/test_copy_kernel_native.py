@@ -40,6 +40,7 @@ def test_every_path_of_this_cpu_copies_every_bit(tmp_path):
     assert ran.stdout.split("paths")[1].split() == _core.copy_kernel()["paths"]
 
 
+@pytest.mark.slow   # a cross compiler and qemu: pytest --slow (CI) runs it
 def test_the_neon_path_copies_every_bit_on_arm64(tmp_path):
     cross, emulator = shutil.which("aarch64-linux-gnu-gcc"), shutil.which("qemu-aarch64")
     if cross is None or emulator is None:

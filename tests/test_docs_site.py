@@ -12,6 +12,8 @@ import pytest
 from browser import find_browser, rendered_dom, screenshot
 from png import read_png
 
+pytestmark = pytest.mark.slow   # pytest --slow (CI) runs it; conftest.py
+
 ROOT = Path(__file__).parent.parent
 
 pytest.importorskip("sphinx", reason="the docs tools come with the [docs] extra")

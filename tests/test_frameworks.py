@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow   # pytest --slow (CI) runs it; conftest.py
+
 HERE = pathlib.Path(__file__).parent
 # framework -> the module its unusual arrays are listed under (arrayport.cli.unusual)
 FRAMEWORKS = {"tensorflow": "tensorflow", "mlx": "mlx.core", "paddle": "paddle", "warp": "warp"}

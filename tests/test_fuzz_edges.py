@@ -27,6 +27,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 import arrayport as ap
 
+pytestmark = pytest.mark.slow   # pytest --slow (CI) runs it; conftest.py
+
 EXAMPLES = int(os.environ.get("ARRAYPORT_FUZZ_EXAMPLES", "500"))
 fuzz = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000,
                 suppress_health_check=list(HealthCheck), database=None)

@@ -14,6 +14,8 @@ import pytest
 import arrayport as ap
 from optional import needs
 
+pytestmark = pytest.mark.slow   # pytest --slow (CI) runs it; conftest.py
+
 ROOT = Path(__file__).parent.parent
 TYPING = Path(__file__).parent / "typecheck"
 

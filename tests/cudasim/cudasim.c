@@ -56,6 +56,15 @@
 #include <unistd.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))
+/* The simulator's own controls (counters, delays, live objects, kernel registration). Built
+ * with -DCUDASIM_AS_DRIVER they are not exported: the library then offers the driver API
+ * alone, as a GPU's libcuda.so.1 does, which is how the GPU suite's hardware mode
+ * (ARRAYPORT_GPU=hardware) is tested without a GPU (tests/test_gpu_suite.py). */
+#ifdef CUDASIM_AS_DRIVER
+#define SIM_CONTROL __attribute__((visibility("hidden")))
+#else
+#define SIM_CONTROL SIM_EXPORT
+#endif
 #define MAX_DEVICES 8
 #define MAX_DEPS 2
 
@@ -1429,7 +1438,7 @@ struct CUmod_st {
 static struct CUmod_st *modules;
 
 /* Called by the kernels' C builds as the library loads (their constructors). */
-SIM_EXPORT void cudasim_register_kernel(const char *name, size_t param_size,
+SIM_CONTROL void cudasim_register_kernel(const char *name, size_t param_size,
                                         void (*run)(const void *)) {
     kernel_impl *k = calloc(1, sizeof *k);
     if (!k) return;
@@ -1450,7 +1459,7 @@ static __thread unsigned char fault_sink[64];
 /* The host bytes of [address, address + size) for a running kernel: device memory of its own
  * device, pinned or managed memory. Anything else — pageable host memory, another device's
  * memory, past an allocation's end — is the GPU's illegal address: the launch stops there. */
-SIM_EXPORT void *cudasim_device_bytes(uint64_t address, size_t size) {
+SIM_CONTROL void *cudasim_device_bytes(uint64_t address, size_t size) {
     pthread_mutex_lock(&lock);
     allocation *a = faulted ? NULL : find((uintptr_t)address, size);
     if (a && a->kind == MEM_DEVICE && a->device != running_device) a = NULL;
@@ -1672,7 +1681,7 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned gx, uns
 }
 
 /* Modules not unloaded so far. */
-SIM_EXPORT long cudasim_live_modules(void) {
+SIM_CONTROL long cudasim_live_modules(void) {
     long n = 0;
     pthread_mutex_lock(&lock);
     for (struct CUmod_st *m = modules; m; m = m->next) n++;
@@ -1779,7 +1788,7 @@ SIM_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int
 /* ---- the simulator's own controls (not CUDA's) -------------------------------------------- */
 
 /* Counters by name: fills up to `n` entries, returns how many there are. */
-SIM_EXPORT int cudasim_counters(const char **names, long *values, int n) {
+SIM_CONTROL int cudasim_counters(const char **names, long *values, int n) {
     for (int i = 0; i < COUNT_N && i < n; i++) {
         names[i] = counter_names[i];
         values[i] = __atomic_load_n(&counters[i], __ATOMIC_RELAXED);
@@ -1787,14 +1796,14 @@ SIM_EXPORT int cudasim_counters(const char **names, long *values, int n) {
     return COUNT_N;
 }
 
-SIM_EXPORT void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
+SIM_CONTROL void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
 
-SIM_EXPORT void cudasim_set_max_pitch(long bytes) {
+SIM_CONTROL void cudasim_set_max_pitch(long bytes) {
     max_pitch = bytes > 0 && bytes <= 2147483647 ? (size_t)bytes : 2147483647u;
 }
 
 /* Allocations, events and user streams not released so far. */
-SIM_EXPORT void cudasim_live(long *allocations_out, long *events_out, long *streams_out) {
+SIM_CONTROL void cudasim_live(long *allocations_out, long *events_out, long *streams_out) {
     long a = 0, s = 0;
     pthread_mutex_lock(&lock);
     for (allocation *x = allocations; x; x = x->next)

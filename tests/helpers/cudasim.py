@@ -40,8 +40,10 @@ def cuda_include() -> Path | None:
 
 
 @functools.lru_cache(maxsize=None)
-def library(soname: str = "libcudasim.so.1") -> str | None:
-    """Path of the built simulator (``…/libcuda.so.1``), or None (see ``unavailable``)."""
+def library(soname: str = "libcudasim.so.1", as_driver: bool = False) -> str | None:
+    """Path of the built simulator (``…/libcuda.so.1``), or None (see ``unavailable``).
+    ``as_driver``: built without its own controls exported (counters, delays: the driver
+    API alone, as a GPU's driver library has it)."""
     include = cuda_include()
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if include is None:
@@ -59,7 +61,7 @@ def library(soname: str = "libcudasim.so.1") -> str | None:
                # (a GPU's, by a framework; or the GPU suite's simulator)
                f"-I{include}", f"-Wl,-soname,{soname}", "-Wl,-Bsymbolic", str(SOURCE),
                "-x", "c", *map(str, sorted(KERNELS.glob("*.cu"))), "-x", "none",
-               "-o", str(target)]
+               *(["-DCUDASIM_AS_DRIVER"] if as_driver else []), "-o", str(target)]
     built = subprocess.run(command, capture_output=True, text=True)
     if built.returncode != 0:
         _why_not.append(f"the simulator did not build:\n{built.stderr[-3000:]}")
