@@ -26,13 +26,13 @@ from typing import Any, Callable
 import numpy as np
 
 from arrayport.devices import DeviceType
-from arrayport.libraries.results import element0_address, is_writable, to_host_numpy
+from arrayport.libraries.results import element0_address, to_host_numpy
 from arrayport.libraries.samples import available_dtypes, base_array, numpy_dtype
 from arrayport.libraries.toolkit import ARROW_METHODS, arrow_only
 
 from . import capsules, isolation
 from .check_registry import (CHECKS, Fail, Skip, Target, Warn, _home, _host_only, _on_device,
-                             _sample, _same_values, check, placed_view)
+                             _sample, _same_values, check, placed_view, read_only_verdict)
 
 RUNNER = "arrayport.cli.check"
 
@@ -641,12 +641,8 @@ def _(target):
         result = consume(probe)
     except BufferError as exc:
         return f"refused: {exc}"
-    shared = element0_address(result) == probe.address
-    if shared and is_writable(result):
-        if capsules.name(probe.capsule) == "used_dltensor":
-            raise Fail("asks for legacy capsules, so read-only memory arrives writable")
-        raise Warn("READ_ONLY ignored: the result is a writable alias of read-only memory")
-    return "read-only" if shared else "copied"
+    return read_only_verdict(result, probe.address, "READ_ONLY",
+                             legacy=capsules.name(probe.capsule) == "used_dltensor")
 
 
 @check("consumer.foreign-major", "a tensor of another major version (2.0) is refused without "

@@ -17,10 +17,11 @@ import weakref
 import numpy as np
 
 from arrayport.devices import DeviceType
-from arrayport.libraries.results import element0_address, is_writable, to_host_numpy
+from arrayport.libraries.results import element0_address, to_host_numpy
 from arrayport.libraries.samples import base_array
 
-from .check_registry import Skip, Warn, _home, _same_values, check, placed_view
+from .check_registry import (Skip, Warn, _home, _same_values, check, placed_view,
+                             read_only_verdict)
 
 # What a consumer may raise to refuse an interface it does not take (numba raises
 # NotImplementedError for masks): a refusal, not a crash.
@@ -84,10 +85,7 @@ def _(target):
         result = consume(offered)
     except _REFUSALS as exc:
         return f"refused with {type(exc).__name__}"
-    shared = element0_address(result) == offered.view.ptr
-    if shared and is_writable(result):
-        raise Warn("the read-only flag is ignored: the result is a writable alias")
-    return "read-only" if shared else "copied"
+    return read_only_verdict(result, offered.view.ptr, "the interface's read-only flag")
 
 
 @check("consumer.interface-strides", "strides the interface gives (transposed, negative) "

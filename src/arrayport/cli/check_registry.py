@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from arrayport.devices import DeviceType
+from arrayport.libraries.results import element0_address, is_writable
 from arrayport.libraries.samples import base_array
 
 
@@ -84,6 +85,18 @@ def _host_only(target: Target, protocol: str) -> None:
     if _on_device(target):
         raise Skip(f"its arrays live in {DeviceType(_home(target)[0]).label} memory: "
                    f"{protocol} is for host memory")
+
+
+def read_only_verdict(result, address: int, flag: str, legacy: bool = False) -> str:
+    """A consumer's answer to read-only memory at ``address`` offered with ``flag`` set:
+    "read-only" (it shares and keeps it so) or "copied"; a writable alias is a warning —
+    a failure where the consumer asked for legacy capsules, which cannot carry the flag."""
+    shared = element0_address(result) == address
+    if shared and is_writable(result):
+        if legacy:
+            raise Fail("asks for legacy capsules, so read-only memory arrives writable")
+        raise Warn(f"{flag} ignored: the result is a writable alias of read-only memory")
+    return "read-only" if shared else "copied"
 
 
 def _same_values(got, expected: np.ndarray, what: str) -> None:
