@@ -12,8 +12,9 @@ write) and once into memory written before (the copy alone). The kernel's choice
 path, cache sizes, threads) is printed first; ``--paths`` adds a column per vector path
 the CPU runs, each forced and on one thread (the best path's share of memcpy into new
 memory beside them), and one with every copy split across all the CPUs.
-GPU (when PyTorch sees a CUDA device): host→device from pageable and pinned memory,
-device→host, device→device, a transposed copy to the device and to the host of --gpu-mib
+GPU (when PyTorch sees a CUDA device): host→device from pageable memory (through
+arrayport's pinned ring, and with the ring off: the driver's own staging) and from pinned
+memory, device→host, device→device, a transposed copy to the device and to the host of --gpu-mib
 MiB, and the strided layouts of issue 43 (row-sliced, transposed 512² and 2048², a uint8
 image's HWC -> CHW, reversed rows, permuted 3-d and 4-d), beside ``tensor.cuda()`` /
 ``.cpu()`` / ``.clone()`` / ``.contiguous()``, each followed by a device synchronization.
@@ -218,8 +219,19 @@ def gpu_table(args):
     if quad is not None:
         strided.append(("device permuted 4-d (3, 1, 2, 0) 64^4",
                         *same(quad.permute(3, 1, 2, 0))))
+    from arrayport.gpu import staging
+
+    def through_the_driver():   # the ring switched off: the driver stages pageable memory
+        threshold, staging.THRESHOLD_BYTES = staging.THRESHOLD_BYTES, 1 << 62
+        try:
+            host_view.copy(device="cuda:0")
+        finally:
+            staging.THRESHOLD_BYTES = threshold
+
     rows = [
         ("host -> device (pageable)", lambda: host_view.copy(device="cuda:0"),
+         lambda: host.cuda(), host.nbytes, "host.cuda()"),
+        ("host -> device (pageable, no ring)", through_the_driver,
          lambda: host.cuda(), host.nbytes, "host.cuda()"),
         ("host -> device (pinned)", lambda: pinned_view.copy(device="cuda:0"),
          lambda: pinned.cuda(), host.nbytes, "pinned.cuda()"),

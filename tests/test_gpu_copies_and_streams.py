@@ -286,6 +286,47 @@ def test_a_pool_the_driver_cannot_make_leaves_copies_on_cumemalloc(cuda, monkeyp
     del source, copy
 
 
+# ---- large uploads from pageable memory: the pinned ring (gpu/staging.py) ------------------
+
+@pytest.fixture
+def small_ring(monkeypatch):
+    """The ring at a test's scale: 2 chunks of 4 KiB, from 8 KiB on."""
+    from arrayport.gpu import staging
+    monkeypatch.setattr(staging, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(staging, "SLOTS", 2)
+    monkeypatch.setattr(staging, "THRESHOLD_BYTES", 8192)
+    return staging
+
+
+def test_a_large_pageable_upload_goes_chunk_by_chunk_through_the_pinned_ring(
+        cuda, streams, small_ring, slow_streams):
+    # 5.5 chunks through 2 slots, with every transfer 30 ms late: a chunk refilled before
+    # the transfer that reads it ran would arrive as the next chunk's bytes.
+    values = np.arange(5.5 * 4096 // 8)                     # float64, 22,528 bytes
+    consumer = int(streams.consumer)
+    copy = ap.view(values).copy(device="cuda:0", stream=consumer)
+    assert cuda.calls("copy_async") == [(0, 4096, consumer)] * 5 + [(0, 2048, consumer)]
+    assert cuda.calls("allocate_pinned") in ([(4096,), (4096,)], [])   # made once, then kept
+    assert contents(copy) == values.tobytes()
+    again = ap.view(values[::-1].copy()).copy(device="cuda:0", stream=consumer)
+    assert not cuda.calls("allocate_pinned")[2:]                       # the ring is reused
+    assert contents(again) == values[::-1].tobytes()
+    del copy, again
+
+
+def test_small_uploads_and_pinned_sources_skip_the_ring(cuda, small_ring):
+    small = ap.view(np.arange(1000.0))                                  # 8,000 bytes
+    copy = small.copy(device="cuda:0")
+    assert cuda.calls("copy_async") == [(0, 8000, 1)]
+    pinned = device_array(np.arange(2048.0), (3, 0))                    # 16 KiB, pinned
+    as_cpu = ap.from_dlpack(pinned, device="cpu")                       # labelled CPU
+    cuda.log.clear()
+    copied = as_cpu.copy(device="cuda:0")
+    assert cuda.calls("copy_async") == [(0, 16384, 1)]                  # one transfer
+    assert contents(copied) == np.arange(2048.0).tobytes()
+    del copy, pinned, as_cpu, copied
+
+
 def test_default_stream_is_the_legacy_stream(cuda):
     source = device_array(np.arange(3.0))
     copy = source.copy()

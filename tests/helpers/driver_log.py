@@ -25,6 +25,7 @@ FORMATS = {
     "allocate_device": lambda ordinal, nbytes, managed=False:
         (ordinal, nbytes) + (("managed",) if managed else ()),
     "allocate_pinned": lambda nbytes: (nbytes,),
+    "locate_pointer": lambda ptr: (),
     "allocate_result": lambda ordinal, nbytes, stream: (ordinal, nbytes, stream),
     "copy_async": lambda ordinal, dst, src, nbytes, stream: (ordinal, nbytes, stream),
     "copy_2d_async": lambda ordinal, dst, dst_pitch, src, src_pitch, width, height, stream:

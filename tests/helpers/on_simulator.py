@@ -70,13 +70,19 @@ def producer_stream():
 @pytest.fixture
 def nothing_leaks():
     """No allocation, stream or event outlives the test — but the one event per context
-    the driver keeps for reuse (released at exit: tests/test_gpu_suite.py checks that)."""
+    the driver keeps for reuse, and the pinned ring's chunks (released at exit:
+    tests/test_gpu_suite.py checks that)."""
+    from arrayport.gpu import staging
     before = simulator.live() if simulator else None
     cached = cuda_driver.driver.cached_events()
+    ring = staging.held(cuda_driver.driver)
     yield
     if simulator is not None:
         gc.collect()
         allocations, events, streams = simulator.live()
         kept = cuda_driver.driver.cached_events() - cached
+        ring_now = staging.held(cuda_driver.driver)               # the ring's, kept for reuse
+        allocations -= ring_now[0] - ring[0]
+        kept += ring_now[1] - ring[1]
         assert (allocations, events - kept, streams) == before, \
             "device memory, events or streams left behind"

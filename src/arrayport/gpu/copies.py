@@ -4,7 +4,8 @@ View, on its own device or another, in every direction arrayport has a driver fo
 Where the bytes go:
 - host → host: arrayport's own strided kernel (``_csrc/strided_copy.h``), in C;
 - host → device: a strided source is first packed by that kernel, then one host-to-device
-  transfer; to pinned host memory (``cuda_host``/``rocm_host``) the same way;
+  transfer — from pageable memory, when large, chunk by chunk through the pinned ring
+  (``gpu.staging``); to pinned host memory (``cuda_host``/``rocm_host``) the same way;
 - device → device on one GPU: one transfer when the source is contiguous, else one launch of
   arrayport's strided-copy kernel (``gpu.kernels.strided_copy``) where the driver can load
   it (CUDA), else 2-D transfers as below;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from arrayport import _core, gpu
 from arrayport.devices import Device, DeviceType
+from arrayport.gpu import staging
 from arrayport.gpu.kernels import strided_copy
 
 __all__ = ["copy_view", "plan_runs"]
@@ -137,6 +139,10 @@ def _transfer(view, packed, memory, source, target, driver, ordinal, stream, nby
                     and source.id != target.id:
                 driver.copy_peer_async(target.id, memory.address, source.id, packed.ptr,
                                        nbytes, stream)
+            elif (packed.device.type is DeviceType.CPU and gpu.is_device_memory(target.type)
+                  and staging.uses_ring(nbytes) and _pageable(driver, packed.ptr)):
+                # large, from pageable memory: chunk by chunk through the pinned ring
+                staging.upload(driver, ordinal, memory.address, packed, stream)
             else:
                 driver.copy_async(ordinal, memory.address, packed.ptr, nbytes, stream)
         elif not (gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type)
@@ -146,6 +152,16 @@ def _transfer(view, packed, memory, source, target, driver, ordinal, stream, nby
                                                             driver.max_pitch(ordinal)):
                 driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
                                      pitch, width, height, stream)
+
+
+def _pageable(driver, address: int) -> bool:
+    """Whether host memory at ``address`` is pageable: the driver knows no pinned or
+    registered memory there (a CPU-labelled tensor may be pinned: sent as it is)."""
+    try:
+        driver.locate_pointer(address)
+    except BufferError:
+        return True
+    return False
 
 
 class _CopyOwner:

@@ -71,6 +71,8 @@ class VendorDriver:
         """Give back what the driver keeps for the life of the process (its reused events;
         the CUDA driver's retained primary contexts too): at exit, so that the driver sees
         everything released. Never raises."""
+        from arrayport.gpu import staging
+        staging.release(self)   # the pinned ring, after the transfers that read it
         with self._events_lock:
             events = self._events.pop(self.library, {})
         for key, event in events.items():
