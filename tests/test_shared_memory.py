@@ -495,3 +495,13 @@ def test_an_unlinked_empty_shared_view_is_shared_again_by_a_copy(kind, no_leftov
     assert again.name != first.name
     assert np.asarray(ap.View.from_shared(again)).tolist() == [0.0, 0.0, 0.0]
     again.unlink()
+
+
+def test_an_empty_shared_segment_that_cannot_be_mapped_leaves_nothing(kind, no_leftovers,
+                                                                      monkeypatch):
+    def refuse(*args):
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(shared, "_Segment", refuse)
+    with pytest.raises(OSError, match="Cannot allocate memory"):
+        ap.empty_shared(16)
+    assert no_leftovers and not set(shared._created) & {f"/{n}" for n in no_leftovers}

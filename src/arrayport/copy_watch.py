@@ -167,4 +167,5 @@ class _Explaining:
             _update_core_flag()
 
 
-_update_core_flag() if _enablers else None
+if _enablers:   # ARRAYPORT_WARN_COPIES=1: the core asks from the start
+    _update_core_flag()

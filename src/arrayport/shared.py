@@ -39,6 +39,7 @@ Lifetime rules (docs/processes.md), decided here:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import mmap
 import os
 import re
@@ -225,19 +226,9 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
         count *= extent
     nbytes = count * dtype.itemsize
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
-    kind, name, descriptor, memfd = _new_segment(max(nbytes, 1))
-    try:
+    with _new_segment(max(nbytes, 1)) as (kind, name, descriptor, memfd):
         pages = _Segment(descriptor, max(nbytes, 1))
-        if kind == "memfd":   # fixed size for good; never write-sealed: this process writes
-            fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-    except BaseException:
-        if memfd is None:
-            os.close(descriptor)
-        SharedHandle(kind, name, 0, item, (), None, False).unlink()
-        raise
-    if memfd is None:
-        os.close(descriptor)
+        _seal(descriptor, kind, False)   # fixed size; never write-sealed: this process writes
     pages.handle = SharedHandle(kind, name, nbytes, item, shape, None, False,
                                 os.getpid() if memfd is not None else None, memfd)
     pages.readonly_after = bool(readonly_after)
@@ -246,9 +237,12 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     return view
 
 
-def _new_segment(size: int) -> tuple[str, str, int, int | None]:
-    """A new segment of ``size`` bytes of this machine's kind, registered as this process's:
-    (kind, name, an open descriptor, the memfd kept open or None). Failures leave nothing."""
+@contextlib.contextmanager
+def _new_segment(size: int):
+    """A new segment of ``size`` bytes of this machine's kind, registered as this process's,
+    for the block to fill and seal: yields (kind, name, an open descriptor, the memfd kept
+    open or None). A failure anywhere, the block's included, leaves nothing; after the
+    block a posix-shm descriptor is closed (its name is the segment; a memfd stays open)."""
     name = "/arrayport-" + secrets.token_hex(16)
     kind = _KIND
     if kind == "memfd":
@@ -260,12 +254,14 @@ def _new_segment(size: int) -> tuple[str, str, int, int | None]:
     try:
         _register(name, memfd)
         os.ftruncate(descriptor, size)
+        yield kind, name, descriptor, memfd
     except BaseException:
         if memfd is None:
             os.close(descriptor)
         SharedHandle(kind, name, 0, SharedItem(1, 8, 1, False), (), None, False).unlink()
         raise
-    return kind, name, descriptor, memfd
+    if memfd is None:
+        os.close(descriptor)
 
 
 def _segment_of(view, readonly):
@@ -306,8 +302,7 @@ def share(view, readonly=None) -> SharedHandle:
     dtype = view.dtype
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
     size = max(view.nbytes, 1)       # a segment cannot be empty; the View reads nbytes of it
-    kind, name, descriptor, memfd = _new_segment(size)
-    try:
+    with _new_segment(size) as (kind, name, descriptor, memfd):
         try:
             pages = mmap.mmap(descriptor, size)
         except OSError as error:
@@ -316,13 +311,6 @@ def share(view, readonly=None) -> SharedHandle:
         with pages:
             _core.copy_into_buffer(view, pages)
         _seal(descriptor, kind, readonly)
-    except BaseException:
-        if memfd is None:
-            os.close(descriptor)
-        SharedHandle(kind, name, 0, item, (), None, readonly).unlink()
-        raise
-    if memfd is None:
-        os.close(descriptor)
     return SharedHandle(kind, name, view.nbytes, item, view.shape, None, readonly,
                         os.getpid() if memfd is not None else None, memfd)
 
