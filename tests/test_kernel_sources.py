@@ -71,12 +71,56 @@ def reduced(params):
     (np.zeros((4, 1, 6), np.int16)[::-1, :, ::-3], 0, 2, [(8, -6)]),
     (np.zeros((4, 1, 6), np.int16)[::-1, :, 1::3], 0, 2, [(2, 6), (4, -12)]),
     (np.broadcast_to(np.zeros(3, np.uint8), (5, 3)), 0, 1, [(3, 1), (5, 0)]),
-    # a row slice: elements of a row are one contiguous run (units no wider than an element)
-    (np.zeros((6, 8), np.float64)[:, :4], 0, 8, [(4, 8), (6, 64)]),
+    # a row slice: a row is one contiguous run, cut into the widest units that divide it
+    # (16 bytes for four float64), its alignment, and the other strides
+    (np.zeros((6, 8), np.float64)[:, :4], 0, 16, [(2, 16), (6, 64)]),
+    (np.zeros((6, 8), np.float64)[:, :4], 8, 8, [(4, 8), (6, 64)]),
+    (np.zeros((6, 8), np.float32)[:, :3], 0, 4, [(3, 4), (6, 32)]),
+    (np.zeros((6, 64), np.uint8)[:, 16:48], 16, 16, [(2, 16), (6, 64)]),
+    # a row slice of reversed rows: the run is a row still, the rows' stride negative
+    (np.zeros((6, 8), np.float32)[::-1, :4], 0, 16, [(6, -32)]),
 ])
 def test_the_plan_reduces_layouts_as_the_kernel_expects(array, src, unit, dims):
     params = strided_copy.plan(array.shape, array.strides, array.itemsize, src, 256)
     assert reduced(params) == (unit, array.size * array.itemsize // unit, dims)
+
+
+EXTENTS = sorted({1, 2, 3, 5, 7, 10, 641, 1000, 4096, 6700417, (1 << 31) - 1, 1 << 31,
+                  (1 << 31) + 1, (1 << 32) - 2, (1 << 32) - 1}
+                 | {int(e) for e in np.random.default_rng(3).integers(2, 1 << 32, 200)})
+
+
+@pytest.mark.parametrize("extent", EXTENTS)
+def test_a_divisor_divides_every_32_bit_index(extent):
+    # The kernel's ap_divide, q = (((n * magic) >> 32) + n) >> shift, against Python's //:
+    # at the edges of every quotient near 0, near the top of 32 bits, and at random.
+    magic, shift = strided_copy.divisor(extent)
+    assert 0 < magic < 1 << 32 and 0 <= shift <= 32
+    top = (1 << 32) - 1
+    edges = [0, 1, extent - 1, extent, extent + 1, top, top - 1, top - top % extent,
+             top - top % extent - 1]
+    for q in (1, 2, 3, top // extent - 1, top // extent):
+        edges += [q * extent - 1, q * extent, q * extent + 1]
+    rng = np.random.default_rng(extent % 1000)
+    n = np.concatenate([np.array([e for e in edges if 0 <= e <= top], np.uint64),
+                        rng.integers(0, top, 4096, dtype=np.uint64, endpoint=True)])
+    high = (n * np.uint64(magic)) >> np.uint64(32)
+    np.testing.assert_array_equal((high + n) >> np.uint64(shift), n // np.uint64(extent))
+
+
+@pytest.mark.parametrize("extent", [0, 1 << 32])
+def test_a_divisor_outside_32_bits_is_refused(extent):
+    with pytest.raises(ValueError, match="32-bit divisor"):
+        strided_copy.divisor(extent)
+
+
+def test_indices_past_32_bits_divide_in_64():
+    # A broadcast source: 2**33 one-byte units, nothing of it allocated
+    narrow = strided_copy.plan((1 << 11, 1 << 22), (0, 0), 1, 0, 0)
+    assert narrow.count == 1 << 33 and not narrow.narrow and narrow.magic[0] == 0
+    small = strided_copy.plan((3, 5), (10, 1), 1, 0, 0)
+    assert small.narrow and [small.magic[i] for i in range(2)] == [
+        strided_copy.divisor(5)[0], strided_copy.divisor(3)[0]]
 
 
 def test_the_plan_leaves_empty_and_too_deep_layouts_alone():

@@ -30,6 +30,7 @@ from arrayport import _core, gpu
 from arrayport.devices import Device, DeviceType
 from arrayport.gpu import staging
 from arrayport.gpu.kernels import strided_copy
+from arrayport.gpu.layouts import merged_dims
 
 __all__ = ["copy_view", "plan_runs"]
 
@@ -182,16 +183,9 @@ def plan_runs(shape, byte_strides, itemsize, max_pitch=None):
     (merged) dimensions make one transfer, outer dimensions one transfer each. A pitch a
     transfer cannot use (negative, smaller than a row — overlapping or broadcast memory —
     or larger than the device's ``max_pitch``) becomes one transfer per row."""
-    dims = []
-    for extent, stride in zip(shape, byte_strides):
-        if extent == 0:
-            return []
-        if extent == 1:
-            continue
-        if dims and dims[-1][1] == stride * extent:
-            dims[-1] = (dims[-1][0] * extent, stride)  # contiguous with the outer one
-        else:
-            dims.append((extent, stride))
+    dims = merged_dims(shape, byte_strides)
+    if dims is None:
+        return []
     # The innermost run: contiguous elements make one wide row, else one element per row.
     if dims and dims[-1][1] == itemsize:
         width = dims.pop()[0] * itemsize

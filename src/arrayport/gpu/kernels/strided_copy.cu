@@ -5,7 +5,11 @@
  *
  * - arrayport_strided_copy, for every layout: each thread copies units i = its index, then
  *   i + the grid's thread count, …: the destination is written in order (coalesced); the
- *   source's address is the sum over the dimensions of (i's index along it) × (its stride);
+ *   source's address is the sum over the dimensions of (i's index along it) × (its stride),
+ *   the indices found by dividing i by each extent in turn — by a multiply-high, an add and
+ *   a shift where i fits 32 bits (the host's ``narrow``, with each extent's magic number
+ *   and shift), by 64-bit division past that (the GPU has no integer divider: a division
+ *   is a subroutine, the reason the 32-bit way exists);
  * - arrayport_transpose_tiles, for layouts whose source is contiguous along another axis
  *   than the destination (a transpose, a permuted plane of a batch): 32 × 32 tiles through
  *   shared memory, read along the source's contiguous axis and written along the
@@ -13,10 +17,11 @@
  *
  * The host side (gpu/kernels/strided_copy.py) hands either kernel a layout already
  * reduced: dimensions of extent 1 dropped, neighbours that are contiguous with each other
- * merged, and the element split into units — the widest of 1, 2, 4, 8 or 16 bytes that
- * divides the element size, every stride and both addresses — with the split as one more,
- * innermost, dimension. So one kernel serves every element size and every stride (negative
- * and zero included: the source is only read). Dimensions are stored innermost first and
+ * merged, and the innermost run of contiguous bytes (a row slice's row, else an element)
+ * split into units — the widest of 1, 2, 4, 8 or 16 bytes that divides the run, every
+ * other stride and both addresses — with the split as the innermost dimension. So one
+ * kernel serves every element size and every stride (negative and zero included: the
+ * source is only read). Dimensions are stored innermost first and
  * the loops over them are unrolled, so every shape and stride is read from the parameter
  * space at a constant offset.
  */
@@ -43,24 +48,57 @@ typedef struct {
     ap_i64 count;                                 /* units to copy */
     ap_i64 extents[AP_STRIDED_COPY_MAX_DIMS];     /* innermost first; ndim of them used */
     ap_i64 strides[AP_STRIDED_COPY_MAX_DIMS];     /* the source's, in bytes, innermost first */
+    ap_u32 magic[AP_STRIDED_COPY_MAX_DIMS];       /* extents[d] as a multiplier ... */
+    ap_u32 shift[AP_STRIDED_COPY_MAX_DIMS];       /* ... and a shift (see ap_divide) */
     ap_u32 ndim;
     ap_u32 unit;                                  /* bytes per unit: 1, 2, 4, 8 or 16 */
+    ap_u32 narrow;                                /* count fits 32 bits: magic, shift set */
+    ap_u32 pad;
 } ap_strided_copy_params;
+
+/* n / d for every 32-bit n, given d's magic and shift (the host's divisor(), which says
+ * where the method comes from): the multiply-high in 32 bits, the sum in 64 so that it
+ * cannot overflow. */
+AP_DEVICE ap_u32 ap_divide(ap_u32 n, ap_u32 magic, ap_u32 shift) {
+    ap_u64 high = ((ap_u64)n * magic) >> 32;
+    return (ap_u32)((high + n) >> shift);
+}
 
 AP_KERNEL(arrayport_strided_copy, ap_strided_copy_params, p) {
     AP_THREADS {
-        ap_i64 step = (ap_i64)blockDim.x * gridDim.x;
-        for (ap_i64 i = (ap_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += step) {
-            ap_i64 rest = i, offset = 0;
-            AP_UNROLL
-            for (int d = 0; d < AP_STRIDED_COPY_MAX_DIMS; d++) {
-                if ((ap_u32)d < p.ndim) {
+        ap_u64 step = (ap_u64)blockDim.x * gridDim.x;
+        ap_u64 first = (ap_u64)blockIdx.x * blockDim.x + threadIdx.x;
+        if (p.narrow) {
+            for (ap_u64 i = first; i < (ap_u64)p.count; i += step) {
+                ap_u32 rest = (ap_u32)i;
+                ap_i64 offset = 0;
+                AP_UNROLL
+                for (int d = 0; d < AP_STRIDED_COPY_MAX_DIMS; d++) {
+                    if ((ap_u32)d + 1 >= p.ndim) {   /* the outermost: rest is its index */
+                        if ((ap_u32)d < p.ndim)
+                            offset += (ap_i64)rest * p.strides[d];
+                        break;
+                    }
+                    ap_u32 next = ap_divide(rest, p.magic[d], p.shift[d]);
+                    offset += (ap_i64)(rest - next * (ap_u32)p.extents[d]) * p.strides[d];
+                    rest = next;
+                }
+                ap_copy_unit(AP_GLOBAL_BYTES(p.dst + i * p.unit, p.unit),
+                             AP_GLOBAL_BYTES(p.src + (ap_u64)offset, p.unit), p.unit);
+            }
+        } else {
+            for (ap_i64 i = (ap_i64)first; i < p.count; i += (ap_i64)step) {
+                ap_i64 rest = i, offset = 0;
+                AP_UNROLL
+                for (int d = 0; d < AP_STRIDED_COPY_MAX_DIMS; d++) {
+                    if ((ap_u32)d >= p.ndim)
+                        break;
                     offset += (rest % p.extents[d]) * p.strides[d];
                     rest /= p.extents[d];
                 }
+                ap_copy_unit(AP_GLOBAL_BYTES(p.dst + (ap_u64)i * p.unit, p.unit),
+                             AP_GLOBAL_BYTES(p.src + (ap_u64)offset, p.unit), p.unit);
             }
-            ap_copy_unit(AP_GLOBAL_BYTES(p.dst + (ap_u64)i * p.unit, p.unit),
-                         AP_GLOBAL_BYTES(p.src + (ap_u64)offset, p.unit), p.unit);
         }
     }
 }

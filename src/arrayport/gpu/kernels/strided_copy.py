@@ -2,11 +2,20 @@
 choice between its two kernels, and the launch. ``gpu.copies`` asks ``launch`` first for a
 strided copy within one device and keeps its 2-D DMA plan where this answers False.
 
-The reduction (the kernels' source says why they want it): dimensions of extent 1 dropped;
-the element split into units, the widest of 16, 8, 4, 2, 1 bytes dividing the element size,
-every stride and both addresses, with the split as one more innermost dimension;
-neighbours contiguous with each other merged. A layout still deeper than the parameter
-structs hold (more than ``MAX_DIMS`` dimensions that cannot merge) is left to DMA.
+The reduction (the kernels' source says why they want it): dimensions of extent 1 dropped
+and neighbours contiguous with each other merged (``gpu.layouts``); the innermost run of
+contiguous bytes — a row of a row slice, else one element — split into units, the widest of
+16, 8, 4, 2, 1 bytes dividing the run, every other stride and both addresses, with the split
+as the innermost dimension. So a row slice of float32 moves 16 bytes per thread, not 4. A
+layout still deeper than the parameter structs hold (more than ``MAX_DIMS`` dimensions that
+cannot merge) is left to DMA.
+
+The divisions: the plain kernel finds a unit's source from its index by dividing by each
+extent in turn. A GPU has no integer divider (a 64-bit division is a subroutine of dozens of
+instructions, a 32-bit one a reciprocal on the slow special-function unit), so where the
+indices fit 32 bits (``NARROW_COUNT``) each extent comes with its divisor as a multiplier
+and a shift (``divisor``), computed here once per copy: a division is then a multiply-high,
+an add and a shift. Past that count the kernel divides in 64 bits.
 
 The choice: where the source is contiguous along one axis (R) and the destination's
 innermost axis (C) is another, both at least ``TILE_MIN`` long — a transpose, a permuted
@@ -18,14 +27,18 @@ from __future__ import annotations
 
 import ctypes
 
+from arrayport.gpu.layouts import merged_dims
+
 MAX_DIMS = 64               # AP_STRIDED_COPY_MAX_DIMS in strided_copy.cu
 BLOCK = 256                 # threads per block of the one-unit-per-thread kernel
 MAX_BLOCKS = 1 << 16        # each thread loops over the rest (a grid-stride loop)
 TILE, TILE_ROWS = 32, 8     # AP_TILE, AP_TILE_ROWS: a tile's side, a tile block's rows
 TILE_MIN = 8                # both tiled axes at least this long, else the plain kernel
 MAX_GRID_YZ = 65535         # the driver's limit on a grid's y and z (the kernel loops)
+NARROW_COUNT = (1 << 32) - 1  # the most units the plain kernel indexes in 32 bits
 _UNITS = (16, 8, 4, 2, 1)
 _Dims = ctypes.c_int64 * MAX_DIMS
+_Divisors = ctypes.c_uint32 * MAX_DIMS
 
 
 class Params(ctypes.Structure):
@@ -33,7 +46,9 @@ class Params(ctypes.Structure):
     against the PTX's parameter space by the simulator at every load, and by a test."""
     _fields_ = [("dst", ctypes.c_uint64), ("src", ctypes.c_uint64), ("count", ctypes.c_int64),
                 ("extents", _Dims), ("strides", _Dims),
-                ("ndim", ctypes.c_uint32), ("unit", ctypes.c_uint32)]
+                ("magic", _Divisors), ("shift", _Divisors),
+                ("ndim", ctypes.c_uint32), ("unit", ctypes.c_uint32),
+                ("narrow", ctypes.c_uint32), ("_pad", ctypes.c_uint32)]
 
 
 class TileParams(ctypes.Structure):
@@ -49,22 +64,32 @@ def reduce(shape, byte_strides, itemsize: int, src: int, dst: int):
     """(unit, [(extent, source stride)] innermost first) of the layout (``shape``,
     ``byte_strides`` from ``src``) copied into C order at ``dst``; None when there is
     nothing to copy or the layout is too deep for the kernels."""
-    dims = [(extent, stride) for extent, stride in zip(shape, byte_strides) if extent != 1]
-    if any(extent == 0 for extent, _ in dims):
+    dims = merged_dims(shape, byte_strides)
+    if dims is None:
         return None
-    unit = next(u for u in _UNITS if itemsize % u == 0 and src % u == 0 and dst % u == 0
+    # The innermost run of contiguous bytes: the innermost dimension where its elements
+    # touch (merging made it as long as the layout allows), else one element.
+    run = dims.pop()[0] * itemsize if dims and dims[-1][1] == itemsize else itemsize
+    unit = next(u for u in _UNITS if run % u == 0 and src % u == 0 and dst % u == 0
                 and all(stride % u == 0 for _, stride in dims))
-    if itemsize > unit:
-        dims.append((itemsize // unit, unit))
-    merged: list[tuple[int, int]] = []
-    for extent, stride in dims:
-        if merged and merged[-1][1] == stride * extent:
-            merged[-1] = (merged[-1][0] * extent, stride)
-        else:
-            merged.append((extent, stride))
-    if len(merged) > MAX_DIMS:
+    if run > unit:
+        dims.append((run // unit, unit))
+    if len(dims) > MAX_DIMS:
         return None
-    return unit, merged[::-1]
+    return unit, dims[::-1]
+
+
+def divisor(extent: int) -> tuple[int, int]:
+    """(magic, shift) such that, for every 32-bit ``n``, ``n // extent`` is
+    ``(((n * magic) >> 32) + n) >> shift`` (the multiply-high taken in 32 bits, the sum in
+    64): the round-up method of Granlund and Montgomery, "Division by invariant integers
+    using multiplication" (PLDI 1994, section 4), for 1 <= extent < 2**32. The kernel's
+    ``ap_divide`` applies it."""
+    if not 1 <= extent <= NARROW_COUNT:
+        raise ValueError(f"a 32-bit divisor is 1 to 2**32 - 1, not {extent}")
+    shift = (extent - 1).bit_length()          # ceil(log2(extent))
+    magic = (((1 << shift) - extent) << 32) // extent + 1
+    return magic, shift
 
 
 def plan(shape, byte_strides, itemsize: int, src: int, dst: int) -> Params | None:
@@ -81,6 +106,10 @@ def _plain(unit, dims, src, dst) -> Params:
         params.strides[axis] = stride
         count *= extent
     params.count = count
+    params.narrow = count <= NARROW_COUNT
+    if params.narrow:   # every extent divides a count that fits 32 bits: so do they
+        for axis, (extent, _) in enumerate(dims):
+            params.magic[axis], params.shift[axis] = divisor(extent)
     return params
 
 
