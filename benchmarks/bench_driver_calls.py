@@ -18,9 +18,16 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   the test producer tests/helpers/exchange_producer.py, whose current work stream has the
   tensor's write pending), without and with a consumer stream: ``ap.view(t)``,
   ``ap.view(t, stream=C)`` (cuda-core has no exchange-table import: arrayport only).
+- a strided device-to-device copy (a transposed 32 x 32 float32): one launch of
+  arrayport's strided-copy kernel (cuda-core has no strided copy: arrayport only).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
-it reuses).
+it reuses). "host µs" is the median CPU time the calling thread spends per exchange
+(batches of 100, results kept), on the simulator: Python, ctypes and the simulator's
+bookkeeping (not the waits on its stream threads' locks, which a GPU driver has not); a
+copy's bytes move on the simulator's stream threads, not in it. "py calls" counts the function
+calls the interpreter makes per exchange (``sys.setprofile``): the Python side's work,
+exact and the same on every machine.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "helpers")]
@@ -69,6 +78,43 @@ def counted(exchange, repeat):
     kept.clear()
     return {name: (after[name] - before[name]) / repeat for name in after
             if after[name] != before[name]}
+
+
+def host_microseconds(exchange, repeat, batch=100):
+    """The median over ``repeat`` batches of the CPU time the calling thread spends per
+    exchange, in microseconds (results kept until a batch is timed: freeing is not the
+    exchange). CPU time, not wall time: the simulator's calls wait on locks its stream
+    threads hold, a wait a GPU driver does not have; the CPU the thread spends is Python's,
+    ctypes' and the simulator's bookkeeping."""
+    times = []
+    for _ in range(repeat):
+        kept = []
+        start = time.thread_time()
+        for _ in range(batch):
+            kept.append(exchange())
+        times.append((time.thread_time() - start) / batch)
+        kept.clear()
+    return statistics.median(times) * 1e6
+
+
+def python_calls(exchange, repeat=20):
+    """Function calls the interpreter makes per exchange (Python functions and built-ins,
+    counted by ``sys.setprofile``): the host work of an exchange, exactly, on any machine."""
+    count = [0]
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            count[0] += 1
+
+    kept = [exchange()]
+    sys.setprofile(profile)
+    try:
+        for _ in range(repeat):
+            kept.append(exchange())
+    finally:
+        sys.setprofile(None)
+    kept.clear()
+    return (count[0] - 1) / repeat   # the setprofile(None) call itself
 
 
 def cuda_core_exchanges(values, producer, consumer):
@@ -114,6 +160,8 @@ def main():
         print("(cuda-core is not installed: arrayport's counts only)")
     array = DeviceArray(values, device=0, stream=producer)
     pending = ap.view(array)          # a View whose data is pending on the producer's stream
+    square = DeviceArray(np.arange(32 * 32, dtype=np.float32).reshape(32, 32), device=0)
+    transposed = ap.view(square).T
 
     ExchangeTensor.current_stream[0] = int(producer)
     table_tensor = ExchangeTensor(DeviceArray(values, device=0, stream=producer))
@@ -122,22 +170,27 @@ def main():
         "DLPack export to a consumer stream": lambda: pending.__dlpack__(
             stream=int(consumer), max_version=(1, 3)),
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
+        "strided device copy on a stream": lambda: transposed.copy(stream=int(consumer)),
         "exchange-table import": lambda: ap.view(table_tensor),
         "exchange-table import, consumer stream": lambda: ap.view(table_tensor,
                                                                   stream=int(consumer)),
     }
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
-    print(f"{'exchange':38} {'library':10} {'calls':>6} {'host syncs':>10} {'events':>7}  "
-          f"calls by name")
+    print(f"{'exchange':38} {'library':10} {'calls':>6} {'host syncs':>10} {'events':>7} "
+          f"{'host µs':>8} {'py calls':>8}  driver calls by name")
     for name, exchange in exchanges.items():
         sides = [("arrayport", exchange)] + ([("cuda-core", core[name])] if name in core else [])
         for library, run in sides:
             with Context(0):   # device 0's context current, as a CUDA user's thread has it
                 calls, syncs, events, detail = summary(counted(run, args.repeat))
-            print(f"{name:38} {library:10} {calls:6g} {syncs:10g} {events:7g}  {detail}")
+                micros = host_microseconds(run, args.repeat)
+                interpreted = python_calls(run)
+            print(f"{name:38} {library:10} {calls:6g} {syncs:10g} {events:7g} {micros:8.1f} "
+                  f"{interpreted:8g}  {detail}")
     producer.synchronize()
-    del pending, table_tensor
+    del pending, table_tensor, transposed
     array.free()
+    square.free()
     for step in cleanup:
         step()
     producer.close()

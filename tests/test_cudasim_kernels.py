@@ -90,7 +90,10 @@ def test_images_the_driver_cannot_read_are_refused(kernels, on_device):
     newer = ptx_image("strided_copy").replace(b".version 8.0", b".version 9.9")
     assert load(kernels, newer)[0] == UNSUPPORTED_PTX_VERSION
     # The PTX and the simulator's C build disagree on the parameter struct: a kernel defect.
-    resized = ptx_image("strided_copy").replace(b"_param_0[1056]", b"_param_0[1048]")
+    size = ctypes.sizeof(strided_copy.Params)
+    resized = ptx_image("strided_copy").replace(f"_param_0[{size}]".encode(),
+                                                f"_param_0[{size - 8}]".encode())
+    assert resized != ptx_image("strided_copy")
     assert load(kernels, resized)[0] == INVALID_IMAGE
 
 

@@ -191,6 +191,25 @@ def test_gpu_module_names_drivers():
     assert gpu.driver_for(3) is cuda_driver.driver and gpu.driver_for(10) is hip_driver.driver
     assert gpu.driver_for(11) is hip_driver.driver
     assert gpu.driver_for(1) is None and gpu.driver_for(7) is None
+    with pytest.raises(ValueError):   # not a DLPack device type
+        gpu.driver_for(5)
+
+
+def test_the_bare_value_questions_answer_as_devicetype_does():
+    # gpu.is_device_memory and driver_for ask devices' tables of a bare value, without the
+    # enum member (a copy asks at every step): the same answers, for every value
+    from arrayport.devices import DeviceType, is_gpu_memory_type, vendor_of_type
+    for value in range(-1, 21):
+        try:
+            member = DeviceType(value)
+        except ValueError:
+            assert not is_gpu_memory_type(value) and not gpu.is_device_memory(value)
+            with pytest.raises(ValueError):
+                vendor_of_type(value)
+            continue
+        assert is_gpu_memory_type(value) is member.is_gpu_memory is gpu.is_device_memory(member)
+        assert vendor_of_type(value) == member.vendor == vendor_of_type(member)
+    assert not gpu.is_device_memory([2]) and not gpu.is_device_memory("cuda")
 
 
 # ---- from_dlpack(stream=) -----------------------------------------------------------------

@@ -64,6 +64,24 @@ _VENDOR = {DeviceType.CUDA: "cuda", DeviceType.CUDA_HOST: "cuda",
            DeviceType.CUDA_MANAGED: "cuda", DeviceType.ROCM: "rocm",
            DeviceType.ROCM_HOST: "rocm"}
 
+
+# The same facts asked of a bare device-type value, without making its enum member: a
+# device copy asks them at every step (an IntEnum member hashes as its int).
+def is_gpu_memory_type(device_type) -> bool:
+    """``DeviceType(device_type).is_gpu_memory``; False for a value DLPack does not define."""
+    try:
+        return device_type in _GPU_MEMORY
+    except TypeError:   # unhashable: no device type
+        return False
+
+
+def vendor_of_type(device_type) -> str | None:
+    """``DeviceType(device_type).vendor``; ValueError for a value DLPack does not define."""
+    vendor = _VENDOR.get(device_type)
+    if vendor is None:
+        DeviceType(device_type)   # raises for a value that is no device type
+    return vendor
+
 # Kinds of memory that DLPack always labels with device_id 0: str() omits the ordinal.
 _SINGLE_INSTANCE = frozenset(
     {DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST, DeviceType.CUDA_MANAGED}

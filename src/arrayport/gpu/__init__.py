@@ -32,9 +32,10 @@ their own transfer: their result must be readable when the call returns.
 from __future__ import annotations
 
 import contextlib
+import importlib
 
 from arrayport import _core
-from arrayport.devices import DeviceType
+from arrayport.devices import DeviceType, is_gpu_memory_type, vendor_of_type
 
 # The driver interface is arrayport.gpu.interface.GpuDriver (a typing.Protocol, kept out of
 # this module so that importing arrayport does not import typing).
@@ -106,14 +107,19 @@ def no_implicit_sync():
 def driver_for(device_type) -> "interface.GpuDriver | None":  # noqa: F821
     """The driver for memory of ``device_type`` (CUDA kinds: the CUDA driver; ROCm kinds:
     HIP), its module imported only now; None for devices arrayport has no driver for."""
-    vendor = DeviceType(device_type).vendor
-    if vendor == "cuda":
-        from arrayport.gpu import cuda
-        return cuda.driver
-    if vendor == "rocm":
-        from arrayport.gpu import hip
-        return hip.driver
-    return None
+    vendor = vendor_of_type(device_type)
+    if vendor is None:
+        return None
+    module = _driver_modules.get(vendor)
+    if module is None:
+        module = importlib.import_module(_DRIVER_MODULES[vendor])
+        _driver_modules[vendor] = module
+    return module.driver
+
+
+# Each vendor's driver module, imported on first use (its ``driver`` is read at each call).
+_DRIVER_MODULES = {"cuda": "arrayport.gpu.cuda", "rocm": "arrayport.gpu.hip"}
+_driver_modules: dict = {}
 
 
 def driver_status() -> list[tuple[str, str]]:
@@ -130,9 +136,6 @@ def driver_status() -> list[tuple[str, str]]:
     return status
 
 
-def is_device_memory(device_type) -> bool:
-    """Memory on a GPU (CUDA, CUDA managed, ROCm), which arrayport reads through a driver."""
-    try:
-        return DeviceType(device_type).is_gpu_memory
-    except ValueError:           # not a DLPack device type
-        return False
+# Memory on a GPU (CUDA, CUDA managed, ROCm), which arrayport reads through a driver: the
+# device kinds' own fact (arrayport.devices), asked of a bare value.
+is_device_memory = is_gpu_memory_type

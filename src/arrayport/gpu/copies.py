@@ -41,21 +41,27 @@ def copy_view(view, device=None, stream=None, who="copy"):
     """The copy (see the module). ``who`` starts error messages."""
     source = view.device
     target = source if device is None else Device(device)
-    cannot = f"{who}: cannot copy {source} memory to {target}"
+
+    def cannot() -> str:   # the start of every refusal (made only for one)
+        return f"{who}: cannot copy {source} memory to {target}"
+
     driver = gpu.driver_for(source.type) or gpu.driver_for(target.type)
     if driver is None:
         _core.check_stream(stream, DeviceType.CPU)
         if target.type is not DeviceType.CPU or not source.type.is_host_accessible:
             end = target if source.type.is_host_accessible else source
-            raise BufferError(f"{cannot}: arrayport has no driver for {end.type.label} devices")
+            raise BufferError(f"{cannot()}: arrayport has no driver for {end.type.label} "
+                              f"devices")
         return view.host_copy()
-    for end in (source, target):
+    for end in ((source,) if target == source else (source, target)):
         if end.type is DeviceType.CPU:
             continue
-        if gpu.driver_for(end.type) is None:
-            raise BufferError(f"{cannot}: arrayport has no driver for {end.type.label} devices")
-        if gpu.driver_for(end.type) is not driver:
-            raise BufferError(f"{cannot}: arrayport cannot copy between "
+        end_driver = gpu.driver_for(end.type)
+        if end_driver is None:
+            raise BufferError(f"{cannot()}: arrayport has no driver for {end.type.label} "
+                              f"devices")
+        if end_driver is not driver:
+            raise BufferError(f"{cannot()}: arrayport cannot copy between "
                               f"{source.type.label} and {target.type.label} devices")
     # The end whose stream the copy runs on: device memory first (the destination's when
     # both are), else the pinned end (a CPU <-> pinned copy: no stream, the default one).
@@ -69,7 +75,7 @@ def copy_view(view, device=None, stream=None, who="copy"):
         return _driver_copy(view, source, target, driver,
                             _core.copy_work_stream(stream, gpu_end.type))
     except BufferError as error:  # the driver's own errors, with what was being done
-        raise type(error)(f"{cannot}: {error}") from None  # CudaUnavailable stays itself
+        raise type(error)(f"{cannot()}: {error}") from None  # CudaUnavailable stays itself
 
 
 def _driver_copy(view, source, target, driver, stream):

@@ -21,7 +21,6 @@ that differ from HIP; the calls both share are written once in ``gpu.vendor.Vend
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import sys
 import threading
@@ -191,7 +190,9 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         context — its memory, streams and events — when its last retain is released, so a
         retain around each call would free arrayport's own allocations the moment no other
         library (PyTorch, CuPy…) happened to hold the context."""
-        contexts = self._contexts.setdefault(self.library, {})
+        contexts = self._contexts.get(self.library)   # asked at every call: get, not
+        if contexts is None:                            # setdefault, which makes a dict
+            contexts = self._contexts.setdefault(self.library, {})
         context = contexts.get(ordinal)
         if context is None:
             with self._contexts_lock:
@@ -204,22 +205,11 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
                     contexts[ordinal] = context
         return context
 
-    @contextlib.contextmanager
-    def _made_current(self, context: c_handle):
+    def _made_current(self, context: c_handle) -> "_MadeCurrent":
         """``context`` current on this thread for the duration: pushed on the thread's
         context stack and popped after, unless it is current already (one call instead of
         two: the thread of a CUDA user mostly has the right one)."""
-        library = self.library.get()
-        current = c_handle()
-        if library.cuCtxGetCurrent(ctypes.byref(current)) == 0 and current.value and \
-                current.value == context.value:
-            yield context
-            return
-        self._call("cuCtxPushCurrent_v2", context)
-        try:
-            yield context
-        finally:
-            library.cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
+        return _MadeCurrent(self.library, context)
 
     def on_device(self, ordinal: int):
         """Device ``ordinal``'s primary context current on this thread for the duration;
@@ -242,24 +232,24 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         """A cached event is keyed by its context's handle: that context, current."""
         return self._made_current(c_handle(key))
 
-    @contextlib.contextmanager
-    def on_stream_context(self, stream: int, ordinal: int):
+    def on_stream_context(self, stream: int, ordinal: int) -> "_MadeCurrent":
         """The context ``stream`` was created in, current for the duration; the default
         streams (1, 2) belong to the current context: device ``ordinal``'s primary one."""
         if self.is_default_stream(stream):
-            with self.on_device(ordinal) as context:
-                yield context
-            return
+            return self.on_device(ordinal)
+        return self._made_current(self._context_of_stream(stream))
+
+    def _context_of_stream(self, stream: int) -> c_handle:
+        """The context a stream handle (not a default stream value) was created in."""
         context = c_handle()
         self._call("cuStreamGetCtx", stream, ctypes.byref(context))
-        with self._made_current(context):
-            yield context
+        return context
 
     def stream_is_on(self, stream: int, ordinal: int) -> bool:
         """Whether ``stream`` runs in device ``ordinal``'s primary context (the default
         streams do: they are the current context's)."""
-        with self.on_stream_context(stream, ordinal) as context:
-            return context.value == self.primary_context(ordinal).value
+        return self.is_default_stream(stream) or \
+            self._context_of_stream(stream).value == self.primary_context(ordinal).value
 
     def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
         address = c_address(0)
@@ -325,21 +315,47 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
             # a stream of another device (a peer copy's destination): a kernel there could
             # not read this device's memory without peer access; DMA can
             return False
-        for attempt in range(2):
-            function = self.kernels.function(ordinal, module, kernel)
-            if function is None:
-                return False
-            with self.on_device(ordinal):
+        with self.on_device(ordinal):   # once: the lookups below find it current
+            for attempt in range(2):
+                function = self.kernels.function(ordinal, module, kernel)
+                if function is None:
+                    return False
                 status = self.library.get().cuLaunchKernel(function, *grid, *block, 0, stream,
                                                            arguments, None)
-            if status == _CUDA_ERROR_INVALID_HANDLE and attempt == 0:
-                # the context was destroyed and made again (another library reset the
-                # device): its modules went with it; load them again, once
-                self.kernels.forget(ordinal)
-                continue
-            self.library.check(status, f"cuLaunchKernel({kernel})")
-            return True
+                if status == _CUDA_ERROR_INVALID_HANDLE and attempt == 0:
+                    # the context was destroyed and made again (another library reset the
+                    # device): its modules went with it; load them again, once
+                    self.kernels.forget(ordinal)
+                    continue
+                self.library.check(status, f"cuLaunchKernel({kernel})")
+                return True
         return False
+
+
+class _MadeCurrent:
+    """A CUDA context current on this thread inside a ``with`` block (``CudaDriver.
+    _made_current``); yields the context. A class rather than a generator: every driver
+    call of arrayport's enters one, and a generator's machinery cost more than the call."""
+
+    __slots__ = ("_library", "_context", "_pushed")
+
+    def __init__(self, library: NativeLibrary, context: c_handle):
+        self._library, self._context, self._pushed = library, context, False
+
+    def __enter__(self) -> c_handle:
+        library = self._library.get()
+        current = c_handle()
+        if library.cuCtxGetCurrent(ctypes.byref(current)) == 0 and current.value and \
+                current.value == self._context.value:
+            return self._context
+        self._library.check(library.cuCtxPushCurrent_v2(self._context), "cuCtxPushCurrent_v2")
+        self._pushed = True
+        return self._context
+
+    def __exit__(self, *exc_info) -> None:
+        if self._pushed:
+            self._pushed = False
+            self._library.get().cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
 
 
 driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out

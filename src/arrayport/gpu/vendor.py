@@ -128,17 +128,15 @@ class VendorDriver:
                 self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
                 events[key] = event
             self._call(names.event_record, event, producer)
-            waiting_device = (self.on_device(ordinal) if self.is_default_stream(consumer)
-                              else contextlib.nullcontext())
-            with waiting_device:
-                self._call(names.stream_wait_event, consumer, event, 0)
+            self.wait_for_event(ordinal, consumer, event)
 
     def wait_for_event(self, ordinal: int, stream: int, event: int) -> None:
         """Order ``stream`` (of device ``ordinal``) after ``event``, someone else's (an
         Arrow producer's sync event): the stream waits on the GPU, the host never blocks."""
-        waiting_device = (self.on_device(ordinal) if self.is_default_stream(stream)
-                          else contextlib.nullcontext())
-        with waiting_device:
+        if self.is_default_stream(stream):   # a default stream: the device's own, current
+            with self.on_device(ordinal):
+                self._call(self.symbols.stream_wait_event, stream, event, 0)
+        else:
             self._call(self.symbols.stream_wait_event, stream, event, 0)
 
     def record_event(self, ordinal: int, stream: int) -> OwnedEvent:
