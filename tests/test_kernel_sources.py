@@ -4,6 +4,7 @@ reduces layouts as its kernel expects. No GPU and no simulator needed: the kerne
 are tests/test_gpu_kernels.py (pytest -m gpu) and tests/test_cudasim_kernels.py."""
 
 import ctypes
+import importlib.util
 import re
 import subprocess
 import sys
@@ -27,6 +28,44 @@ def test_the_committed_ptx_is_what_the_source_gives():
     if checked.returncode == 2:   # NVRTC not installed, or not the pinned release
         pytest.skip(checked.stderr.strip() + " (the [test] extra pins it on x86-64 Linux)")
     assert checked.returncode == 0, checked.stderr
+
+
+def ptxas() -> Path | None:
+    """NVIDIA's PTX assembler from the ``nvidia-cuda-nvcc-cu12`` wheel, or None."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(root) / "cuda_nvcc" / "bin" / "ptxas"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+# Pascal (the PTX's own target), Volta, Ampere, Ada, Hopper: what the driver's JIT meets
+GENERATIONS = ["sm_60", "sm_70", "sm_80", "sm_89", "sm_90"]
+
+
+@pytest.mark.skipif(ptxas() is None, reason="NVIDIA's ptxas is not installed "
+                                            "(the nvidia-cuda-nvcc-cu12 wheel, in [test])")
+@pytest.mark.parametrize("arch", GENERATIONS)
+def test_the_ptx_assembles_for_each_gpu_generation_within_a_full_occupancy_budget(arch,
+                                                                                  tmp_path):
+    # The driver JIT-compiles the shipped PTX on a user's GPU; NVIDIA's assembler does the
+    # same here. Each kernel: no stack frame and no spills (local memory, slow), and at most
+    # 32 registers a thread, so that blocks of 256 threads fill an SM (65,536 registers for
+    # 2,048 threads): a kernel that grew past that would run at a fraction of its occupancy.
+    for source in sorted(KERNELS.glob("*.cu")):
+        done = subprocess.run([str(ptxas()), f"-arch={arch}", "-O3", "-v",
+                               str(source.with_suffix(".ptx")), "-o", str(tmp_path / "k.cubin")],
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        report = re.findall(r"Function properties for (\w+)\n\s*(\d+) bytes stack frame, "
+                            r"(\d+) bytes spill stores, (\d+) bytes spill loads\n.*?Used "
+                            r"(\d+) registers", done.stderr, re.S)
+        kernels = {name for name in re.findall(r"\.entry (\w+)", ptx_image(source.stem).decode())}
+        assert {row[0] for row in report} == kernels, done.stderr
+        for name, stack, spill_stores, spill_loads, registers in report:
+            assert (int(stack), int(spill_stores), int(spill_loads)) == (0, 0, 0), name
+            assert int(registers) <= 32, (name, registers)
 
 
 def test_every_kernel_source_has_its_ptx_and_reads_no_newer_isa_than_cuda_12_0():
