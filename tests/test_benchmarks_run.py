@@ -74,13 +74,15 @@ def test_the_driver_call_benchmark_counts_each_exchange():
     lines = [line for line in result.stdout.splitlines()[2:] if not line.startswith("(")]
     rows = {(line[:38].strip(), line[38:].split()[0]): line[38:].split()[1:] for line in lines}
     names = {"CAI import, consumer stream", "DLPack export to a consumer stream",
-             "device copy on a stream", "exchange-table import",
-             "exchange-table import, consumer stream"}
+             "device copy on a stream", "strided device copy on a stream",
+             "exchange-table import", "exchange-table import, consumer stream"}
     assert {name for name, _ in rows} == names
     for name in names:
-        calls, host_syncs, events = map(float, rows[name, "arrayport"][:3])
+        calls, host_syncs, events, micros, python_calls = map(float, rows[name, "arrayport"][:5])
         assert host_syncs == 0 and events == 0, (name, rows[name, "arrayport"])  # reused
+        assert micros > 0 and python_calls > 0, (name, rows[name, "arrayport"])
     assert rows["exchange-table import", "arrayport"][0] == "0"   # issue 42: no driver call
+    assert "cuLaunchKernel 1" in " ".join(rows["strided device copy on a stream", "arrayport"])
     assert "never released" not in result.stderr
 
 

@@ -210,6 +210,9 @@ def test_the_bare_value_questions_answer_as_devicetype_does():
         assert is_gpu_memory_type(value) is member.is_gpu_memory is gpu.is_device_memory(member)
         assert vendor_of_type(value) == member.vendor == vendor_of_type(member)
     assert not gpu.is_device_memory([2]) and not gpu.is_device_memory("cuda")
+    for bad in ([2], "cuda", 5):   # refused as the enum refuses them
+        with pytest.raises(ValueError):
+            gpu.driver_for(bad)
 
 
 # ---- from_dlpack(stream=) -----------------------------------------------------------------

@@ -84,7 +84,7 @@ def test_a_strided_copy_is_one_kernel_launch_bit_for_bit(cuda, name, dtype, targ
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.complex128], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("name", list(layouts(np.uint8)))
+@pytest.mark.parametrize("name", [name for name in layouts(np.uint8) if name not in TILED])
 def test_the_64_bit_indexing_copies_what_the_32_bit_one_does(cuda, monkeypatch, name, dtype):
     # Past 2**32 units the plain kernel divides in 64 bits; no test can hold that many, so
     # the limit is lowered to 0 here and every layout takes that path: same bytes.
@@ -93,7 +93,7 @@ def test_the_64_bit_indexing_copies_what_the_32_bit_one_does(cuda, monkeypatch, 
     source = device_array(array)
     copy = source.copy(device="cuda:0")
     assert contents(copy) == np.ascontiguousarray(array).tobytes()
-    assert len(cuda.calls("launch_kernel")) == 1
+    assert cuda.calls("launch_kernel") == [(0, "arrayport_strided_copy", 1)]
     del source, copy
 
 

@@ -5,7 +5,9 @@ are tests/test_gpu_kernels.py (pytest -m gpu) and tests/test_cudasim_kernels.py.
 
 import ctypes
 import importlib.util
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +147,57 @@ def test_a_divisor_divides_every_32_bit_index(extent):
                         rng.integers(0, top, 4096, dtype=np.uint64, endpoint=True)])
     high = (n * np.uint64(magic)) >> np.uint64(32)
     np.testing.assert_array_equal((high + n) >> np.uint64(shift), n // np.uint64(extent))
+
+
+# The kernel's own ap_divide, compiled as C from strided_copy.cu (the simulator's build of
+# it): the copies on the simulator divide by small extents only, so large ones (shifts up
+# to 32, the 64-bit sum) are checked here, against Python's //.
+_DIVIDE_HARNESS = r"""
+#include <stddef.h>
+#include "strided_copy.cu"
+__thread ap_dim3 threadIdx, blockIdx, blockDim, gridDim;
+void *cudasim_device_bytes(ap_u64 address, size_t size) { return 0; }
+void cudasim_register_kernel(const char *name, size_t size, void (*run)(const void *)) {}
+void divide_all(const ap_u32 *n, size_t count, ap_u32 magic, ap_u32 shift, ap_u32 *out) {
+    for (size_t i = 0; i < count; i++)
+        out[i] = ap_divide(n[i], magic, shift);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel_divide(tmp_path_factory):
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the kernel's C form")
+    folder = tmp_path_factory.mktemp("divide")
+    (folder / "harness.c").write_text(_DIVIDE_HARNESS)
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-Wno-unused-parameter",
+                            f"-I{KERNELS}", str(folder / "harness.c"), "-o",
+                            str(folder / "divide.so")], capture_output=True, text=True,
+                           check=False)
+    assert built.returncode == 0, built.stderr
+    library = ctypes.CDLL(str(folder / "divide.so"))
+    u32_array = np.ctypeslib.ndpointer(np.uint32, flags="C_CONTIGUOUS")
+    library.divide_all.argtypes = [u32_array, ctypes.c_size_t, ctypes.c_uint32,
+                                   ctypes.c_uint32, u32_array]
+    return library.divide_all
+
+
+@pytest.mark.parametrize("extent", [3, 641, 6700417, (1 << 31) - 1, 1 << 31, (1 << 31) + 1,
+                                    (1 << 32) - 2, (1 << 32) - 1, *EXTENTS[-200::20]])
+def test_the_kernels_own_division_is_exact_for_large_extents(kernel_divide, extent):
+    top = (1 << 32) - 1
+    rng = np.random.default_rng(extent % 997)
+    last = top // extent   # the last 50 multiples of extent below 2**32, and their neighbours
+    multiples = np.arange(max(0, last - 49), last + 1, dtype=np.uint64) * np.uint64(extent)
+    edges = np.concatenate([multiples, multiples - np.uint64(1),
+                            np.array([0, 1, extent - 1, top, top - 1], np.uint64)])
+    n = np.concatenate([edges[edges <= top], rng.integers(0, top, 1 << 14, np.uint64,
+                                                          endpoint=True)]).astype(np.uint32)
+    quotients = np.empty_like(n)
+    kernel_divide(n, n.size, *strided_copy.divisor(extent), quotients)
+    np.testing.assert_array_equal(quotients, n // np.uint32(extent))
 
 
 @pytest.mark.parametrize("extent", [0, 1 << 32])

@@ -77,9 +77,12 @@ def is_gpu_memory_type(device_type) -> bool:
 
 def vendor_of_type(device_type) -> str | None:
     """``DeviceType(device_type).vendor``; ValueError for a value DLPack does not define."""
-    vendor = _VENDOR.get(device_type)
+    try:
+        vendor = _VENDOR.get(device_type)
+    except TypeError:   # unhashable: the enum's own refusal below
+        vendor = None
     if vendor is None:
-        DeviceType(device_type)   # raises for a value that is no device type
+        DeviceType(device_type)   # ValueError for a value that is no device type
     return vendor
 
 # Kinds of memory that DLPack always labels with device_id 0: str() omits the ordinal.
