@@ -86,6 +86,54 @@ def test_the_driver_call_benchmark_counts_each_exchange():
     assert "never released" not in result.stderr
 
 
+# bench_copy.py's GPU table, run where PyTorch has no GPU: "CUDA" tensors are CPU tensors
+# (their .cuda() a clone) and arrayport's device copies go to the CUDA driver simulator. The
+# figures mean nothing; the table's code, every row and bar, runs, so that a lent GPU's
+# minutes are not spent on a slip in it.
+_GPU_TABLE_DRY_RUN = """
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import cudasim
+if cudasim.install() is None:
+    sys.exit('skip: ' + cudasim.unavailable())
+import torch
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+torch.cuda.get_device_name = lambda *a: 'dry run'
+torch.cuda.synchronize = lambda *a: None
+torch.Tensor.cuda = lambda self, *a, **k: self.clone()
+torch.Tensor.pin_memory = lambda self, *a, **k: self.clone()
+import bench_copy
+sys.argv = ['bench_copy.py', '--repeat', '1', '--gpu-mib', '64']
+bench_copy.gpu_table(bench_copy.arguments())
+"""
+
+
+@needs("torch")
+def test_the_copy_benchmarks_gpu_table_runs_every_row(tmp_path):
+    helpers = Path(__file__).parent / "helpers"
+    result = subprocess.run([sys.executable, "-c", _GPU_TABLE_DRY_RUN, str(helpers),
+                             str(BENCHMARKS)], capture_output=True, text=True, timeout=600)
+    if result.returncode and result.stderr.startswith("skip: "):
+        pytest.skip(result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = result.stdout.splitlines()[2:]
+    labels = [row[:40].strip() for row in rows]
+    assert labels == ["host -> device (pageable)", "host -> device (pageable, no ring)",
+                      "host -> device (pinned)", "device -> host", "device -> device",
+                      "device transposed 4096x4096", "device transposed 4096x4096 -> host",
+                      "device transposed 512x512", "device transposed 2048x2048",
+                      "device reversed rows (negative stride)",
+                      "device uint8 HWC -> CHW 2160x3840x3",
+                      "device permuted 3-d (2, 0, 1) 256^3",
+                      "device permuted 4-d (3, 1, 2, 0) 64^4"], result.stdout
+    bars = {row[:40].strip(): row.split("x ", 1)[1].split()[0] for row in rows}
+    assert bars["device transposed 2048x2048"].endswith("0.80") and \
+        bars["device -> device"].endswith("0.90") and \
+        bars["device permuted 3-d (2, 0, 1) 256^3"].endswith("0.70")
+    assert "never released" not in result.stderr, result.stderr
+
+
 def test_the_gpu_check_runs_every_step_and_summarizes(tmp_path):
     # scripts/gpu-check, the one command for a lent GPU: here (no GPU) each step still runs
     # within its limit and is summarized, whatever its outcome, so that its shell logic is
