@@ -197,32 +197,92 @@ def test_copy_result_has_work_pending_on_its_stream(cuda, streams):
 
 # ---- where copy results live: arrayport's pool, freed after everyone's work ----------------
 
+@pytest.fixture
+def held_budget(monkeypatch):
+    """Set how many bytes of dead results arrayport's pool on device 0 holds before one
+    wait returns them (0: every death returns its block at once, waiting)."""
+    from arrayport.gpu import cuda_memory
+
+    def return_held():   # earlier tests' dead results: the budget counts from none
+        pool = cuda_driver.driver._result_pool(0)
+        cuda_driver.driver._return_held(pool, pool.take())
+
+    def set_budget(nbytes):
+        return_held()
+        device_memory = cuda_driver.driver._result_pool(0).device_memory
+        monkeypatch.setattr(cuda_memory, "HELD_FRACTION",
+                            device_memory // nbytes if nbytes else 2 * device_memory)
+    yield set_budget
+    return_held()
+
+
 @needs_simulator
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 def test_copy_results_come_from_arrayports_pool_with_no_allocation_once_warm(cuda, streams,
-                                                                             layout):
+                                                                             layout,
+                                                                             held_budget):
     # A steady stream of copies costs no cuMemAlloc and no cuMemFree (issue 43), and a copy
     # does not wait on the host: its result comes from arrayport's pool in the copy stream's
-    # order. (The View's death waits, as cuMemFree did: below.)
+    # order. A result's death does not wait either: its block is held, and the host waits
+    # once for every budget's worth of held blocks, which then all go back to the pool.
     array = np.arange(40 * 24, dtype=np.float32).reshape(40, 24)
     source = device_array(array if layout == "contiguous" else array.T)
     consumer = int(streams.consumer)
-    source.copy(stream=consumer)           # the first: the pool grows
+    source.copy(stream=consumer)           # the first: the pool is made
+    held_budget(3 * array.nbytes)          # three results' blocks, then one wait
+    for _ in range(3):                     # the pool grows to three blocks, held, returned
+        source.copy(stream=consumer)
     cuda_driver.driver.synchronize(0, 1)
+    assert cuda_driver.driver.held_results() == 0
     before = simulator.counters()
-    for _ in range(3):
+    waits = []
+    for _ in range(6):
         started = simulator.counters()
         copy = source.copy(stream=consumer)
         assert simulator.counters()["host_synchronizations"] == started["host_synchronizations"]
         assert contents(copy) == np.ascontiguousarray(source_values(array, layout)).tobytes()
+        dying = simulator.counters()["cuCtxSynchronize"]
         del copy
-        cuda_driver.driver.synchronize(0, 1)   # an idle device: the free has run
+        gc.collect()
+        waits.append(simulator.counters()["cuCtxSynchronize"] - dying)
+        cuda_driver.driver.synchronize(0, 1)   # an idle device: any free has run
+    assert waits == [0, 0, 1, 0, 0, 1]         # one wait per three deaths
     counts = {name: simulator.counters()[name] - before[name] for name in before}
     assert counts["cuMemAlloc"] == counts["cuMemFree"] == 0
-    assert counts["cuMemAllocFromPoolAsync"] == counts["pool_reuses"] == 3
+    assert counts["cuMemAllocFromPoolAsync"] == counts["pool_reuses"] == 6
     assert counts["cuMemPoolCreate"] == 0            # one pool per device, made once
     assert cuda.calls("allocate_result")[-1] == (0, array.nbytes, consumer)
     del source
+
+
+@needs_simulator
+def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monkeypatch,
+                                                                      held_budget):
+    # The held blocks are memory the pool could give: an allocation the driver refuses
+    # for want of memory (CUDA_ERROR_OUT_OF_MEMORY) returns them first, then tries again.
+    source = device_array(np.arange(32.0))
+    source.copy()
+    held_budget(1 << 30)                       # nothing returned by deaths alone
+    for _ in range(3):
+        source.copy()
+    assert cuda_driver.driver.held_results() == 3
+    driver = cuda_driver.driver
+    real = driver._optional("cuMemAllocFromPoolAsync")
+    refusals = []
+
+    def out_of_memory_once(*args):
+        if not refusals:
+            refusals.append(args)
+            return 2                           # CUDA_ERROR_OUT_OF_MEMORY
+        return real(*args)
+
+    monkeypatch.setattr(driver, "_optional", lambda name: out_of_memory_once
+                        if name == "cuMemAllocFromPoolAsync" else type(driver)._optional(
+                            driver, name))
+    copy = source.copy()
+    assert refusals and driver.held_results() == 0
+    assert contents(copy) == np.arange(32.0).tobytes()
+    del copy, source
 
 
 def source_values(array, layout):
@@ -231,10 +291,13 @@ def source_values(array, layout):
 
 @needs_simulator
 def test_a_results_memory_returns_to_the_pool_only_after_a_consumers_pending_reads(
-        cuda, streams, slow_streams):
+        cuda, streams, slow_streams, held_budget):
     # A consumer arrayport never sees (a DLPack importer's kernel on its own stream) may
-    # still be reading a result when the result's last View goes: the free waits for all
-    # of the device's work, so the block the pool hands out next is not written under it.
+    # still be reading a result when the result's last View goes: the block's return
+    # waits for all of the device's work, so the block the pool hands out next is not
+    # written under it. (A budget of 0: the block returns at its death.)
+    ap.view(np.arange(4.0)).copy(device="cuda:0")   # the pool, made
+    held_budget(0)
     first, second = np.arange(64.0), -np.arange(64.0)
     reader = Stream(0)
     driver = cuda_driver.driver.library.get()
@@ -272,8 +335,8 @@ def test_a_pool_the_driver_cannot_make_leaves_copies_on_cumemalloc(cuda, monkeyp
     driver = cuda_driver.driver
     monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
     monkeypatch.setattr(driver, "_configure_result_pool",
-                        lambda pool, ordinal: driver._call("cuMemPoolSetAttribute", pool, 99,
-                                                           ctypes.byref(ctypes.c_uint64(0))))
+                        lambda pool, ordinal, memory: driver._call(
+                            "cuMemPoolSetAttribute", pool, 99, ctypes.byref(ctypes.c_uint64(0))))
     before = simulator.counters()
     source = device_array(np.arange(12.0).reshape(3, 4))
     copy = source.copy()

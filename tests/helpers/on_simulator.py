@@ -70,12 +70,14 @@ def producer_stream():
 @pytest.fixture
 def nothing_leaks():
     """No allocation, stream or event outlives the test — but the one event per context
-    the driver keeps for reuse, and the pinned ring's chunks (released at exit:
-    tests/test_gpu_suite.py checks that)."""
+    the driver keeps for reuse, the pinned ring's chunks, and dead copy results' blocks
+    held until their pool's next return (all released at exit: tests/test_gpu_suite.py
+    checks that)."""
     from arrayport.gpu import staging
     before = simulator.live() if simulator else None
     cached = cuda_driver.driver.cached_events()
     ring = staging.held(cuda_driver.driver)
+    held = cuda_driver.driver.held_results()
     yield
     if simulator is not None:
         gc.collect()
@@ -83,6 +85,7 @@ def nothing_leaks():
         kept = cuda_driver.driver.cached_events() - cached
         ring_now = staging.held(cuda_driver.driver)               # the ring's, kept for reuse
         allocations -= ring_now[0] - ring[0]
+        allocations -= cuda_driver.driver.held_results() - held  # held for one wait
         kept += ring_now[1] - ring[1]
         assert (allocations, events - kept, streams) == before, \
             "device memory, events or streams left behind"

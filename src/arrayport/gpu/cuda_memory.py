@@ -9,10 +9,14 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
 - a copy's *result* (``allocate_result``): handed to consumers on streams arrayport never
   sees, and outliving the stream it was made on. Allocated in the copy stream's order from
   arrayport's own pool on the device (its blocks stay mapped up to a release threshold, so a
-  steady stream of copies costs no ``cuMemAlloc``/``cuMemFree``); freed, when its last View
-  goes, only after all work in the primary context of every device that may read it (its
-  own, and the peers the pool grants access) has finished — the wait ``cuMemFree`` did — so
-  no consumer's pending kernel can read a block the pool has given to someone else. Where
+  steady stream of copies costs no ``cuMemAlloc``/``cuMemFree``). A block goes back to the
+  pool only after all work in the primary context of every device that may read it (its
+  own, and the peers the pool grants access) has finished — the wait ``cuMemFree`` makes —
+  so no consumer's pending kernel can read a block the pool has given to someone else. That
+  wait is paid once for many blocks: when a result's last View goes, its block is *held*
+  (the host does not wait); when the blocks held reach a budget (``HELD_FRACTION`` of the
+  device's memory), or an allocation from the pool fails for want of memory, or the driver
+  closes, one synchronization of those devices returns every held block to the pool. Where
   the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
 """
 
@@ -37,6 +41,11 @@ _CU_STREAM_LEGACY = 1
 # What arrayport's pool keeps mapped when idle: an eighth of the device's memory (the rest
 # goes back to the driver at the next synchronization, for other libraries' allocators).
 _POOL_KEEPS_FRACTION = 8
+# How much of a device's memory dead results may hold before one synchronization returns
+# them to the pool: a 64th (1.25 GB of an 80 GB H100; a loop of 1 MiB copies waits on the
+# host once per 1,280 results instead of once per result).
+HELD_FRACTION = 64
+_CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 class _MemLocation(ctypes.Structure):
@@ -71,6 +80,48 @@ _OPTIONAL_SIGNATURES = {
     "cuDeviceTotalMem_v2": (ctypes.c_int, [ctypes.POINTER(c_size), ctypes.c_int]),
     "cuCtxSynchronize": (ctypes.c_int, []),
 }
+
+
+class _ResultPool:
+    """arrayport's pool on one device: its handle, the devices that may read its blocks
+    (its own first), the device's memory, and the blocks whose last View has gone but
+    that have not gone back to the pool yet (see the module)."""
+
+    __slots__ = ("handle", "readers", "device_memory", "_held", "_held_bytes", "_lock")
+
+    def __init__(self, handle: int, readers: tuple[int, ...], device_memory: int):
+        self.handle, self.readers, self.device_memory = handle, readers, device_memory
+        self._held: list[int] = []
+        self._held_bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def ordinal(self) -> int:
+        return self.readers[0]
+
+    # Nothing under ``_lock`` may allocate a container: that can start a garbage
+    # collection, whose finalizers may free another result — back here, on this thread,
+    # into a lock it already holds.
+    def hold(self, pointer: int, nbytes: int) -> list[int]:
+        """Hold a dead result's block; the blocks to return now (all of them) once the
+        held bytes reach the budget, else none."""
+        with self._lock:
+            self._held.append(pointer)     # a list grows without a collection
+            self._held_bytes += max(nbytes, 1)
+            full = self._held_bytes >= self.device_memory // HELD_FRACTION
+        return self.take() if full else []
+
+    def take(self) -> list[int]:
+        """Every held block, no longer held (the caller returns them to the pool)."""
+        fresh: list[int] = []
+        with self._lock:
+            blocks = self._held
+            self._held = fresh
+            self._held_bytes = 0
+        return blocks
+
+    def held(self) -> int:
+        return len(self._held)
 
 
 class CudaStreamOrderedMemory:
@@ -127,34 +178,51 @@ class CudaStreamOrderedMemory:
     def allocate_result(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
         """``nbytes`` of device memory for a copy's result, enqueued on ``stream`` (of device
         ``ordinal``): from arrayport's pool on that device, in ``stream``'s order, so no
-        host wait; freed when the last View on it goes, after all work in the device's
-        primary context has finished (the wait ``cuMemFree`` makes: consumers' streams are
-        not known), back into the pool. Devices without pools, and a stream of another
-        device: an ordinary allocation, with ``cuMemFree``."""
+        host wait; held when the last View on it goes, and back in the pool after all work
+        of the devices that may read it has finished (the wait ``cuMemFree`` makes, paid
+        once for many blocks: the module says when). Devices without pools, and a stream of
+        another device: an ordinary allocation, with ``cuMemFree``."""
         pool = self._result_pool(ordinal) if self.stream_is_on(stream, ordinal) else None
         if pool is None:
             return self.allocate_device(ordinal, nbytes)
-        pool, readers = pool
+        allocate = self._optional("cuMemAllocFromPoolAsync")
         address = c_address(0)
         with self.on_device(ordinal):
-            self._call("cuMemAllocFromPoolAsync", ctypes.byref(address), max(nbytes, 1), pool,
-                       stream, what=f"cuMemAllocFromPoolAsync({nbytes})")
+            status = allocate(ctypes.byref(address), max(nbytes, 1), pool.handle, stream)
+            if status == _CUDA_ERROR_OUT_OF_MEMORY and self._return_held(pool, pool.take()):
+                status = allocate(ctypes.byref(address), max(nbytes, 1), pool.handle, stream)
+            self.library.check(status, f"cuMemAllocFromPoolAsync({nbytes})")
 
         def release(pointer: int) -> None:
-            # every device that may read the block (its own, and the peers granted access)
-            # has finished its work before the block goes back to the pool
-            for device in readers:
-                with self.on_device(device):
-                    self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
-            with self.on_device(ordinal):
-                self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
-                           what=f"cuMemFreeAsync({pointer:#x})")
+            self._return_held(pool, pool.hold(pointer, nbytes))
         return OwnedMemory(address.value, nbytes, release)
 
-    def _result_pool(self, ordinal: int) -> tuple[int, tuple[int, ...]] | None:
-        """(arrayport's memory pool on device ``ordinal``, the devices that may read its
-        blocks), made on first use; None where the device or the driver has no pools, or
-        the pool could not be made (remembered: the copies keep ``cuMemAlloc``)."""
+    def _return_held(self, pool: _ResultPool, blocks: list[int]) -> bool:
+        """Return held ``blocks`` to ``pool``: every device that may read them (its own, and
+        the peers granted access) finishes its work first — the one host wait — then each
+        goes back in the legacy stream's order. Whether there were any."""
+        if not blocks:
+            return False
+        for device in pool.readers:
+            with self.on_device(device):
+                self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
+        with self.on_device(pool.ordinal):
+            for pointer in blocks:
+                self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
+                           what=f"cuMemFreeAsync({pointer:#x})")
+        return True
+
+    def held_results(self) -> int:
+        """How many dead results' blocks wait to go back to arrayport's pools (this
+        library's): memory the driver counts as allocated, kept on purpose."""
+        with self._result_pools_lock:
+            pools = list(self._result_pools.get(self.library, {}).values())
+        return sum(pool.held() for pool in pools if pool is not None)
+
+    def _result_pool(self, ordinal: int) -> _ResultPool | None:
+        """arrayport's memory pool on device ``ordinal``, made on first use; None where the
+        device or the driver has no pools, or the pool could not be made (remembered: the
+        copies keep ``cuMemAlloc``)."""
         with self._result_pools_lock:
             pools = self._result_pools.setdefault(self.library, {})
             if ordinal not in pools:
@@ -165,7 +233,7 @@ class CudaStreamOrderedMemory:
                 pools[ordinal] = self._make_result_pool(ordinal) if usable else None
             return pools[ordinal]
 
-    def _make_result_pool(self, ordinal: int) -> tuple[int, tuple[int, ...]] | None:
+    def _make_result_pool(self, ordinal: int) -> _ResultPool | None:
         """A pool of ordinary memory on device ``ordinal`` that keeps an eighth of the
         device's memory mapped when idle, readable by every peer device that can read
         this one's memory (as ``cuMemAlloc`` memory is, once peer access is on); with the
@@ -176,29 +244,33 @@ class CudaStreamOrderedMemory:
         except BufferError:
             return None
 
-    def _made_result_pool(self, ordinal: int) -> tuple[int, tuple[int, ...]]:
+    def _made_result_pool(self, ordinal: int) -> _ResultPool:
         props = _MemPoolProps(allocType=_CU_MEM_ALLOCATION_TYPE_PINNED,
                               handleTypes=_CU_MEM_HANDLE_TYPE_NONE,
                               location=_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, ordinal))
         pool = _POOL()
+        device_memory = self._device_memory(ordinal)
         with self.on_device(ordinal):
             self._call("cuMemPoolCreate", ctypes.byref(pool), ctypes.byref(props),
                        what=f"cuMemPoolCreate(device {ordinal})")
             try:
-                peers = self._configure_result_pool(pool, ordinal)
+                peers = self._configure_result_pool(pool, ordinal, device_memory)
             except BaseException:
                 self._optional("cuMemPoolDestroy")(pool)
                 raise
-        return pool.value, (ordinal, *peers)
+        return _ResultPool(pool.value, (ordinal, *peers), device_memory)
 
-    def _configure_result_pool(self, pool, ordinal: int) -> list[int]:
-        """The new pool's release threshold and peer access; the peers granted it."""
+    def _device_memory(self, ordinal: int) -> int:
+        """Device ``ordinal``'s memory in bytes (8 GiB where the driver does not say)."""
         total = c_size(0)
         measure = self._optional("cuDeviceTotalMem_v2")
-        keeps = ctypes.c_uint64(total.value // _POOL_KEEPS_FRACTION
-                                if measure is not None and measure(ctypes.byref(total),
-                                                                   ordinal) == 0
-                                else 1 << 30)
+        if measure is not None and measure(ctypes.byref(total), ordinal) == 0 and total.value:
+            return total.value
+        return 8 << 30
+
+    def _configure_result_pool(self, pool, ordinal: int, device_memory: int) -> list[int]:
+        """The new pool's release threshold and peer access; the peers granted it."""
+        keeps = ctypes.c_uint64(device_memory // _POOL_KEEPS_FRACTION)
         self._call("cuMemPoolSetAttribute", pool, _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                    ctypes.byref(keeps), what="cuMemPoolSetAttribute(release threshold)")
         peers = [peer for peer in range(self.device_count())
@@ -219,13 +291,15 @@ class CudaStreamOrderedMemory:
             and answer.value == 1
 
     def _close_result_pools(self) -> None:
-        """Destroy arrayport's pools (at the driver's close): their idle blocks go back at
-        once; a block still in use goes when it is freed (the driver's rule)."""
+        """Destroy arrayport's pools (at the driver's close), their held blocks returned
+        first: their idle blocks go back at once; a block still in use goes when it is
+        freed (the driver's rule)."""
         with self._result_pools_lock:
             pools = self._result_pools.pop(self.library, {})
-        for made in pools.values():
-            if made is not None:
+        for pool in pools.values():
+            if pool is not None:
                 try:
-                    self._optional("cuMemPoolDestroy")(made[0])
+                    self._return_held(pool, pool.take())
+                    self._optional("cuMemPoolDestroy")(pool.handle)
                 except Exception:   # at exit: the library may be gone
                     pass
