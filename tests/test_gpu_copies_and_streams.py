@@ -327,6 +327,60 @@ def test_a_results_memory_returns_to_the_pool_only_after_a_consumers_pending_rea
 
 
 @needs_simulator
+def test_results_held_or_alive_when_the_driver_closes_are_all_freed(nothing_leaks):
+    # At the driver's close (exit) the held blocks go back before the pool is destroyed;
+    # a result still alive then and dying later (interpreter shutdown) is freed at once,
+    # not held by a pool nobody will return (found by a review: it leaked).
+    driver = cuda_driver.CudaDriver(cuda_driver._LIBRARY, cuda_driver._SYMBOLS)
+    held = driver.allocate_result(0, 256, 1)
+    alive = driver.allocate_result(0, 256, 1)
+    del held
+    assert driver.held_results() == 1
+    frees = simulator.counters()["cuMemFreeAsync"]
+    driver.close()
+    assert driver.held_results() == 0
+    assert simulator.counters()["cuMemFreeAsync"] - frees == 1
+    del alive
+    gc.collect()
+    assert driver.held_results() == 0
+    assert simulator.counters()["cuMemFreeAsync"] - frees == 2
+    cuda_driver.driver.synchronize(0, 1)
+
+
+def test_a_dead_result_is_held_without_a_lock_a_collection_could_reenter():
+    # A result's release runs in finalizers, inside a garbage collection that may start at
+    # any call in the middle of another release on the same thread (from Python 3.12):
+    # here a second release is run at every call hold makes (as a collection would run
+    # it), and both blocks are held once — no wait on itself (found by a review: a lock
+    # there hung on 3.12 and 3.13; a thread keeps a hang from hanging the suite).
+    import sys
+    import threading
+    from arrayport.gpu.cuda_memory import _ResultPool
+    pool = _ResultPool(0, (0,), 1 << 30)
+    nested = []
+
+    def collection_at_a_call(frame, event, arg):
+        if event == "c_call" and frame.f_code.co_name == "hold" and len(nested) < 3:
+            nested.append(pool.hold(0x2000 + len(nested), 64))
+
+    def release():
+        sys.setprofile(collection_at_a_call)
+        try:
+            outcome.append(pool.hold(0x1000, 64))
+        finally:
+            sys.setprofile(None)
+
+    outcome = []
+    worker = threading.Thread(target=release, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "a release nested in a release waited on itself"
+    assert outcome == [[]] and nested and all(blocks == [] for blocks in nested)
+    assert sorted(pool.take()) == sorted([0x1000] + [0x2000 + i for i in range(len(nested))])
+    assert pool.take() == [] and pool.held() == 0
+
+
+@needs_simulator
 def test_a_pool_the_driver_cannot_make_leaves_copies_on_cumemalloc(cuda, monkeypatch):
     # A setup without memory pools (vGPU, MPS) refuses cuMemPoolCreate: copies keep the
     # ordinary allocation, and nothing half-made is left (found by a review: every copy

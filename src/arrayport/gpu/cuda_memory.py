@@ -22,6 +22,7 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import threading
 import weakref
@@ -85,40 +86,45 @@ _OPTIONAL_SIGNATURES = {
 class _ResultPool:
     """arrayport's pool on one device: its handle, the devices that may read its blocks
     (its own first), the device's memory, and the blocks whose last View has gone but
-    that have not gone back to the pool yet (see the module)."""
+    that have not gone back to the pool yet (see the module).
 
-    __slots__ = ("handle", "readers", "device_memory", "_held", "_held_bytes", "_lock")
+    ``hold`` runs in a finalizer — inside a garbage collection, on any thread, maybe while
+    this thread is in ``hold`` or ``take`` already — so it takes no lock: the held blocks
+    are a deque, whose append and popleft are atomic, and each block is popped by exactly
+    one ``take``. The byte count only paces the returns: a race may make one come a little
+    early or late, never return a block twice or lose one."""
+
+    __slots__ = ("handle", "readers", "device_memory", "closed", "_held", "_held_bytes",
+                 "__weakref__")
 
     def __init__(self, handle: int, readers: tuple[int, ...], device_memory: int):
         self.handle, self.readers, self.device_memory = handle, readers, device_memory
-        self._held: list[int] = []
+        self.closed = False   # destroyed with the driver: a block dying later goes at once
+        self._held: collections.deque[int] = collections.deque()
         self._held_bytes = 0
-        self._lock = threading.Lock()
 
     @property
     def ordinal(self) -> int:
         return self.readers[0]
 
-    # Nothing under ``_lock`` may allocate a container: that can start a garbage
-    # collection, whose finalizers may free another result — back here, on this thread,
-    # into a lock it already holds.
     def hold(self, pointer: int, nbytes: int) -> list[int]:
         """Hold a dead result's block; the blocks to return now (all of them) once the
-        held bytes reach the budget, else none."""
-        with self._lock:
-            self._held.append(pointer)     # a list grows without a collection
-            self._held_bytes += max(nbytes, 1)
-            full = self._held_bytes >= self.device_memory // HELD_FRACTION
-        return self.take() if full else []
+        held bytes reach the budget or the pool is closed, else none."""
+        self._held.append(pointer)
+        self._held_bytes += max(nbytes, 1)
+        if self.closed or self._held_bytes >= self.device_memory // HELD_FRACTION:
+            return self.take()
+        return []
 
     def take(self) -> list[int]:
         """Every held block, no longer held (the caller returns them to the pool)."""
-        fresh: list[int] = []
-        with self._lock:
-            blocks = self._held
-            self._held = fresh
-            self._held_bytes = 0
-        return blocks
+        self._held_bytes = 0
+        blocks = []
+        while True:
+            try:
+                blocks.append(self._held.popleft())
+            except IndexError:
+                return blocks
 
     def held(self) -> int:
         return len(self._held)
@@ -134,6 +140,8 @@ class CudaStreamOrderedMemory:
         self._memory_pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._result_pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._result_pools_lock = threading.Lock()
+        # Every pool made, closed ones too (tests swap the table above): what is held
+        self._pools_made: weakref.WeakSet = weakref.WeakSet()
 
     def _optional(self, name: str):
         """Entry point ``name`` of ``_OPTIONAL_SIGNATURES``, declared; None where the driver
@@ -213,11 +221,9 @@ class CudaStreamOrderedMemory:
         return True
 
     def held_results(self) -> int:
-        """How many dead results' blocks wait to go back to arrayport's pools (this
-        library's): memory the driver counts as allocated, kept on purpose."""
-        with self._result_pools_lock:
-            pools = list(self._result_pools.get(self.library, {}).values())
-        return sum(pool.held() for pool in pools if pool is not None)
+        """How many dead results' blocks wait to go back to arrayport's pools: memory the
+        driver counts as allocated, kept on purpose."""
+        return sum(pool.held() for pool in list(self._pools_made))
 
     def _result_pool(self, ordinal: int) -> _ResultPool | None:
         """arrayport's memory pool on device ``ordinal``, made on first use; None where the
@@ -258,7 +264,9 @@ class CudaStreamOrderedMemory:
             except BaseException:
                 self._optional("cuMemPoolDestroy")(pool)
                 raise
-        return _ResultPool(pool.value, (ordinal, *peers), device_memory)
+        made = _ResultPool(pool.value, (ordinal, *peers), device_memory)
+        self._pools_made.add(made)
+        return made
 
     def _device_memory(self, ordinal: int) -> int:
         """Device ``ordinal``'s memory in bytes (8 GiB where the driver does not say)."""
@@ -298,6 +306,7 @@ class CudaStreamOrderedMemory:
             pools = self._result_pools.pop(self.library, {})
         for pool in pools.values():
             if pool is not None:
+                pool.closed = True   # a result dying from now on is freed at once
                 try:
                     self._return_held(pool, pool.take())
                     self._optional("cuMemPoolDestroy")(pool.handle)
