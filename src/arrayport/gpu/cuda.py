@@ -190,8 +190,9 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         context — its memory, streams and events — when its last retain is released, so a
         retain around each call would free arrayport's own allocations the moment no other
         library (PyTorch, CuPy…) happened to hold the context."""
-        contexts = self._contexts.get(self.library)   # asked at every call: get, not
-        if contexts is None:                            # setdefault, which makes a dict
+        # asked at every driver call: get first (setdefault would make a dict each time)
+        contexts = self._contexts.get(self.library)
+        if contexts is None:
             contexts = self._contexts.setdefault(self.library, {})
         context = contexts.get(ordinal)
         if context is None:
