@@ -340,6 +340,41 @@ def test_event_query_says_not_ready_until_the_work_ran(cuda, sim, on_device):
     sim.set_delay_us(2000)
 
 
+def test_an_event_outlives_the_stream_it_was_recorded_on(cuda, on_device):
+    """A driver keeps an event usable after its stream is destroyed: the record completes with
+    the stream's last work. The simulator once freed the stream and read the event's stream
+    through the dangling pointer: once another stream took the freed memory, a query said
+    NOT_READY for ever and arrayport's staging drain hung at exit (CI, hardware mode)."""
+    on_device(0)
+    gone, event = handle(), handle()
+    assert cuda.cuStreamCreate(ctypes.byref(gone), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), 0) == SUCCESS
+    device = alloc(cuda, 8)
+    for _ in range(3):                          # a record past the first work item
+        assert cuda.cuMemsetD8Async(device, 1, 8, gone) == SUCCESS
+    assert cuda.cuEventRecord(event, gone) == SUCCESS
+    assert cuda.cuStreamDestroy_v2(gone) == SUCCESS
+    fresh = [handle() for _ in range(8)]        # what the freed stream's memory would go to
+    for stream in fresh:
+        assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    try:
+        assert cuda.cuEventQuery(event) == SUCCESS
+        waiter = fresh[0]
+        assert cuda.cuStreamWaitEvent(waiter, event, 0) == SUCCESS
+        synchronized = []
+        thread = threading.Thread(target=lambda: synchronized.append(
+            (cuda.cuEventSynchronize(event), cuda.cuStreamSynchronize(waiter))), daemon=True)
+        thread.start()
+        thread.join(timeout=10)
+        assert synchronized == [(SUCCESS, SUCCESS)], "a wait for a destroyed stream's work hung"
+        assert cuda.cuEventRecord(event, gone) == INVALID_HANDLE   # the handle itself is dead
+    finally:
+        for stream in fresh:
+            cuda.cuStreamDestroy_v2(stream)
+        cuda.cuEventDestroy_v2(event)
+        cuda.cuMemFree_v2(device)
+
+
 def test_counters_count_calls_and_host_synchronizations(cuda, sim, on_device):
     on_device(0)
     before = sim.counters()

@@ -9,6 +9,7 @@ environment, .ci/run): there the skip would hide every stream-order test, so it 
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,32 @@ import cudasim
 pytestmark = pytest.mark.slow   # pytest --slow (CI) runs it; conftest.py
 
 TESTS = Path(__file__).resolve().parent
+# The GPU suite takes under a minute on the simulator; past this it is hung.
+HUNG_AFTER_S = 300
+
+
+def run_gpu_suite(arguments, env):
+    """`pytest -m gpu` over every test_gpu_*.py in a process of its own, faulthandler on. A
+    child still running after HUNG_AFTER_S (a hang, at exit too: CI once waited 15 minutes on
+    an event of a destroyed stream) gets SIGABRT, so that its output ends with every thread's
+    Python stack, and the test fails with it."""
+    command = [sys.executable, "-X", "faulthandler", "-m", "pytest", "-m", "gpu", "-q",
+               "-p", "no:cacheprovider", *arguments,
+               *sorted(str(path) for path in TESTS.glob("test_gpu_*.py")
+                       if path.name != "test_gpu_suite.py")]
+    child = subprocess.Popen(command, cwd=TESTS.parent, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = child.communicate(timeout=HUNG_AFTER_S)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        try:
+            stdout, stderr = child.communicate(timeout=30)
+        finally:
+            child.kill()
+        pytest.fail(f"the GPU suite still ran after {HUNG_AFTER_S} s; its end and stacks:\n"
+                    + stdout[-3000:] + stderr[-8000:])
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
 
 
 def test_the_gpu_suite_passes_on_the_simulator_and_releases_everything(tmp_path):
@@ -30,12 +57,7 @@ def test_the_gpu_suite_passes_on_the_simulator_and_releases_everything(tmp_path)
         pytest.skip(cudasim.unavailable())
     report = tmp_path / "unreleased.txt"
     env = dict(os.environ, CUDASIM_REPORT=str(report), ARRAYPORT_GPU="simulator")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-         "-W", "error::pytest.PytestUnraisableExceptionWarning",
-         *sorted(str(path) for path in TESTS.glob("test_gpu_*.py")
-                 if path.name != "test_gpu_suite.py")],
-        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=900)
+    run = run_gpu_suite(["-W", "error::pytest.PytestUnraisableExceptionWarning"], env)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", summary).group(1))
@@ -58,10 +80,7 @@ def test_the_hardware_mode_runs_on_a_driver_without_the_simulators_controls():
     env.update(ARRAYPORT_GPU="hardware",
                LD_LIBRARY_PATH=os.pathsep.join(filter(None, [os.path.dirname(path),
                                                              env.get("LD_LIBRARY_PATH")])))
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs",
-         *sorted(str(p) for p in TESTS.glob("test_gpu_*.py") if p.name != "test_gpu_suite.py")],
-        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=900)
+    run = run_gpu_suite(["-rs"], env)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert int(re.search(r"(\d+) passed", summary).group(1)) >= 150, summary

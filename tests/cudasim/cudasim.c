@@ -156,6 +156,11 @@ static size_t max_pitch = 2147483647u;
 static struct CUctx_st primary[MAX_DEVICES];
 static int primary_retained[MAX_DEVICES];
 static struct CUstream_st *streams;
+/* Destroyed streams, their work done, kept (never freed, never reused) because events
+ * recorded on them and other streams' waits still name them: a freed stream read through
+ * such a pointer once hung cuEventSynchronize at exit. A real driver keeps an event usable
+ * after its stream is destroyed (documented); so does this. */
+static struct CUstream_st *retired;
 static allocation *allocations;
 static long live_events;
 
@@ -247,6 +252,15 @@ static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int 
     streams = s;
     pthread_create(&s->worker, NULL, worker, s);
     return s;
+}
+
+/* A stream whose worker has finished all its work leaves for `retired` (caller holds the
+ * lock): its handle is invalid from now on, and what recorded on it reads it as done. */
+static void retire(struct CUstream_st *s) {
+    s->magic = 0;
+    s->stopping = 1;
+    s->next = retired;
+    retired = s;
 }
 
 /* The stream a handle names, in the current context for the special values; NULL and an
@@ -971,8 +985,9 @@ SIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream handle) {
     pthread_cond_broadcast(&progress);
     pthread_mutex_unlock(&lock);
     pthread_join(s->worker, NULL);
-    s->magic = 0;
-    free(s);
+    pthread_mutex_lock(&lock);
+    retire(s);
+    pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
 
@@ -1112,8 +1127,8 @@ SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
 
 /* A destroyed context's memory is freed and its streams stop (their queued work runs
  * first); handles to them are invalid from then on. Events are left to their owners, who
- * get CUDA_ERROR_INVALID_HANDLE... from a real driver; here they stay usable but point at
- * nothing (never recorded again). */
+ * get CUDA_ERROR_INVALID_HANDLE... from a real driver; here they stay usable, complete
+ * (their stream retired), never recorded again. */
 static void reset_context(struct CUctx_st *ctx) {
     pthread_mutex_lock(&lock);
     struct CUstream_st *gone = NULL;
@@ -1134,8 +1149,9 @@ static void reset_context(struct CUctx_st *ctx) {
         struct CUstream_st *s = gone;
         gone = s->next;
         pthread_join(s->worker, NULL);
-        s->magic = 0;
-        free(s);
+        pthread_mutex_lock(&lock);
+        retire(s);
+        pthread_mutex_unlock(&lock);
     }
     pthread_mutex_lock(&lock);
     for (allocation **link = &allocations; *link;) {
