@@ -3,6 +3,7 @@ running them, see docs/benchmarks.md)."""
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,10 +128,13 @@ def test_the_copy_benchmarks_gpu_table_runs_every_row(tmp_path):
                       "device uint8 HWC -> CHW 2160x3840x3",
                       "device permuted 3-d (2, 0, 1) 256^3",
                       "device permuted 4-d (3, 1, 2, 0) 64^4"], result.stdout
-    bars = {row[:40].strip(): row.split("x ", 1)[1].split()[0] for row in rows}
-    assert bars["device transposed 2048x2048"].endswith("0.80") and \
-        bars["device -> device"].endswith("0.90") and \
-        bars["device permuted 3-d (2, 0, 1) 256^3"].endswith("0.70")
+    # The bar column says '≥0.80' (met) or '<0.80!' (missed): whichever the dry run's
+    # timings gave (they are a CPU's, and vary), each row names issue 43's bar.
+    bars = {row[:40].strip(): re.fullmatch(r"(?:≥|<)(\d\.\d\d)!?",
+                                            row.split("x ", 1)[1].split()[0]).group(1)
+            for row in rows if re.search(r"[≥<]\d\.\d\d", row)}
+    assert (bars["device transposed 2048x2048"], bars["device -> device"],
+            bars["device permuted 3-d (2, 0, 1) 256^3"]) == ("0.80", "0.90", "0.70"), rows
     assert "never released" not in result.stderr, result.stderr
 
 
