@@ -30,7 +30,7 @@ SECTIONS = [
     ("Contracts for library authors", ["require", "Spec", "accepts"]),
     ("Types and devices", ["DType", "DTypeCode", "Device", "DeviceType"]),
     ("Streams and GPU drivers", ["set_implicit_sync", "implicit_sync_enabled",
-                                 "no_implicit_sync"]),
+                                 "no_implicit_sync", "release_device_memory"]),
     ("Across processes", ["SharedHandle", "empty_shared", "device_pickling",
                           "set_device_pickling"]),
     ("Errors and warnings", ["NeedsCopy", "RequirementError", "DriverUnavailable",

@@ -83,6 +83,15 @@ def test_importing_arrayport_installs_the_hooks_and_loads_no_numpy_or_gpu_librar
     assert child_prints(code).split() == ["[]", "True"]  # View.copy went through the hook
 
 
+def test_releasing_device_memory_loads_no_driver_that_was_never_used():
+    """``ap.release_device_memory()`` asks the drivers arrayport has loaded; where none is
+    (no GPU work yet), it gives back nothing and opens no vendor library."""
+    code = ("import sys, arrayport as ap\n"
+            "print(ap.release_device_memory())\n"
+            "print([m for m in ('arrayport.gpu.cuda', 'arrayport.gpu.hip') if m in sys.modules])\n")
+    assert child_prints(code).split() == ["0", "[]"]
+
+
 def test_converting_loads_nothing_of_the_command():
     """The adapters' shared toolkit lives with the libraries (renovation 3): a conversion,
     and every adapter module, loads nothing of arrayport.cli (the command depends on the

@@ -685,5 +685,45 @@ def test_a_created_pool_keeps_its_release_threshold(pool):
     assert pool.cuMemPoolDestroy(own) == SUCCESS
 
 
+def reserved_by(cuda, pool):
+    value = ctypes.c_uint64()
+    assert cuda.cuMemPoolGetAttribute(pool, 5, ctypes.byref(value)) == SUCCESS  # RESERVED_MEM_CURRENT
+    return value.value
+
+
+def test_trimming_a_pool_frees_only_blocks_whose_free_has_run(pool, sim):
+    pool.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
+    status, own = create_pool(pool)
+    assert status == SUCCESS
+    slow = handle()
+    pool.cuStreamCreate(ctypes.byref(slow), NON_BLOCKING)
+    idle, freeing, live = (alloc_from(pool, n, own, None) for n in (1024, 2048, 4096))
+    assert pool.cuMemFreeAsync(idle, None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS                 # idle's free has run
+    sim.set_delay_us(20000)
+    try:
+        pool.cuMemsetD8Async(freeing, 1, 2048, slow)
+        assert pool.cuMemFreeAsync(freeing, slow) == SUCCESS  # not run yet
+        everything = reserved_by(pool, own)
+        assert pool.cuMemPoolTrimTo(own, everything) == SUCCESS   # keeps as much: no change
+        assert reserved_by(pool, own) == everything
+        assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
+        after_idle = reserved_by(pool, own)
+        assert 0 < after_idle < everything                    # idle went; the others stay
+        pool.cuStreamSynchronize(slow)
+        assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
+        assert 0 < reserved_by(pool, own) < after_idle        # freeing too; live stays
+        pool.cuMemsetD8Async(live, 2, 4096, None)             # still the application's
+        assert pool.cuMemFreeAsync(live, None) == SUCCESS
+        assert pool.cuCtxSynchronize() == SUCCESS
+        assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
+        assert reserved_by(pool, own) == 0
+    finally:
+        sim.set_delay_us(2000)
+        pool.cuStreamDestroy_v2(slow)
+        assert pool.cuMemPoolDestroy(own) == SUCCESS
+    assert pool.cuMemPoolTrimTo(own, 0) == INVALID_HANDLE     # a destroyed pool
+
+
 def test_pool_tests_leave_nothing_in_use(sim):
     assert sim.live()[0] == 0

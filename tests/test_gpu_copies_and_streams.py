@@ -285,6 +285,36 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
     del copy, source
 
 
+def test_release_device_memory_gives_back_what_the_pool_keeps_and_spares_live_results(
+        held_budget, nothing_leaks):
+    # ap.release_device_memory() (like torch.cuda.empty_cache()): held blocks go back, the
+    # pool is trimmed to what live results use, and the bytes given back are said. On the
+    # simulator and on a GPU alike: the pool's reserved bytes are the driver's answer.
+    driver = cuda_driver.driver
+    ap.view(np.zeros(1)).copy(device="cuda:0")       # the pool, made
+    held_budget(1 << 40)                              # deaths alone return nothing
+    ap.release_device_memory()                        # earlier tests' idle blocks: gone
+    pool = driver._result_pool(0)
+    values = np.arange(1 << 16, dtype=np.float64)
+    live = ap.view(values).copy(device="cuda:0")
+    for _ in range(3):
+        ap.view(values).copy(device="cuda:0")         # dead at once: held
+    gc.collect()
+    assert driver.held_results() == 3
+    reserved = driver._reserved(pool)
+    assert reserved >= 4 * values.nbytes
+    released = ap.release_device_memory()
+    assert driver.held_results() == 0
+    assert released == reserved - driver._reserved(pool) >= 3 * values.nbytes
+    assert driver._reserved(pool) >= values.nbytes  # the live result's block stays
+    assert ap.to_numpy(live.copy(device="cpu")).tolist() == values.tolist()
+    del live
+    gc.collect()
+    ap.release_device_memory()
+    assert driver._reserved(pool) == 0
+    assert ap.release_device_memory() == 0            # nothing more to give
+
+
 def source_values(array, layout):
     return array if layout == "contiguous" else array.T
 

@@ -10,6 +10,7 @@ The public surface:
   (host, CUDA, ROCm), enqueued on the caller's stream;
 - ``set_implicit_sync`` / ``no_implicit_sync()``: switch arrayport's stream
   synchronization off (CUDA graph capture); see ``arrayport.gpu``;
+  ``release_device_memory()``: the GPU memory arrayport keeps for reuse, back to the driver;
 - ``to(obj, target, **options)``: the same for "jax", "cupy", "tvm_ffi", "pyarrow"…;
 - ``explain(obj, target, **options)``: what such a conversion would do (route, copy or
   not and why, stream ordering) without moving data; ``warn_on_copies()`` (or
@@ -44,7 +45,8 @@ from arrayport.errors import (CopyWarning, DriverUnavailable, ReadOnlySharedWarn
                               RequirementError, TypeNotHeld)
 from arrayport.devices import Device, DeviceType
 from arrayport.dtypes import DType, DTypeCode
-from arrayport.gpu import implicit_sync_enabled, no_implicit_sync, set_implicit_sync
+from arrayport.gpu import (implicit_sync_enabled, no_implicit_sync, release_device_memory,
+                           set_implicit_sync)
 from arrayport.pickling import device_pickling, set_device_pickling
 from arrayport import _policy  # noqa: F401  (installs the core's policy hooks)
 from arrayport.copy_watch import warn_on_copies
@@ -61,7 +63,7 @@ __all__ = [
     "DLPACK_VERSION", "MAX_NDIM", "SharedHandle", "CopyWarning", "Device", "DeviceType",
     "DType", "DTypeCode", "DriverUnavailable", "Explanation", "NeedsCopy", "ReadOnlySharedWarning", "RequirementError", "Spec",
     "TypeNotHeld", "View", "__version__", "accepts", "device_pickling", "errors", "from_dlpack", "get_include",
-    "empty_shared", "explain", "implicit_sync_enabled", "no_implicit_sync", "require", "set_device_pickling",
+    "empty_shared", "explain", "implicit_sync_enabled", "no_implicit_sync", "release_device_memory", "require", "set_device_pickling",
     "set_implicit_sync", "to", "to_numpy", "to_torch", "view", "warn_on_copies",
 ]
 

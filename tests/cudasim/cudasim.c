@@ -186,7 +186,7 @@ static __thread int ctx_depth;
     X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
     X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) X(cuMemPoolCreate) \
-    X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync)
+    X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemPoolTrimTo)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES, COUNT_N };
@@ -1369,8 +1369,31 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_a
     return CUDA_SUCCESS;
 }
 
+/* The driver's rule: the pool's free blocks go back until it reserves no more than `keep`
+ * bytes; blocks in use, and those whose stream-ordered free has not run, stay. */
 SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
-    return valid_pool(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;   /* kept: a no-op */
+    COUNT(cuMemPoolTrimTo);
+    REQUIRE_INIT();
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    size_t reserved = 0;
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->pooled && a->pool == p) reserved += a->capacity;
+    for (allocation **link = &allocations; *link && reserved > keep;) {
+        allocation *a = *link;
+        if (!(a->pooled && a->pool == p && a->pool_state == POOL_FREE)) {
+            link = &a->next;
+            continue;
+        }
+        *link = a->next;
+        reserved -= a->capacity;
+        free(a->bytes);
+        munmap((void *)a->base, a->reserved);
+        free(a);
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,

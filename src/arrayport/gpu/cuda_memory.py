@@ -18,6 +18,9 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
   device's memory), or an allocation from the pool fails for want of memory, or the driver
   closes, one synchronization of those devices returns every held block to the pool. Where
   the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
+
+What the pools keep (held blocks, and idle memory up to their release threshold) goes back
+to the driver on request: ``release_cached_memory``, behind ``ap.release_device_memory()``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ _CU_MEM_HANDLE_TYPE_NONE = 0            # CUmemAllocationHandleType: not exporta
 _CU_MEM_LOCATION_TYPE_DEVICE = 1
 _CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
 _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5
 _CU_STREAM_LEGACY = 1
 # What arrayport's pool keeps mapped when idle: an eighth of the device's memory (the rest
 # goes back to the driver at the next synchronization, for other libraries' allocators).
@@ -73,6 +77,8 @@ _OPTIONAL_SIGNATURES = {
     "cuMemPoolCreate": (ctypes.c_int, [ctypes.POINTER(_POOL), ctypes.POINTER(_MemPoolProps)]),
     "cuMemPoolDestroy": (ctypes.c_int, [_POOL]),
     "cuMemPoolSetAttribute": (ctypes.c_int, [_POOL, ctypes.c_int, ctypes.c_void_p]),
+    "cuMemPoolGetAttribute": (ctypes.c_int, [_POOL, ctypes.c_int, ctypes.c_void_p]),
+    "cuMemPoolTrimTo": (ctypes.c_int, [_POOL, c_size]),
     "cuMemPoolSetAccess": (ctypes.c_int, [_POOL, ctypes.POINTER(_MemAccessDesc), c_size]),
     "cuMemAllocFromPoolAsync": (ctypes.c_int, [ctypes.POINTER(c_address), c_size, _POOL,
                                                c_handle]),
@@ -219,6 +225,37 @@ class CudaStreamOrderedMemory:
                 self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
                            what=f"cuMemFreeAsync({pointer:#x})")
         return True
+
+    def release_cached_memory(self) -> int:
+        """Give back to the driver the memory arrayport's pools keep: each pool's held blocks
+        returned (one synchronization of the devices that may read them), their frees run
+        (a synchronization of the pool's device), then the pool trimmed to nothing
+        (``cuMemPoolTrimTo``): what its results still use stays. Bytes the pools reserved
+        before less after (0 where the driver cannot say). Pools never made are not made."""
+        with self._result_pools_lock:
+            pools = [pool for pool in self._result_pools.get(self.library, {}).values()
+                     if pool is not None]
+        released = 0
+        for pool in pools:
+            before = self._reserved(pool)
+            self._return_held(pool, pool.take())
+            with self.on_device(pool.ordinal):
+                self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a trim)")
+                trim = self._optional("cuMemPoolTrimTo")
+                if trim is not None:
+                    self.library.check(trim(pool.handle, 0), "cuMemPoolTrimTo(0)")
+            released += max(before - self._reserved(pool), 0)
+        return released
+
+    def _reserved(self, pool: _ResultPool) -> int:
+        """The bytes ``pool`` reserves from the driver, in use or not; 0 where the driver
+        cannot say."""
+        ask = self._optional("cuMemPoolGetAttribute")
+        value = ctypes.c_uint64(0)
+        if ask is None or ask(pool.handle, _CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                              ctypes.byref(value)) != 0:
+            return 0
+        return value.value
 
     def held_results(self) -> int:
         """How many dead results' blocks wait to go back to arrayport's pools: memory the
