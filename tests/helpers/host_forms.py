@@ -154,6 +154,7 @@ NOT_HOST_READERS = {
     "implicit_sync_enabled": "a setting", "no_implicit_sync": "a setting",
     "set_implicit_sync": "a setting", "get_include": "a path",
     "empty_shared": "makes new host memory and reads none",
+    "release_device_memory": "returns device memory to the driver and reads none",
     "explain": "runs the conversion it explains up to the first copy and reads no data; "
                "the conversion's own waits are its converter's, tested as that door",
 }
