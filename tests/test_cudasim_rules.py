@@ -725,5 +725,24 @@ def test_trimming_a_pool_frees_only_blocks_whose_free_has_run(pool, sim):
     assert pool.cuMemPoolTrimTo(own, 0) == INVALID_HANDLE     # a destroyed pool
 
 
+def test_trimming_a_pool_keeps_at_least_what_it_is_asked_to_keep(pool):
+    # "the pool will be guaranteed to have at least minBytesToKeep bytes reserved after the
+    # operation" (cuMemPoolTrimTo): a block whose release would go below stays.
+    pool.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
+    status, own = create_pool(pool)
+    assert status == SUCCESS
+    blocks = [alloc_from(pool, 4096, own, None) for _ in range(3)]
+    for block in blocks:
+        assert pool.cuMemFreeAsync(block, None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS
+    three = reserved_by(pool, own)
+    one = three // 3
+    assert pool.cuMemPoolTrimTo(own, one + 1) == SUCCESS
+    assert reserved_by(pool, own) == 2 * one          # not one block: that is below the keep
+    assert pool.cuMemPoolTrimTo(own, one) == SUCCESS
+    assert reserved_by(pool, own) == one
+    assert pool.cuMemPoolDestroy(own) == SUCCESS
+
+
 def test_pool_tests_leave_nothing_in_use(sim):
     assert sim.live()[0] == 0

@@ -25,7 +25,7 @@ from on_simulator import needs_two_devices  # noqa: E402
 from copy_layouts import copy_layouts  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402
 from on_simulator import nothing_leaks, without_kernels  # noqa: E402,F401
-from on_simulator import needs_simulator, simulator, slow_streams  # noqa: E402,F401
+from on_simulator import SIMULATED, needs_simulator, simulator, slow_streams  # noqa: E402,F401
 from sim_arrays import Stream  # noqa: E402
 
 
@@ -288,8 +288,10 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
 def test_release_device_memory_gives_back_what_the_pool_keeps_and_spares_live_results(
         held_budget, nothing_leaks):
     # ap.release_device_memory() (like torch.cuda.empty_cache()): held blocks go back, the
-    # pool is trimmed to what live results use, and the bytes given back are said. On the
-    # simulator and on a GPU alike: the pool's reserved bytes are the driver's answer.
+    # pool is trimmed to what live results use, and the bytes given back are said. The
+    # pool's reserved bytes are the driver's answer. How a GPU's pool lays blocks out in
+    # its chunks is its own (dead blocks sharing a chunk with the live one cannot go), so
+    # the bytes of each step are checked on the simulator, the end (nothing) everywhere.
     driver = cuda_driver.driver
     ap.view(np.zeros(1)).copy(device="cuda:0")       # the pool, made
     held_budget(1 << 40)                              # deaths alone return nothing
@@ -305,8 +307,10 @@ def test_release_device_memory_gives_back_what_the_pool_keeps_and_spares_live_re
     assert reserved >= 4 * values.nbytes
     released = ap.release_device_memory()
     assert driver.held_results() == 0
-    assert released == reserved - driver._reserved(pool) >= 3 * values.nbytes
-    assert driver._reserved(pool) >= values.nbytes  # the live result's block stays
+    assert released == reserved - driver._reserved(pool)
+    if SIMULATED:
+        assert released >= 3 * values.nbytes
+        assert driver._reserved(pool) >= values.nbytes  # the live result's block stays
     assert ap.to_numpy(live.copy(device="cpu")).tolist() == values.tolist()
     del live
     gc.collect()

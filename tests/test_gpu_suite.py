@@ -25,28 +25,51 @@ TESTS = Path(__file__).resolve().parent
 HUNG_AFTER_S = 300
 
 
-def run_gpu_suite(arguments, env):
-    """`pytest -m gpu` over every test_gpu_*.py in a process of its own, faulthandler on. A
-    child still running after HUNG_AFTER_S (a hang, at exit too: CI once waited 15 minutes on
-    an event of a destroyed stream) gets SIGABRT, so that its output ends with every thread's
-    Python stack, and the test fails with it."""
+def run_gpu_suite(arguments, env, log_folder):
+    """`pytest -m gpu` over every test_gpu_*.py in a process of its own, faulthandler on, its
+    output in files of ``log_folder`` (nothing lost whatever happens to the child). A child
+    still running after HUNG_AFTER_S (a hang, at exit too: CI once waited 15 minutes on an
+    event of a destroyed stream) gets SIGABRT, so that its output ends with every thread's
+    Python stack, then SIGKILL, its process group with it; and the test fails with that."""
     command = [sys.executable, "-X", "faulthandler", "-m", "pytest", "-m", "gpu", "-q",
                "-p", "no:cacheprovider", *arguments,
                *sorted(str(path) for path in TESTS.glob("test_gpu_*.py")
                        if path.name != "test_gpu_suite.py")]
-    child = subprocess.Popen(command, cwd=TESTS.parent, env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        stdout, stderr = child.communicate(timeout=HUNG_AFTER_S)
-    except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGABRT)
+    stdout_path, stderr_path = log_folder / "stdout.txt", log_folder / "stderr.txt"
+    with open(stdout_path, "w") as stdout, open(stderr_path, "w") as stderr:
+        child = subprocess.Popen(command, cwd=TESTS.parent, env=env, stdout=stdout,
+                                 stderr=stderr, start_new_session=True,
+                                 preexec_fn=_no_core_file)
         try:
-            stdout, stderr = child.communicate(timeout=30)
-        finally:
-            child.kill()
+            child.wait(timeout=HUNG_AFTER_S)
+            hung = False
+        except subprocess.TimeoutExpired:
+            hung = True
+            _signal_group(child, signal.SIGABRT)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(child, signal.SIGKILL)
+            child.wait()
+    out, err = stdout_path.read_text(), stderr_path.read_text()
+    if hung:
         pytest.fail(f"the GPU suite still ran after {HUNG_AFTER_S} s; its end and stacks:\n"
-                    + stdout[-3000:] + stderr[-8000:])
-    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+                    + out[-3000:] + err[-8000:])
+    return subprocess.CompletedProcess(command, child.returncode, out, err)
+
+
+def _no_core_file():
+    """In the child, before it runs: an abort writes no core file into the checkout."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _signal_group(child, signal_number):
+    try:
+        os.killpg(child.pid, signal_number)
+    except ProcessLookupError:   # it ended meanwhile
+        pass
 
 
 def test_the_gpu_suite_passes_on_the_simulator_and_releases_everything(tmp_path):
@@ -57,7 +80,7 @@ def test_the_gpu_suite_passes_on_the_simulator_and_releases_everything(tmp_path)
         pytest.skip(cudasim.unavailable())
     report = tmp_path / "unreleased.txt"
     env = dict(os.environ, CUDASIM_REPORT=str(report), ARRAYPORT_GPU="simulator")
-    run = run_gpu_suite(["-W", "error::pytest.PytestUnraisableExceptionWarning"], env)
+    run = run_gpu_suite(["-W", "error::pytest.PytestUnraisableExceptionWarning"], env, tmp_path)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", summary).group(1))
@@ -65,7 +88,7 @@ def test_the_gpu_suite_passes_on_the_simulator_and_releases_everything(tmp_path)
     assert not report.exists(), report.read_text()
 
 
-def test_the_hardware_mode_runs_on_a_driver_without_the_simulators_controls():
+def test_the_hardware_mode_runs_on_a_driver_without_the_simulators_controls(tmp_path):
     """ARRAYPORT_GPU=hardware, the GPU suite's mode for a real GPU, run against the simulator
     built as a plain driver library (its counters and delays not exported) and found as a
     GPU's libcuda.so.1 is, through the library path: every test that needs the simulator's
@@ -80,7 +103,7 @@ def test_the_hardware_mode_runs_on_a_driver_without_the_simulators_controls():
     env.update(ARRAYPORT_GPU="hardware",
                LD_LIBRARY_PATH=os.pathsep.join(filter(None, [os.path.dirname(path),
                                                              env.get("LD_LIBRARY_PATH")])))
-    run = run_gpu_suite(["-rs"], env)
+    run = run_gpu_suite(["-rs"], env, tmp_path)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert int(re.search(r"(\d+) passed", summary).group(1)) >= 150, summary

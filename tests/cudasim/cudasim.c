@@ -92,7 +92,10 @@ struct CUstream_st {
     op *head, *tail;
     pthread_t worker;
     int stopping;
-    struct CUstream_st *next;         /* every stream, for the legacy rule and the report */
+    struct CUstream_st *next;         /* every stream, for the legacy rule and the report;
+                                         kept as it was when the stream leaves the list, so
+                                         that a walk waiting on it still reaches the rest */
+    struct CUstream_st *gone_next;    /* the streams going with a context, then `retired` */
 };
 
 struct CUevent_st {
@@ -140,10 +143,12 @@ typedef struct allocation {
     struct CUmemPoolHandle_st *pool;  /* whose block it is: reused only by that pool */
     size_t capacity;                  /* the bytes a pooled block can hold */
     struct CUstream_st *freed_on;
-    unsigned long generation;         /* new at each reuse: a late free names the old one */
+    unsigned long generation;         /* new at each reuse, unique in the process: a late
+                                         free names the old block, even at a reused address */
     struct allocation *next;
 } allocation;
 enum { POOL_LIVE, POOL_FREEING, POOL_FREE };
+static unsigned long generations;     /* the last pooled block generation given (lock held) */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
@@ -259,7 +264,7 @@ static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int 
 static void retire(struct CUstream_st *s) {
     s->magic = 0;
     s->stopping = 1;
-    s->next = retired;
+    s->gone_next = retired;
     retired = s;
 }
 
@@ -1137,7 +1142,7 @@ static void reset_context(struct CUctx_st *ctx) {
         if (s->ctx != ctx) { link = &s->next; continue; }
         *link = s->next;
         s->stopping = 1;
-        s->next = gone;
+        s->gone_next = gone;
         gone = s;
     }
     ctx->legacy = NULL;
@@ -1147,7 +1152,7 @@ static void reset_context(struct CUctx_st *ctx) {
     pthread_mutex_unlock(&lock);
     while (gone) {
         struct CUstream_st *s = gone;
-        gone = s->next;
+        gone = s->gone_next;
         pthread_join(s->worker, NULL);
         pthread_mutex_lock(&lock);
         retire(s);
@@ -1190,7 +1195,7 @@ static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
         if (a->pool_state == POOL_FREE || a->freed_on == s) {
             a->pool_state = POOL_LIVE;
             a->size = bytesize;
-            a->generation++;
+            a->generation = ++generations;
             a->freed_on = NULL;
             __atomic_add_fetch(&counters[COUNT_POOL_REUSES], 1, __ATOMIC_RELAXED);
             *dptr = a->base;
@@ -1207,6 +1212,7 @@ static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
     allocation *a = find(address, 1);
     a->pooled = 1;
     a->pool = pool;
+    a->generation = ++generations;
     pthread_mutex_unlock(&lock);
     *dptr = address;
     return CUDA_SUCCESS;
@@ -1369,8 +1375,9 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_a
     return CUDA_SUCCESS;
 }
 
-/* The driver's rule: the pool's free blocks go back until it reserves no more than `keep`
- * bytes; blocks in use, and those whose stream-ordered free has not run, stay. */
+/* The driver's rule: the pool's free blocks go back while it reserves more than `keep`
+ * bytes, and never below `keep` (a block whose release would go below stays); blocks in use,
+ * and those whose stream-ordered free has not run, stay. */
 SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     COUNT(cuMemPoolTrimTo);
     REQUIRE_INIT();
@@ -1382,7 +1389,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
         if (a->pooled && a->pool == p) reserved += a->capacity;
     for (allocation **link = &allocations; *link && reserved > keep;) {
         allocation *a = *link;
-        if (!(a->pooled && a->pool == p && a->pool_state == POOL_FREE)) {
+        if (!(a->pooled && a->pool == p && a->pool_state == POOL_FREE) ||
+            reserved - a->capacity < keep) {
             link = &a->next;
             continue;
         }

@@ -231,20 +231,23 @@ class CudaStreamOrderedMemory:
         returned (one synchronization of the devices that may read them), their frees run
         (a synchronization of the pool's device), then the pool trimmed to nothing
         (``cuMemPoolTrimTo``): what its results still use stays. Bytes the pools reserved
-        before less after (0 where the driver cannot say). Pools never made are not made."""
-        with self._result_pools_lock:
-            pools = [pool for pool in self._result_pools.get(self.library, {}).values()
-                     if pool is not None]
+        before less after (0 where the driver cannot say; approximate while other threads
+        copy meanwhile). Pools never made are not made. Holds the pools' lock throughout,
+        so that the driver's close cannot destroy a pool under it (copies on other threads
+        that need a pool wait for it too)."""
         released = 0
-        for pool in pools:
-            before = self._reserved(pool)
-            self._return_held(pool, pool.take())
-            with self.on_device(pool.ordinal):
-                self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a trim)")
-                trim = self._optional("cuMemPoolTrimTo")
-                if trim is not None:
-                    self.library.check(trim(pool.handle, 0), "cuMemPoolTrimTo(0)")
-            released += max(before - self._reserved(pool), 0)
+        with self._result_pools_lock:
+            for pool in self._result_pools.get(self.library, {}).values():
+                if pool is None or pool.closed:
+                    continue
+                before = self._reserved(pool)
+                self._return_held(pool, pool.take())
+                with self.on_device(pool.ordinal):
+                    self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a trim)")
+                    trim = self._optional("cuMemPoolTrimTo")
+                    if trim is not None:
+                        self.library.check(trim(pool.handle, 0), "cuMemPoolTrimTo(0)")
+                released += max(before - self._reserved(pool), 0)
         return released
 
     def _reserved(self, pool: _ResultPool) -> int:
@@ -339,13 +342,13 @@ class CudaStreamOrderedMemory:
         """Destroy arrayport's pools (at the driver's close), their held blocks returned
         first: their idle blocks go back at once; a block still in use goes when it is
         freed (the driver's rule)."""
-        with self._result_pools_lock:
+        with self._result_pools_lock:   # not while release_cached_memory works on them
             pools = self._result_pools.pop(self.library, {})
-        for pool in pools.values():
-            if pool is not None:
-                pool.closed = True   # a result dying from now on is freed at once
-                try:
-                    self._return_held(pool, pool.take())
-                    self._optional("cuMemPoolDestroy")(pool.handle)
-                except Exception:   # at exit: the library may be gone
-                    pass
+            for pool in pools.values():
+                if pool is not None:
+                    pool.closed = True   # a result dying from now on is freed at once
+                    try:
+                        self._return_held(pool, pool.take())
+                        self._optional("cuMemPoolDestroy")(pool.handle)
+                    except Exception:   # at exit: the library may be gone
+                        pass
