@@ -744,5 +744,37 @@ def test_trimming_a_pool_keeps_at_least_what_it_is_asked_to_keep(pool):
     assert pool.cuMemPoolDestroy(own) == SUCCESS
 
 
+def test_a_device_runs_out_of_memory_counting_its_pools_blocks(pool, sim):
+    # Past the device's memory an allocation fails with CUDA_ERROR_OUT_OF_MEMORY (2), as a
+    # driver's does; a pool's free block is still the pool's (reserved), until trimmed.
+    OUT_OF_MEMORY = 2
+    pool.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
+    pool.cuMemGetInfo_v2.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS
+    used = total.value - free.value
+    status, own = create_pool(pool)
+    assert status == SUCCESS
+    sim.set_device_memory(used + 3 * 4096)
+    try:
+        assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS
+        assert (total.value, free.value) == (used + 3 * 4096, 3 * 4096)
+        first, second = alloc(pool, 4096), alloc_from(pool, 4096, own, None)
+        out = u64()
+        assert pool.cuMemAlloc_v2(ctypes.byref(out), 8192) == OUT_OF_MEMORY
+        assert pool.cuMemFreeAsync(second, None) == SUCCESS
+        assert pool.cuCtxSynchronize() == SUCCESS
+        assert pool.cuMemAlloc_v2(ctypes.byref(out), 8192) == OUT_OF_MEMORY   # the pool's
+        assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
+        assert pool.cuMemAlloc_v2(ctypes.byref(out), 8192) == SUCCESS
+        for block in (first, out.value):
+            assert pool.cuMemFree_v2(block) == SUCCESS
+    finally:
+        sim.set_device_memory(0)
+        pool.cuMemPoolDestroy(own)
+    assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS
+    assert total.value == 16 << 30
+
+
 def test_pool_tests_leave_nothing_in_use(sim):
     assert sim.live()[0] == 0

@@ -7,6 +7,7 @@ wrong stream, context or handle is the driver's error, as on a GPU."""
 
 import ctypes
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -283,6 +284,100 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
     assert refusals and driver.held_results() == 0
     assert contents(copy) == np.arange(32.0).tobytes()
     del copy, source
+
+
+def device_memory_in_use(ordinal=0):
+    """The bytes the driver says device ``ordinal`` has allocated (cuMemGetInfo)."""
+    library = cuda_driver.driver.library.get()
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    with cuda_driver.driver.on_device(ordinal):
+        assert library.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == 0
+    return total.value - free.value
+
+
+@needs_simulator
+def test_a_device_out_of_memory_gets_the_held_blocks_back_for_a_copy_on_another_stream(
+        streams, held_budget, nothing_leaks):
+    # A real out-of-memory (the simulator's device made just too small): the held blocks go
+    # back in the legacy stream's order, and the device finishes its work before the retry,
+    # so that the copy, on a stream of its own, gets one of them — a block freed in one
+    # stream's order is not another stream's until the free has run, and a retry at once
+    # failed for want of memory again.
+    values = np.arange(1 << 17, dtype=np.float64)          # 1 MiB
+    source = device_array(values)
+    consumer = int(streams.consumer)
+    source.copy(stream=consumer)                            # the pool, made
+    held_budget(1 << 40)                                    # deaths alone return nothing
+    ap.release_device_memory()
+    simulator.set_device_memory(device_memory_in_use() + 3 * values.nbytes
+                                + values.nbytes // 2)
+    try:
+        for _ in range(3):
+            source.copy(stream=consumer)                    # the device, full of held blocks
+        gc.collect()
+        assert cuda_driver.driver.held_results() == 3
+        before = simulator.counters()
+        copy = source.copy(stream=consumer)
+        counts = {name: simulator.counters()[name] - before[name] for name in before}
+        assert counts["cuMemAllocFromPoolAsync"] == 2 and counts["pool_reuses"] == 1
+        assert cuda_driver.driver.held_results() == 0
+        assert contents(copy) == values.tobytes()
+        del copy
+    finally:
+        simulator.set_device_memory(0)
+    del source
+
+
+@needs_simulator
+def test_out_of_memory_waits_for_a_return_under_way_on_another_thread(streams, held_budget,
+                                                                      nothing_leaks):
+    # Another thread has taken the held blocks and is returning them (waiting for the
+    # device) when this thread's copy is refused memory: the copy waits for that return,
+    # then for the device, and gets a block — it once found nothing held and failed.
+    values = np.arange(1 << 17, dtype=np.float64)          # 1 MiB
+    source = device_array(values)
+    consumer = int(streams.consumer)
+    source.copy(stream=consumer)
+    held_budget(1 << 40)
+    ap.release_device_memory()
+    driver = cuda_driver.driver
+    pool = driver._result_pool(0)
+    simulator.set_device_memory(device_memory_in_use() + 3 * values.nbytes
+                                + values.nbytes // 2)
+    taken, go, outcome = threading.Event(), threading.Event(), []
+
+    def returner():             # a return under way: taken, its frees not yet enqueued
+        with pool.returning():
+            blocks = pool.take()
+            taken.set()
+            go.wait(10)
+            driver._return_held(pool, blocks)
+
+    def copier():
+        try:
+            outcome.append(source.copy(stream=consumer))
+        except BufferError as error:
+            outcome.append(error)
+    try:
+        for _ in range(3):
+            source.copy(stream=consumer)
+        gc.collect()
+        assert driver.held_results() == 3
+        threads = [threading.Thread(target=returner), threading.Thread(target=copier)]
+        threads[0].start()
+        assert taken.wait(10)
+        threads[1].start()
+        threads[1].join(0.3)                   # refused, and waiting for the return
+        assert threads[1].is_alive() and not outcome
+        go.set()
+        for thread in threads:
+            thread.join(20)
+        assert len(outcome) == 1 and isinstance(outcome[0], ap.View), outcome
+        assert contents(outcome[0]) == values.tobytes()
+        outcome.clear()
+    finally:
+        go.set()
+        simulator.set_device_memory(0)
 
 
 def test_release_device_memory_gives_back_what_the_pool_keeps_and_spares_live_results(

@@ -438,6 +438,11 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute 
 
 /* Each simulated device's memory, as reported (allocations are not limited by it). */
 #define DEVICE_MEMORY ((size_t)16 << 30)
+/* Each device's memory: DEVICE_MEMORY, or less where cudasim_set_device_memory says (so that
+ * a test can run a device out of memory). Device allocations past it fail with
+ * CUDA_ERROR_OUT_OF_MEMORY, as a driver's do; a pool's blocks count whether in use or not
+ * (the pool reserves them). */
+static size_t device_memory = DEVICE_MEMORY;
 
 static CUresult device_uuid(CUuuid *uuid, CUdevice device) {
     REQUIRE_INIT();
@@ -464,7 +469,7 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice device) {
     REQUIRE_INIT();
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = DEVICE_MEMORY;
+    *bytes = device_memory;
     return CUDA_SUCCESS;
 }
 
@@ -581,6 +586,14 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
 
 static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, uintptr_t *out);
 
+/* The bytes of device `device` allocated, pools' blocks in use or not (caller holds the lock). */
+static size_t device_memory_used(int device) {
+    size_t used = 0;
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->kind == MEM_DEVICE && a->device == device) used += a->capacity;
+    return used;
+}
+
 static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
     return allocate_in(current(), kind, size, out);
 }
@@ -607,6 +620,13 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, ui
     a->device = kind == MEM_DEVICE ? ctx->device : 0;
     a->ctx = ctx;
     pthread_mutex_lock(&lock);
+    if (kind == MEM_DEVICE && device_memory_used(a->device) + size > device_memory) {
+        pthread_mutex_unlock(&lock);
+        free(a->bytes);
+        munmap(base, reserved);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     a->next = allocations;
     allocations = a;
     pthread_mutex_unlock(&lock);
@@ -693,13 +713,11 @@ SIM_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total_bytes
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
-    size_t used = 0;
     pthread_mutex_lock(&lock);
-    for (allocation *a = allocations; a; a = a->next)
-        if (a->kind == MEM_DEVICE && a->device == ctx->device) used += a->size;
+    size_t used = device_memory_used(ctx->device);
     pthread_mutex_unlock(&lock);
-    *total_bytes = DEVICE_MEMORY;
-    *free_bytes = used < DEVICE_MEMORY ? DEVICE_MEMORY - used : 0;
+    *total_bytes = device_memory;
+    *free_bytes = used < device_memory ? device_memory - used : 0;
     return CUDA_SUCCESS;
 }
 
@@ -1844,6 +1862,13 @@ SIM_CONTROL int cudasim_counters(const char **names, long *values, int n) {
 }
 
 SIM_CONTROL void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
+
+/* Every device's memory, in bytes (0: back to DEVICE_MEMORY). */
+SIM_CONTROL void cudasim_set_device_memory(long bytes) {
+    pthread_mutex_lock(&lock);
+    device_memory = bytes > 0 ? (size_t)bytes : DEVICE_MEMORY;
+    pthread_mutex_unlock(&lock);
+}
 
 SIM_CONTROL void cudasim_set_max_pitch(long bytes) {
     max_pitch = bytes > 0 && bytes <= 2147483647 ? (size_t)bytes : 2147483647u;

@@ -83,6 +83,7 @@ class Simulator:
                                                ctypes.POINTER(ctypes.c_long), ctypes.c_int]
         self.cuda.cudasim_set_delay_us.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_max_pitch.argtypes = [ctypes.c_long]
+        self.cuda.cudasim_set_device_memory.argtypes = [ctypes.c_long]
         self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
         self.cuda.cudasim_live_modules.restype = ctypes.c_long
 
@@ -98,6 +99,11 @@ class Simulator:
     def set_max_pitch(self, nbytes: int) -> None:
         """Every device's maximum 2-D copy pitch (0: back to a GPU's 2**31 - 1)."""
         self.cuda.cudasim_set_max_pitch(nbytes)
+
+    def set_device_memory(self, nbytes: int) -> None:
+        """Every device's memory (0: back to 16 GiB): device allocations past it fail with
+        CUDA_ERROR_OUT_OF_MEMORY, a pool's blocks counted whether in use or not."""
+        self.cuda.cudasim_set_device_memory(nbytes)
 
     def live(self) -> tuple[int, int, int]:
         """(allocations, events, user streams) not released."""

@@ -15,7 +15,8 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
   so no consumer's pending kernel can read a block the pool has given to someone else. That
   wait is paid once for many blocks: when a result's last View goes, its block is *held*
   (the host does not wait); when the blocks held reach a budget (``HELD_FRACTION`` of the
-  device's memory), or an allocation from the pool fails for want of memory, or the driver
+  device's memory), or an allocation from the pool fails for want of memory (which then
+  waits for every return under way and for the device, and tries once more), or the driver
   closes, one synchronization of those devices returns every held block to the pool. Where
   the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
 
@@ -26,8 +27,10 @@ to the driver on request: ``release_cached_memory``, behind ``ap.release_device_
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import threading
+import time
 import weakref
 
 from arrayport.gpu.library import OwnedMemory, c_address, c_handle, c_size
@@ -51,6 +54,9 @@ _POOL_KEEPS_FRACTION = 8
 # host once per 1,280 results instead of once per result).
 HELD_FRACTION = 64
 _CUDA_ERROR_OUT_OF_MEMORY = 2
+# How long an allocation refused for want of memory waits for another thread's return of
+# held blocks (its wait for the devices' work, then its frees) before failing as it is.
+_RETURN_WAIT_S = 10.0
 
 
 class _MemLocation(ctypes.Structure):
@@ -101,13 +107,16 @@ class _ResultPool:
     early or late, never return a block twice or lose one."""
 
     __slots__ = ("handle", "readers", "device_memory", "closed", "_held", "_held_bytes",
-                 "__weakref__")
+                 "_returning", "__weakref__")
 
     def __init__(self, handle: int, readers: tuple[int, ...], device_memory: int):
         self.handle, self.readers, self.device_memory = handle, readers, device_memory
         self.closed = False   # destroyed with the driver: a block dying later goes at once
         self._held: collections.deque[int] = collections.deque()
         self._held_bytes = 0
+        # One entry per return under way (taken, not yet freed), on any thread: a deque,
+        # for the same reason as _held (no lock a finalizer could re-enter).
+        self._returning: collections.deque[None] = collections.deque()
 
     @property
     def ordinal(self) -> int:
@@ -134,6 +143,18 @@ class _ResultPool:
 
     def held(self) -> int:
         return len(self._held)
+
+    @contextlib.contextmanager
+    def returning(self):
+        """Around a return of taken blocks: ``returns_under_way`` counts it."""
+        self._returning.append(None)
+        try:
+            yield
+        finally:
+            self._returning.pop()
+
+    def returns_under_way(self) -> int:
+        return len(self._returning)
 
 
 class CudaStreamOrderedMemory:
@@ -203,7 +224,8 @@ class CudaStreamOrderedMemory:
         address = c_address(0)
         with self.on_device(ordinal):
             status = allocate(ctypes.byref(address), max(nbytes, 1), pool.handle, stream)
-            if status == _CUDA_ERROR_OUT_OF_MEMORY and self._return_held(pool, pool.take()):
+            if status == _CUDA_ERROR_OUT_OF_MEMORY:
+                self._make_room(pool)
                 status = allocate(ctypes.byref(address), max(nbytes, 1), pool.handle, stream)
             self.library.check(status, f"cuMemAllocFromPoolAsync({nbytes})")
 
@@ -217,14 +239,29 @@ class CudaStreamOrderedMemory:
         goes back in the legacy stream's order. Whether there were any."""
         if not blocks:
             return False
-        for device in pool.readers:
-            with self.on_device(device):
-                self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
-        with self.on_device(pool.ordinal):
-            for pointer in blocks:
-                self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
-                           what=f"cuMemFreeAsync({pointer:#x})")
+        with pool.returning():
+            for device in pool.readers:
+                with self.on_device(device):
+                    self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
+            with self.on_device(pool.ordinal):
+                for pointer in blocks:
+                    self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
+                               what=f"cuMemFreeAsync({pointer:#x})")
         return True
+
+    def _make_room(self, pool: _ResultPool) -> None:
+        """After the driver refused ``pool`` an allocation for want of memory, the room for
+        one more try (on the pool's device, current): the held blocks go back; a return
+        under way on another thread is waited for (up to _RETURN_WAIT_S); then the device
+        finishes its work, so that every free enqueued, this thread's or another's, has run
+        and its block is the pool's for any stream — a block freed in one stream's order is
+        not another stream's until then, and a retry at once failed again. Host waits, on a
+        path that was about to fail."""
+        self._return_held(pool, pool.take())
+        deadline = time.monotonic() + _RETURN_WAIT_S
+        while pool.returns_under_way() and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a retry)")
 
     def release_cached_memory(self) -> int:
         """Give back to the driver the memory arrayport's pools keep: each pool's held blocks
