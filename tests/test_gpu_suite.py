@@ -31,15 +31,17 @@ def run_gpu_suite(arguments, env, log_folder):
     still running after HUNG_AFTER_S (a hang, at exit too: CI once waited 15 minutes on an
     event of a destroyed stream) gets SIGABRT, so that its output ends with every thread's
     Python stack, then SIGKILL, its process group with it; and the test fails with that."""
-    command = [sys.executable, "-X", "faulthandler", "-m", "pytest", "-m", "gpu", "-q",
+    # Through sh, for `ulimit -c 0`: an abort writes no core file into the checkout (a
+    # preexec_fn would run Python's fork hooks, which JAX, imported here, warns about).
+    command = ["sh", "-c", 'ulimit -c 0; exec "$0" "$@"',
+               sys.executable, "-X", "faulthandler", "-m", "pytest", "-m", "gpu", "-q",
                "-p", "no:cacheprovider", *arguments,
                *sorted(str(path) for path in TESTS.glob("test_gpu_*.py")
                        if path.name != "test_gpu_suite.py")]
     stdout_path, stderr_path = log_folder / "stdout.txt", log_folder / "stderr.txt"
     with open(stdout_path, "w") as stdout, open(stderr_path, "w") as stderr:
         child = subprocess.Popen(command, cwd=TESTS.parent, env=env, stdout=stdout,
-                                 stderr=stderr, start_new_session=True,
-                                 preexec_fn=_no_core_file)
+                                 stderr=stderr, start_new_session=True)
         try:
             child.wait(timeout=HUNG_AFTER_S)
             hung = False
@@ -57,12 +59,6 @@ def run_gpu_suite(arguments, env, log_folder):
         pytest.fail(f"the GPU suite still ran after {HUNG_AFTER_S} s; its end and stacks:\n"
                     + out[-3000:] + err[-8000:])
     return subprocess.CompletedProcess(command, child.returncode, out, err)
-
-
-def _no_core_file():
-    """In the child, before it runs: an abort writes no core file into the checkout."""
-    import resource
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _signal_group(child, signal_number):
