@@ -16,8 +16,10 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
   wait is paid once for many blocks: when a result's last View goes, its block is *held*
   (the host does not wait); when the blocks held reach a budget (``HELD_FRACTION`` of the
   device's memory), or an allocation from the pool fails for want of memory (which then
-  waits for every return under way and for the device, and tries once more), or the driver
-  closes, one synchronization of those devices returns every held block to the pool. Where
+  waits for the returns under way and for the device, and tries again; then trims the pool
+  and tries once more — staging allocations refused memory do the same with the pool), or
+  the driver closes, one synchronization of those devices returns every held block to the
+  pool. Where
   the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
 
 What the pools keep (held blocks, and idle memory up to their release threshold) goes back
@@ -114,9 +116,10 @@ class _ResultPool:
         self.closed = False   # destroyed with the driver: a block dying later goes at once
         self._held: collections.deque[int] = collections.deque()
         self._held_bytes = 0
-        # One entry per return under way (taken, not yet freed), on any thread: a deque,
-        # for the same reason as _held (no lock a finalizer could re-enter).
-        self._returning: collections.deque[None] = collections.deque()
+        # A token per return under way (taken, not yet freed), on any thread: a deque, for
+        # the same reason as _held (no lock a finalizer could re-enter); tokens, so that a
+        # waiter waits for the returns begun before it only.
+        self._returning: collections.deque[object] = collections.deque()
 
     @property
     def ordinal(self) -> int:
@@ -146,15 +149,26 @@ class _ResultPool:
 
     @contextlib.contextmanager
     def returning(self):
-        """Around a return of taken blocks: ``returns_under_way`` counts it."""
-        self._returning.append(None)
+        """Around a return of taken blocks: ``returns_under_way`` names it until it ends."""
+        token = object()
+        self._returning.append(token)
         try:
             yield
         finally:
-            self._returning.pop()
+            self._returning.remove(token)   # by identity: no Python code runs
 
-    def returns_under_way(self) -> int:
-        return len(self._returning)
+    def returns_under_way(self) -> tuple[object, ...]:
+        return tuple(self._returning)
+
+    def wait_for_returns(self, returns: tuple[object, ...], timeout: float) -> None:
+        """Until each of ``returns`` (from ``returns_under_way``) has ended, or ``timeout``
+        seconds. Polls (a short sleep, doubling): a lock here could be re-entered by a
+        finalizer's return on this thread."""
+        deadline, pause = time.monotonic() + timeout, 0.0002
+        while any(token in self._returning for token in returns) \
+                and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.005)
 
 
 class CudaStreamOrderedMemory:
@@ -199,10 +213,13 @@ class CudaStreamOrderedMemory:
         another device: an ordinary allocation."""
         if not (self._has_memory_pools(ordinal) and self.stream_is_on(stream, ordinal)):
             return self.allocate_device(ordinal, nbytes)
+        allocate = self._optional("cuMemAllocAsync")
         address = c_address(0)
         with self.on_device(ordinal):
-            self._call("cuMemAllocAsync", ctypes.byref(address), max(nbytes, 1), stream,
-                       what=f"cuMemAllocAsync({nbytes})")
+            # Refused for want of memory: arrayport's own pool on the device gives room.
+            status = self._with_room(self._made_pool(ordinal), lambda: allocate(
+                ctypes.byref(address), max(nbytes, 1), stream))
+            self.library.check(status, f"cuMemAllocAsync({nbytes})")
 
         def release(pointer: int) -> None:
             with self.on_device(ordinal):
@@ -223,10 +240,10 @@ class CudaStreamOrderedMemory:
         allocate = self._optional("cuMemAllocFromPoolAsync")
         address = c_address(0)
         with self.on_device(ordinal):
-            status = allocate(ctypes.byref(address), max(nbytes, 1), pool.handle, stream)
-            if status == _CUDA_ERROR_OUT_OF_MEMORY:
-                self._make_room(pool)
-                status = allocate(ctypes.byref(address), max(nbytes, 1), pool.handle, stream)
+            status = self._with_room(pool, lambda: allocate(
+                ctypes.byref(address), max(nbytes, 1), pool.handle, stream))
+            if status != 0 and pool.closed:   # the driver closed meanwhile (exit)
+                return self.allocate_device(ordinal, nbytes)
             self.library.check(status, f"cuMemAllocFromPoolAsync({nbytes})")
 
         def release(pointer: int) -> None:
@@ -249,19 +266,43 @@ class CudaStreamOrderedMemory:
                                what=f"cuMemFreeAsync({pointer:#x})")
         return True
 
+    def _with_room(self, pool: _ResultPool | None, attempt) -> int:
+        """``attempt()``'s driver status; where it is refused for want of memory, tried
+        again after each step that makes room in ``pool`` (arrayport's pool on the device
+        current; None: none made, nothing to give): its held blocks back and their frees
+        run (``_make_room``), then its idle memory back to the driver (``_trim``: a request
+        larger than any block the pool keeps needs memory the pool does not map). Host
+        waits, on a path that was about to fail."""
+        status = attempt()
+        for make_room in (self._make_room, self._trim):
+            if status != _CUDA_ERROR_OUT_OF_MEMORY or pool is None or pool.closed:
+                break
+            make_room(pool)
+            status = attempt()
+        return status
+
     def _make_room(self, pool: _ResultPool) -> None:
-        """After the driver refused ``pool`` an allocation for want of memory, the room for
-        one more try (on the pool's device, current): the held blocks go back; a return
-        under way on another thread is waited for (up to _RETURN_WAIT_S); then the device
+        """Room in ``pool`` (its device current): the held blocks go back; the returns under
+        way on other threads are waited for (up to _RETURN_WAIT_S); then the device
         finishes its work, so that every free enqueued, this thread's or another's, has run
         and its block is the pool's for any stream — a block freed in one stream's order is
-        not another stream's until then, and a retry at once failed again. Host waits, on a
-        path that was about to fail."""
+        not another stream's until then: a retry at once failed again."""
+        under_way = pool.returns_under_way()
         self._return_held(pool, pool.take())
-        deadline = time.monotonic() + _RETURN_WAIT_S
-        while pool.returns_under_way() and time.monotonic() < deadline:
-            time.sleep(0.0005)
-        self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a retry)")
+        pool.wait_for_returns(under_way, _RETURN_WAIT_S)
+        self._call("cuCtxSynchronize", what="cuCtxSynchronize (room in the pool)")
+
+    def _trim(self, pool: _ResultPool) -> None:
+        """``pool``'s idle memory back to the driver (its device current); what live
+        results use stays (``cuMemPoolTrimTo``). After ``_make_room``: the frees have run."""
+        trim = self._optional("cuMemPoolTrimTo")
+        if trim is not None:
+            self.library.check(trim(pool.handle, 0), "cuMemPoolTrimTo(0)")
+
+    def _made_pool(self, ordinal: int) -> _ResultPool | None:
+        """arrayport's pool on device ``ordinal`` if made and open, without making one."""
+        pool = self._result_pools.get(self.library, {}).get(ordinal)
+        return pool if pool is not None and not pool.closed else None
 
     def release_cached_memory(self) -> int:
         """Give back to the driver the memory arrayport's pools keep: each pool's held blocks
@@ -278,12 +319,9 @@ class CudaStreamOrderedMemory:
                 if pool is None or pool.closed:
                     continue
                 before = self._reserved(pool)
-                self._return_held(pool, pool.take())
                 with self.on_device(pool.ordinal):
-                    self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a trim)")
-                    trim = self._optional("cuMemPoolTrimTo")
-                    if trim is not None:
-                        self.library.check(trim(pool.handle, 0), "cuMemPoolTrimTo(0)")
+                    self._make_room(pool)
+                    self._trim(pool)
                 released += max(before - self._reserved(pool), 0)
         return released
 
