@@ -562,6 +562,7 @@ def pool(cuda, on_device):
     on_device(0)
     cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle]
     cuda.cuMemFreeAsync.argtypes = [u64, handle]
+    cuda.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
     return cuda
 
 
@@ -692,7 +693,6 @@ def reserved_by(cuda, pool):
 
 
 def test_trimming_a_pool_frees_only_blocks_whose_free_has_run(pool, sim):
-    pool.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
     status, own = create_pool(pool)
     assert status == SUCCESS
     slow = handle()
@@ -728,7 +728,6 @@ def test_trimming_a_pool_frees_only_blocks_whose_free_has_run(pool, sim):
 def test_trimming_a_pool_keeps_at_least_what_it_is_asked_to_keep(pool):
     # "the pool will be guaranteed to have at least minBytesToKeep bytes reserved after the
     # operation" (cuMemPoolTrimTo): a block whose release would go below stays.
-    pool.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
     status, own = create_pool(pool)
     assert status == SUCCESS
     blocks = [alloc_from(pool, 4096, own, None) for _ in range(3)]
@@ -748,7 +747,6 @@ def test_a_device_runs_out_of_memory_counting_its_pools_blocks(pool, sim):
     # Past the device's memory an allocation fails with CUDA_ERROR_OUT_OF_MEMORY (2), as a
     # driver's does; a pool's free block is still the pool's (reserved), until trimmed.
     OUT_OF_MEMORY = 2
-    pool.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
     pool.cuMemGetInfo_v2.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS

@@ -19,8 +19,7 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
   waits for the returns under way and for the device, and tries again; then trims the pool
   and tries once more — staging allocations refused memory do the same with the pool), or
   the driver closes, one synchronization of those devices returns every held block to the
-  pool. Where
-  the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
+  pool. Where the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
 
 What the pools keep (held blocks, and idle memory up to their release threshold) goes back
 to the driver on request: ``release_cached_memory``, behind ``ap.release_device_memory()``.
@@ -250,12 +249,12 @@ class CudaStreamOrderedMemory:
             self._return_held(pool, pool.hold(pointer, nbytes))
         return OwnedMemory(address.value, nbytes, release)
 
-    def _return_held(self, pool: _ResultPool, blocks: list[int]) -> bool:
+    def _return_held(self, pool: _ResultPool, blocks: list[int]) -> None:
         """Return held ``blocks`` to ``pool``: every device that may read them (its own, and
         the peers granted access) finishes its work first — the one host wait — then each
-        goes back in the legacy stream's order. Whether there were any."""
+        goes back in the legacy stream's order. No blocks: nothing, no wait."""
         if not blocks:
-            return False
+            return
         with pool.returning():
             for device in pool.readers:
                 with self.on_device(device):
@@ -264,7 +263,6 @@ class CudaStreamOrderedMemory:
                 for pointer in blocks:
                     self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
                                what=f"cuMemFreeAsync({pointer:#x})")
-        return True
 
     def _with_room(self, pool: _ResultPool | None, attempt) -> int:
         """``attempt()``'s driver status; where it is refused for want of memory, tried
