@@ -356,6 +356,26 @@ def test_a_request_larger_than_any_held_block_gets_the_pools_memory_trimmed_back
 
 
 @needs_simulator
+def test_a_request_no_room_can_serve_is_refused_with_the_drivers_error(streams, full_device,
+                                                                      nothing_leaks):
+    # Every step taken and still too little memory: a BufferError naming the allocation
+    # and the driver's error, the held blocks returned, nothing left allocated; the device
+    # serves again once it has the memory.
+    small = device_array(np.arange(1 << 17, dtype=np.float64))     # 1 MiB
+    huge = np.arange(1 << 19, dtype=np.float64)                    # 4 MiB
+    consumer = int(streams.consumer)
+    small.copy(stream=consumer)
+    full_device(small, consumer, 1, room=small.nbytes // 2)
+    with pytest.raises(BufferError, match=r"cuMemAllocFromPoolAsync\(4194304\) failed"):
+        ap.view(huge).copy(device="cuda:0", stream=consumer)
+    assert cuda_driver.driver.held_results() == 0
+    simulator.set_device_memory(0)
+    copy = ap.view(huge).copy(device="cuda:0", stream=consumer)
+    assert contents(copy) == huge.tobytes()
+    del copy, small
+
+
+@needs_simulator
 def test_a_staging_allocation_refused_memory_gets_room_from_arrayports_pool(
         streams, full_device, nothing_leaks):
     # A strided copy to the host stages its packed bytes in the device's default pool
@@ -365,8 +385,7 @@ def test_a_staging_allocation_refused_memory_gets_room_from_arrayports_pool(
     default = ctypes.c_void_p()
     with cuda_driver.driver.on_device(0):                   # the default pool's idle blocks: gone
         assert library.cuDeviceGetDefaultMemPool(ctypes.byref(default), 0) == 0
-        library.cuMemPoolTrimTo.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        assert library.cuMemPoolTrimTo(default, 0) == 0
+        assert cuda_driver.driver._optional("cuMemPoolTrimTo")(default, 0) == 0
     array = np.arange(256 * 512, dtype=np.float64).reshape(256, 512)
     source = device_array(array.T)                          # strided: staged on the device
     results = device_array(array)
