@@ -521,12 +521,16 @@ cdef View _view_from_arrow_capsules(object schema_capsule, object array_capsule,
     if not PyCapsule_IsValid(array_capsule, b"arrow_array"):
         raise BufferError(f"{protocol}: expected an 'arrow_array' capsule, got "
                           f"{type(array_capsule).__name__}")
-    layout = _arrow_layout(
-        <const APArrowSchema*>PyCapsule_GetPointer(schema_capsule, b"arrow_schema"), protocol,
-        tables)
-    return _view_from_arrow(
-        layout, <APArrowArray*>PyCapsule_GetPointer(array_capsule, b"arrow_array"),
-        APDL_CPU, 0, protocol)
+    cdef const APArrowSchema* schema = <const APArrowSchema*>PyCapsule_GetPointer(
+        schema_capsule, b"arrow_schema")
+    cdef APArrowArray* array = <APArrowArray*>PyCapsule_GetPointer(array_capsule,
+                                                                 b"arrow_array")
+    try:
+        layout = _arrow_layout(schema, protocol, tables)
+    except _ArrowTableDeferred:
+        _refuse_table_array_nulls(array, schema, protocol)    # read in place, not moved
+        raise
+    return _view_from_arrow(layout, array, APDL_CPU, 0, protocol)
 
 
 cdef View _view_from_arrow_device_capsules(object schema_capsule, object array_capsule,
@@ -580,7 +584,11 @@ cdef View _view_from_arrow_stream_capsule(object capsule, str protocol, bint tab
     try:
         _arrow_stream_call(&stream, stream.get_schema(&stream, &schema), "get_schema",
                            protocol)
-        layout = _arrow_layout(&schema, protocol, tables)
+        try:
+            layout = _arrow_layout(&schema, protocol, tables)
+        except _ArrowTableDeferred:
+            _refuse_table_nulls(&stream, &schema, protocol)
+            raise
         while True:
             array.release = NULL
             _arrow_stream_call(&stream, stream.get_next(&stream, &array), "get_next",
@@ -610,6 +618,60 @@ cdef View _view_from_arrow_stream_capsule(object capsule, str protocol, bint tab
 
 
 cdef char _ARROW_NO_VALUES[8]          # the address of an empty stream's (empty) values
+
+
+cdef int _refuse_table_nulls(APArrowArrayStream* stream, const APArrowSchema* schema,
+                             str protocol) except -1:
+    """Before a table is left to its ``__array__``: _refuse_table_array_nulls for each of
+    the stream's arrays (each released here)."""
+    cdef APArrowArray array
+    array.release = NULL
+    try:
+        while True:
+            _arrow_stream_call(stream, stream.get_next(stream, &array), "get_next", protocol)
+            if array.release == NULL:
+                return 0                                # the end: no null anywhere
+            _refuse_table_array_nulls(&array, schema, protocol)
+            array.release(&array)
+    finally:
+        if array.release != NULL:
+            array.release(&array)
+
+
+cdef int _refuse_table_array_nulls(const APArrowArray* array, const APArrowSchema* schema,
+                                   str protocol) except -1:
+    """Before a table (a struct array: a record batch) is left to its ``__array__`` —
+    NumPy's reading, which turns a null into NaN and an integer column into floats,
+    silently: a BufferError naming the first column that holds a null (host memory). A
+    row that is null as a whole (the struct's own bitmap) counts for every column."""
+    cdef const APArrowArray* column
+    cdef int64_t i, nulls
+    _check_arrow_array(array, 1, schema.n_children, "table's")
+    if schema.n_children and schema.children == NULL:
+        raise BufferError(f"{protocol}: the table's schema has no column schemas")
+    nulls = _arrow_nulls(array, array.offset, array.length)
+    for i in range(array.n_children):
+        column = array.children[i]
+        if column == NULL or column.release == NULL or column.length < 0 \
+                or column.offset < 0 or column.n_buffers < 0 \
+                or (column.n_buffers and column.buffers == NULL) \
+                or array.offset > column.length or array.length > column.length - array.offset:
+            raise BufferError(f"{protocol}: column {i} of the table is NULL, released, or "
+                              f"shorter than the table")
+        if column.n_buffers >= 1 and column.buffers[0] != NULL:
+            nulls += _arrow_nulls(column, column.offset + array.offset, array.length)
+        elif column.null_count > 0:                     # no bitmap: the null type ("n")
+            nulls += min(column.null_count, array.length)
+        if nulls:
+            name = schema.children[i].name if schema.children[i] != NULL \
+                and schema.children[i].name != NULL else b"?"
+            raise BufferError(
+                f"{protocol}: column {(<bytes>name).decode('utf-8', 'replace')!r} of the "
+                f"table holds {nulls} null{'s' if nulls != 1 else ''}; reading the table as "
+                f"one array (its __array__, as NumPy does) would turn them into NaN and "
+                f"integers into floats, so it is refused: fill them first (e.g. pyarrow's "
+                f"pc.fill_null) or take the columns one by one")
+    return 0
 
 
 cdef int _arrow_stream_call(APArrowArrayStream* stream, int status, str call,

@@ -12,9 +12,13 @@
 #   7. __array__ (the NumPy array it returns is kept alive);
 #   8. an Arrow stream (__arrow_c_stream__), for types without an Arrow array: after
 #      __array__, which is cheaper where it shares (Polars: 20x) and is the array's own
-#      shape (a table's stream is its columns); when __array__ can only copy (pyarrow's
-#      ChunkedArray always says so), the stream may still share (one chunk), else its
-#      NeedsCopy stands. A table is read as its column only from objects without __array__.
+#      shape (a table's stream is its columns). When __array__ cannot share (pyarrow's
+#      ChunkedArray never can; a Polars Series with nulls refuses), a column's stream
+#      decides: its View (one chunk), its NeedsCopy (several: joined by Arrow's rules, the
+#      type kept) or its refusal (nulls, booleans, strings), exactly as for an Arrow
+#      array; __array__'s copy, which would turn nulls into NaN, is never taken for it.
+#      A table's stream defers to __array__ (its (rows, columns) shape): a table is read
+#      as its column only from objects without __array__.
 #   Lazy and labelled arrays have their rules at __array__ and are never read through
 #   Arrow (xarray's stream is its table form, not its array).
 # NumPy masked arrays are checked first: one with any masked element is refused (TypeError)
@@ -252,6 +256,7 @@ cdef View _view(obj, stream):
         if result is not None:
             return result
     cdef tuple plan = _plan_for(obj)
+    cdef bint stream_next = plan[len(plan) - 1] == _P_ARROW_STREAM if plan else False
     array_copies = None           # __array__'s NeedsCopy, while a stream may still share
     for protocol in plan:
         try:
@@ -260,15 +265,20 @@ cdef View _view(obj, stream):
             # __array__ could only copy: when DLPack already refused, its refusal stands
             # (a converter resolving through __array__ would copy what DLPack would not
             # export, e.g. densify a sparse tensor); a producer's lazy bits stand anyway.
-            if protocol == _P_ARRAY and first_refusal is not None:
+            if protocol == _P_ARRAY and first_refusal is not None and not stream_next:
                 raise first_refusal
-            if protocol == _P_ARRAY and plan[len(plan) - 1] == _P_ARROW_STREAM:
+            if protocol == _P_ARRAY and stream_next:
                 array_copies = needs
                 continue
             raise
         except _ArrowTableDeferred:
             continue            # a table with __array__: its array was asked there
         except BufferError as refusal:
+            if protocol == _P_ARROW_STREAM:
+                # The stream read a column (a table defers above): its verdict stands over
+                # __array__'s, which could not share, and whose copy would turn nulls into
+                # NaN and integers into floats (pyarrow's ChunkedArray, Polars' Series).
+                raise
             if first_refusal is None or protocol == _P_ARROW:
                 # Of an Arrow object, Arrow's refusal names the type and what to do
                 # (nulls, strings), where its DLPack export's only says "not supported".
@@ -277,7 +287,9 @@ cdef View _view(obj, stream):
         if result is not None:
             return result
     if array_copies is not None:
-        raise array_copies
+        # A table's stream deferred to __array__, which can only copy: an earlier refusal
+        # (DLPack's) stands over that copy, as it does where no stream follows.
+        raise array_copies if first_refusal is None else first_refusal
     if first_refusal is not None:
         raise first_refusal
     tp = type(obj)

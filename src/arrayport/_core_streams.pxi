@@ -52,6 +52,19 @@ def implicit_sync_enabled():
 
 # ---- what a stream value means --------------------------------------------------------------
 
+# A stream handle is a pointer (cudaStream_t, hipStream_t): the largest value one can be.
+# Every stream value is checked against it at the door, so that no later driver call
+# (cuStreamGetCtx on a truncated value) is the first to see it.
+cdef object _STREAM_HANDLE_MAX = <object>(<uintptr_t>-1)
+
+
+cdef inline int _check_handle_range(object stream, str protocol) except -1:
+    if stream > _STREAM_HANDLE_MAX:
+        raise ValueError(f"{protocol}: stream {stream} is not a stream handle (a handle is a "
+                         f"pointer, at most {_STREAM_HANDLE_MAX:#x})")
+    return 0
+
+
 cdef object _stream_argument(stream):
     """A stream argument as a plain int (or None): an int, or the handle an object's
     ``__cuda_stream__()`` gives — cuda-core's protocol, answering (0, handle), with 1 and 2
@@ -87,6 +100,7 @@ def check_stream(stream, int32_t device_type):
     stream = _stream_argument(stream)
     if stream < -1:
         raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
+    _check_handle_range(stream, "dlpack")
     if cuda and stream == 0:
         raise ValueError("dlpack: stream 0 is ambiguous on CUDA and disallowed; use 1 (legacy "
                          "default stream), 2 (per-thread default stream) or a stream handle")
@@ -112,6 +126,7 @@ cdef object _cai_stream(dict d):
                          "1 or 2")
     if stream < 0:
         raise ValueError(f"cuda_array_interface: stream {stream} is not a stream handle")
+    _check_handle_range(stream, "cuda_array_interface")
     return stream
 
 

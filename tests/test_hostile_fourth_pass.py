@@ -1,0 +1,174 @@
+"""The fourth hostile pass (issue 51), one test per case found, on any machine; the cases
+that need the CUDA simulator are in the GPU suite (tests/test_gpu_fourth_pass.py).
+
+Here: Arrow columns and tables whose nulls became NaN through ``__array__``; output
+arguments (``Spec(writable=True)``) met by a private copy; stream values past a pointer's
+range; ``explain`` announcing a copy the converter then refuses; ``empty_shared`` sizes
+past what the system call takes; copy announcements under ``copy=True`` and nested
+``warn_on_copies`` blocks; DLPack's codes added after the 1.3 tag."""
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport import _core
+from optional import optional_module
+
+pa = optional_module("pyarrow")
+pl = optional_module("polars")
+torch = optional_module("torch")
+needs_pyarrow = pytest.mark.skipif(pa is None, reason="needs pyarrow (the [test] extra)")
+needs_polars = pytest.mark.skipif(pl is None, reason="needs polars (the [interop] extra)")
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (the [test] extra)")
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_held():
+    yield
+    gc.collect()
+    assert _core.live_arrow_arrays() == 0
+
+
+# ---- 1. Arrow columns and tables: nulls refused, the type kept ----------------------------------
+
+def _converters():
+    routes = [("view", ap.view), ("to_numpy", ap.to_numpy),
+              ("require", lambda x: ap.require(x, dtype="int32")),
+              ("to", lambda x: ap.to(x, "numpy"))]
+    if torch is not None:
+        routes.append(("to_torch", ap.to_torch))
+    return routes
+
+
+@needs_pyarrow
+@pytest.mark.parametrize("route", [name for name, _ in _converters()])
+def test_a_chunked_column_with_a_null_is_refused_on_every_route(route):
+    column = pa.table({"x": pa.array([1, None, 3], pa.int32())})["x"]
+    assert isinstance(column, pa.ChunkedArray)
+    convert = dict(_converters())[route]
+    # Before: __array__'s copy, tensor([1., nan, 3.], dtype=torch.float64).
+    with pytest.raises(BufferError, match="the array has 1 null.*fill them"):
+        convert(column)
+
+
+@needs_pyarrow
+def test_explain_and_copy_warnings_agree_with_the_refusal_of_a_null_column():
+    column = pa.chunked_array([pa.array([1, None, 3], pa.int32())])
+    said = ap.explain(column, "numpy")
+    assert said.refused and not said.copies and "1 null" in said.reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ap.CopyWarning)     # nothing announced, nothing made
+        with ap.warn_on_copies(), pytest.raises(BufferError, match="1 null"):
+            ap.to_numpy(column)
+
+
+@needs_pyarrow
+def test_a_chunked_column_keeps_its_type_one_chunk_shared_several_joined_by_arrow():
+    values = pa.array(np.arange(6, dtype=np.int32))
+    one = pa.chunked_array([values.slice(1, 3)])
+    shared = ap.to_numpy(one)
+    assert shared.dtype == np.int32 and shared.tolist() == [1, 2, 3]
+    assert shared.ctypes.data == values.buffers()[1].address + 4            # zero-copy
+    several = pa.chunked_array([values.slice(0, 2), values.slice(4, 2)])
+    joined = ap.to_numpy(several)
+    assert joined.dtype == np.int32 and joined.tolist() == [0, 1, 4, 5]     # not float64
+    said = ap.explain(several, "numpy")
+    assert said.copies and said.route == "arrow" and "2 arrays" in said.reason
+    with ap.warn_on_copies(), pytest.warns(ap.CopyWarning, match="2 arrays"):
+        ap.to_numpy(several)
+    assert ap.require(several, dtype="int32").dtype.name == "int32"
+    # Nulls outside the rows taken are no nulls (a slice after them).
+    after = pa.chunked_array([pa.array([None, 7, 8], pa.int32()).slice(1)])
+    assert ap.to_numpy(after).tolist() == [7, 8]
+    del shared, one, several, joined, values, after
+
+
+@needs_pyarrow
+def test_a_chunked_column_of_booleans_is_refused_as_an_array_of_them_is():
+    for column in (pa.array([True, False]), pa.chunked_array([[True, False]])):
+        with pytest.raises(BufferError, match="boolean"):
+            ap.to_numpy(column)
+
+
+@needs_pyarrow
+@pytest.mark.parametrize("make", [
+    lambda: pa.table({"x": pa.array([1, None, 3], pa.int32()), "y": [1.0, 2.0, 3.0]}),
+    lambda: pa.record_batch({"y": [1.0, 2.0, 3.0], "x": pa.array([1, None, 3], pa.int32())}),
+    lambda: pa.table({"x": pa.nulls(3, pa.int32()), "y": [1.0, 2.0, 3.0]}),
+], ids=["table", "record-batch", "all-null"])
+def test_a_table_with_a_null_is_refused_not_read_as_nan(make):
+    table = make()
+    assert np.isnan(np.asarray(table)).any()          # what NumPy's reading of it does
+    with pytest.raises(BufferError, match="column 'x' of the table holds .* null"):
+        ap.to_numpy(table)
+    assert ap.explain(table, "numpy").refused
+
+
+@needs_pyarrow
+def test_a_table_without_nulls_in_its_rows_is_still_read_as_numpy_reads_it():
+    table = pa.table({"x": pa.array([1, None, 3], pa.int32()), "y": [1.0, 2.0, 3.0]})
+    rows = table.slice(2)                               # past the null
+    assert ap.to_numpy(rows).tolist() == np.asarray(rows).tolist() == [[3.0, 3.0]]
+    whole = pa.table({"x": pa.array([1, 2], pa.int32())})
+    assert ap.to_numpy(whole).tolist() == [[1], [2]]
+
+
+@needs_polars
+def test_a_polars_series_with_a_null_gets_arrow_s_reason():
+    series = pl.Series("x", [1, None, 3], dtype=pl.Int32)
+    with pytest.raises(BufferError, match="the array has 1 null"):
+        ap.to_numpy(series)
+    with pytest.raises(BufferError, match="column 'x' of the table holds 1 null"):
+        ap.to_numpy(pl.DataFrame({"x": series, "y": [1.0, 2.0, 3.0]}))
+
+
+class _ColumnWithArrayAndStream:
+    """A producer whose ``__array__`` can only copy (and makes floats of its ints, as
+    pyarrow's does) and whose Arrow stream is the truth: nulls in it."""
+
+    def __init__(self, arrow):
+        self._arrow = arrow
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a copy is needed")
+        return np.array([1.0, np.nan, 3.0])
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self._arrow.__arrow_c_stream__(requested_schema)
+
+
+@needs_pyarrow
+def test_any_object_with_a_column_stream_is_read_through_it_not_its_array():
+    thing = _ColumnWithArrayAndStream(pa.chunked_array([pa.array([1, None, 3], pa.int8())]))
+    with pytest.raises(BufferError, match="1 null"):
+        ap.to_numpy(thing)
+    clean = _ColumnWithArrayAndStream(pa.chunked_array([pa.array([1, 2, 3], pa.int8())]))
+    assert ap.to_numpy(clean).dtype == np.int8
+
+
+# ---- 3. stream values past a pointer's range ----------------------------------------------------
+
+@pytest.mark.parametrize("stream", [2**64, 2**64 + 5, 2**70])
+def test_stream_values_past_a_pointer_are_refused_at_the_door(stream):
+    with pytest.raises(ValueError, match="not a stream handle"):
+        _core.check_stream(stream, 2)                     # CUDA: DLPack's values
+    with pytest.raises(ValueError, match="not a stream handle"):
+        _core.check_stream(stream, 10)                    # ROCm
+    assert _core.check_stream(2**64 - 1, 2) == 2**64 - 1  # the largest pointer is one
+
+
+class _DeviceArray:
+    def __init__(self, stream):
+        self.__cuda_array_interface__ = {"shape": (1,), "typestr": "<f4",
+                                         "data": (0x1000, False), "version": 3,
+                                         "stream": stream}
+
+
+@pytest.mark.parametrize("stream", [2**64, 2**64 + 1])
+def test_a_cuda_array_interface_stream_past_a_pointer_is_refused(stream):
+    with pytest.raises(ValueError, match="cuda_array_interface: stream .* not a stream handle"):
+        ap.view(_DeviceArray(stream))
