@@ -117,13 +117,13 @@ def test_refusals_say_what_was_expected_and_what_came(constraints, message):
         or (name == "ndim" and "shape" in constraints and len(constraints["shape"]) != 2))
 
 
-def test_read_only_input_and_writable():
+def test_read_only_input_and_writable_copy():
     frozen = np.arange(4.0)
     frozen.flags.writeable = False
     with pytest.raises(ap.RequirementError, match="expected writable memory, got a read-only "
                                                   "View; copy=False forbids"):
-        ap.require(frozen, writable=True, copy=False)
-    writable = ap.require(frozen, writable=True)
+        ap.require(frozen, writable="copy", copy=False)
+    writable = ap.require(frozen, writable="copy")     # a private writable copy, asked for
     assert writable.is_copy and not writable.readonly
     np.asarray(writable)[0] = 5.0
     assert frozen[0] == 0.0
@@ -342,7 +342,9 @@ def test_decorator_misuse_is_reported_at_decoration(make_decorator, error, messa
     (dict(shape="ab"), TypeError, "shape must be a tuple of extents"),
     (dict(shape=(2, 3), ndim=3), ValueError, "shape \\(2, 3\\) has 2 dimensions, but ndim"),
     (dict(align=3), ValueError, "align must be a power of two"),
-    (dict(writable=1), TypeError, "writable must be True, False or None"),
+    (dict(writable=1), TypeError, "writable must be True, False, 'copy' or None"),
+    (dict(writable="Copy"), TypeError, "writable must be True, False, 'copy' or None"),
+    (dict(writable=True, copy=True), ValueError, "use writable='copy'"),
     (dict(cast=None), TypeError, "cast must be True or False"),
     (dict(copy="yes"), TypeError, "copy must be True, False or None"),
     (dict(dtype="float33"), ValueError, "unknown dtype name"),

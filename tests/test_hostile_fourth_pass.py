@@ -172,3 +172,88 @@ class _DeviceArray:
 def test_a_cuda_array_interface_stream_past_a_pointer_is_refused(stream):
     with pytest.raises(ValueError, match="cuda_array_interface: stream .* not a stream handle"):
         ap.view(_DeviceArray(stream))
+
+
+# ---- 2. an output argument is the caller's own memory, never a copy -----------------------------
+
+def _read_only(array):
+    array.flags.writeable = False
+    return array
+
+
+def test_writable_true_refuses_read_only_memory_naming_the_argument():
+    frozen = _read_only(np.zeros(3))
+
+    @ap.accepts(out=ap.Spec(dtype="float64", writable=True))
+    def fill(out):
+        np.asarray(out)[...] = 7.0
+
+    with pytest.raises(ap.RequirementError, match="argument 'out': expected writable memory, "
+                                                  "got a read-only View; read-only memory is "
+                                                  "refused, not copied") as caught:
+        fill(frozen)       # before: met by a private copy, the 7s lost to the caller
+    assert caught.value.constraint == "writable" and caught.value.argument == "out"
+    assert "writable='copy'" in str(caught.value)
+    writable = np.zeros(3)
+    fill(writable)
+    assert writable.tolist() == [7.0, 7.0, 7.0]        # the caller's memory, written
+
+
+def test_writable_true_hands_over_the_caller_s_memory_itself():
+    array = np.zeros((2, 3), np.float32)
+    view = ap.require(array, writable=True)
+    assert view.ptr == array.ctypes.data and not view.is_copy and not view.readonly
+
+
+@pytest.mark.parametrize("constraints, constraint", [
+    (dict(order="C"), "order"),
+    (dict(align=4096), "align"),
+    (dict(dtype="float32", cast=True), "dtype"),
+])
+def test_writable_true_refuses_what_only_a_copy_could_meet(constraints, constraint):
+    array = np.zeros((4, 3))[:, ::2]                   # F-ish, strided, float64
+    if constraint == "align":
+        array = np.zeros(4096 + 8, np.uint8)[8:].view(np.float64)
+    with pytest.raises(ap.RequirementError, match="writable=True: only a copy would meet it"
+                                                  "|a copy does not change") as caught:
+        ap.require(array, writable=True, **constraints)
+    assert caught.value.constraint == constraint
+
+
+def test_writable_true_refuses_python_values_and_producers_that_only_copy():
+    with pytest.raises(ap.RequirementError, match="a Python list holds no array memory to "
+                                                  "write into") as caught:
+        ap.require([1.0, 2.0], writable=True)
+    assert caught.value.constraint == "writable"
+
+    class CopiesOnly:
+        def __array__(self, dtype=None, copy=None):
+            if copy is False:
+                raise ValueError("a copy is needed")
+            return np.zeros(3)
+
+    with pytest.raises(ap.RequirementError, match="expected the caller's own writable "
+                                                  "memory, but array: "):
+        ap.require(CopiesOnly(), writable=True)
+
+
+@needs_torch
+def test_writable_true_refuses_a_lazy_conjugate_tensor_whose_copy_would_take_the_writes():
+    lazy = torch.zeros(3, dtype=torch.complex64).conj()
+    with pytest.raises(ap.RequirementError, match="conjugate"):
+        ap.require(lazy, writable=True)
+
+
+def test_writable_true_and_copy_true_contradict():
+    with pytest.raises(ValueError, match="writable='copy'"):
+        ap.require(np.zeros(3), writable=True, copy=True)
+
+
+def test_writable_copy_is_the_asked_for_private_copy():
+    frozen = _read_only(np.zeros(3))
+    spec = ap.Spec(writable="copy")
+    assert spec.writable == "copy" and repr(spec) == "Spec(writable='copy')"
+    mine = ap.require(frozen, spec=spec)
+    assert mine.is_copy and not mine.readonly
+    import pickle
+    assert pickle.loads(pickle.dumps(spec)) == spec

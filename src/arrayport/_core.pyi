@@ -209,7 +209,7 @@ class Spec(Generic[_D]):
     shape: tuple[int | None, ...] | None
     order: str | None
     devices: tuple[Device, ...]
-    writable: bool | None
+    writable: bool | Literal["copy"] | None
     align: int | None
     cast: bool
     copy: bool | None
@@ -220,112 +220,112 @@ class Spec(Generic[_D]):
     def __init__(
         self: Spec[Bool], *, dtype: Literal["bool"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Int8], *, dtype: Literal["int8"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Int16], *, dtype: Literal["int16"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Int32], *, dtype: Literal["int32"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Int64], *, dtype: Literal["int64"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[UInt8], *, dtype: Literal["uint8"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[UInt16], *, dtype: Literal["uint16"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[UInt32], *, dtype: Literal["uint32"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[UInt64], *, dtype: Literal["uint64"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Float16], *, dtype: Literal["float16"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[BFloat16], *, dtype: Literal["bfloat16"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Float32], *, dtype: Literal["float32"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Float64], *, dtype: Literal["float64"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Complex64], *, dtype: Literal["complex64"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Complex128], *, dtype: Literal["complex128"],
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     @overload
     def __init__(
         self: Spec[Any], *, dtype: Any = ...,
         ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-        device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+        device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
         cast: bool = ..., copy: bool | None = ...,
     ) -> None: ...
     def first_failure(self, v: View[Any]) -> str | None: ...
@@ -334,7 +334,7 @@ class Spec(Generic[_D]):
 def require(
     x: ArrayLike, /, *, dtype: Literal["bool"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Bool]: ...
@@ -342,7 +342,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["int8"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Int8]: ...
@@ -350,7 +350,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["int16"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Int16]: ...
@@ -358,7 +358,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["int32"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Int32]: ...
@@ -366,7 +366,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["int64"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Int64]: ...
@@ -374,7 +374,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["uint8"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[UInt8]: ...
@@ -382,7 +382,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["uint16"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[UInt16]: ...
@@ -390,7 +390,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["uint32"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[UInt32]: ...
@@ -398,7 +398,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["uint64"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[UInt64]: ...
@@ -406,7 +406,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["float16"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Float16]: ...
@@ -414,7 +414,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["bfloat16"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[BFloat16]: ...
@@ -422,7 +422,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["float32"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Float32]: ...
@@ -430,7 +430,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["float64"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Float64]: ...
@@ -438,7 +438,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["complex64"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Complex64]: ...
@@ -446,7 +446,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Literal["complex128"],
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Complex128]: ...
@@ -459,7 +459,7 @@ def require(
 def require(
     x: ArrayLike, /, *, dtype: Any = ...,
     ndim: _Ndim = ..., shape: _Shape = ..., order: _Order | None = ...,
-    device: _Devices = ..., writable: bool | None = ..., align: int | None = ...,
+    device: _Devices = ..., writable: bool | Literal["copy"] | None = ..., align: int | None = ...,
     cast: bool = ..., copy: bool | None = ...,
     stream: int | None = ..., spec: None = ...,
 ) -> View[Any]: ...

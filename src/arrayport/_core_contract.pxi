@@ -10,7 +10,7 @@
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _require_fix_hook
 #   _core_layout.pxi: _as_readonly, _is_integer_index
-#   _core_producers.pxi: _PYTHON_VALUES, _view_of_python_values, _view_or_copy
+#   _core_producers.pxi: NeedsCopy, _PYTHON_VALUES, _view_of_python_values, _view_or_copy
 
 # What a View can fail, in the order require checks (and fixes) them. contracts.py names
 # them: keep CONSTRAINTS in step.
@@ -25,6 +25,11 @@ cdef enum _Failure:
     _FAILS_ALIGN = 7
 
 CONSTRAINTS = (None, "device", "dtype", "ndim", "shape", "order", "writable", "align")
+
+# Spec._writable beyond -1 (any) and 0 (hand over read-only).
+cdef enum _Writable:
+    _WRITABLE_OWN = 1     # writable=True: the caller's own memory, never a copy
+    _WRITABLE_COPY = 2    # writable="copy": writable, read-only memory met by a copy
 
 cdef enum _Order:
     _ANY_ORDER = 0
@@ -70,8 +75,11 @@ What a function accepts, made once and checked in C on every call.
         An extent, or ``None`` for any, per axis.
     order : {"C", "F", "A", "contiguous-last-axis"}, optional
         ``"A"``: C or F.
-    writable : bool, optional
-        ``True`` needs writable memory; ``False`` hands over a read-only View (the function
+    writable : bool or "copy", optional
+        ``True``: the caller's own writable memory (an output argument: the function's
+        writes must reach the caller), never a copy — read-only memory, and anything only a
+        copy could meet, is refused; ``"copy"``: writable memory, a private copy of
+        read-only memory allowed; ``False``: a read-only View handed over (the function
         promises not to write).
     align : int, optional
         The data address must be a multiple of these bytes.
@@ -93,7 +101,7 @@ What a function accepts, made once and checked in C on every call.
     cdef object _given_shape       # tuple of int/None, or None for any
     cdef object _given_order       # one of ORDERS, or None
     cdef tuple _given_devices      # Device choices (id -1: any id of that type), or ()
-    cdef object _given_writable    # True, False or None
+    cdef object _given_writable    # True, False, "copy" or None
     cdef object _given_align       # int bytes, or None
     cdef bint _given_cast
     cdef object _given_copy        # True, False or None
@@ -110,7 +118,9 @@ What a function accepts, made once and checked in C on every call.
     cdef int32_t _one_device_id      # -1: any
     cdef int _device_count
     cdef uintptr_t _align
-    cdef int _writable               # -1 any, 0 hand over read-only, 1 must be writable
+    cdef int _writable               # -1 any, 0 hand over read-only, _WRITABLE_OWN: the
+                                     # caller's own writable memory (an output argument,
+                                     # never a copy), _WRITABLE_COPY: writable, a copy allowed
 
     def __class_getitem__(cls, item):
         """``Spec[Float32]`` in annotations (arrayport.typing)."""
@@ -122,10 +132,13 @@ What a function accepts, made once and checked in C on every call.
         self._set_ndims(ndim, shape)
         self._set_order(order)
         self._set_devices(device)
-        if writable is not None and type(writable) is not bool:
-            raise TypeError(f"Spec: writable must be True, False or None, got {writable!r}")
+        if writable is not None and type(writable) is not bool and not (
+                type(writable) is str and writable == "copy"):
+            raise TypeError(f"Spec: writable must be True, False, 'copy' or None, got "
+                            f"{writable!r}")
         self._given_writable = writable
-        self._writable = -1 if writable is None else (1 if writable else 0)
+        self._writable = (-1 if writable is None else _WRITABLE_COPY if writable == "copy"
+                          else _WRITABLE_OWN if writable else 0)
         if align is not None:
             given = align
             align = _plain_int(align) if _is_integer_index(align) else None
@@ -138,6 +151,9 @@ What a function accepts, made once and checked in C on every call.
         self._given_cast = cast
         if copy is not None and type(copy) is not bool:
             raise TypeError(f"Spec: copy must be True, False or None, got {copy!r}")
+        if copy is True and writable is True:
+            raise ValueError("Spec: writable=True asks for the caller's own memory (an output "
+                             "argument), copy=True for a new copy: use writable='copy'")
         self._given_copy = copy
 
     cdef _set_dtypes(self, dtype):
@@ -252,7 +268,7 @@ What a function accepts, made once and checked in C on every call.
                     return _FAILS_SHAPE
         if self._order != _ANY_ORDER and not self._order_met(v):
             return _FAILS_ORDER
-        if self._writable == 1 and (v._flags & APDL_FLAG_READ_ONLY):
+        if self._writable >= _WRITABLE_OWN and (v._flags & APDL_FLAG_READ_ONLY):
             return _FAILS_WRITABLE
         if self._align and (<uintptr_t>v._t.data + <uintptr_t>v._t.byte_offset) % self._align:
             return _FAILS_ALIGN
@@ -359,7 +375,8 @@ What a function accepts, made once and checked in C on every call.
 
     @property
     def writable(self):
-        """True: writable memory needed; False: a read-only View handed over; None: either."""
+        """True: the caller's own writable memory (never a copy); "copy": writable, a
+        private copy allowed; False: a read-only View handed over; None: either."""
         return self._given_writable
 
     @property
@@ -415,9 +432,10 @@ def require(x, /, *, dtype=None, ndim=None, shape=None, order=None, device=None,
     shape : tuple, optional
         An extent, or ``None`` for any, per axis.
     order : {"C", "F", "A", "contiguous-last-axis"}, optional
-    writable : bool, optional
-        ``True`` needs writable memory; ``False`` hands over a read-only View (the caller
-        promises not to write).
+    writable : bool or "copy", optional
+        ``True``: the caller's own writable memory, never a copy (an output argument);
+        ``"copy"``: writable, a private copy allowed; ``False`` hands over a read-only View
+        (the caller promises not to write).
     align : int, optional
         The data address must be a multiple of these bytes.
     copy : bool, optional
@@ -512,6 +530,8 @@ cdef object _require(Spec spec, x, copy, stream, name):
         raise TypeError(f"require: copy must be True, False or None, got {copy!r}")
     cdef View v
     import_stream = _import_stream(x, stream)
+    if spec._writable == _WRITABLE_OWN:
+        return _require_output(spec, x, copy, stream, import_stream, name)
     if type(x) is View and import_stream is None:
         v = <View>x
     elif type(x) in _PYTHON_VALUES:
@@ -524,7 +544,35 @@ cdef object _require(Spec spec, x, copy, stream, name):
     if failure == _MEETS and copy is not True:
         return _as_readonly(v) if spec._writable == 0 else v
     return _hook(_require_fix_hook, "require_fix")(v, spec, CONSTRAINTS[failure], copy, stream,
-                                                   name)
+                                                   name, None)
+
+
+cdef object _require_output(Spec spec, x, copy, stream, import_stream, name):
+    """``require`` of an output argument (``writable=True``): the caller's own memory or
+    a RequirementError (contracts.require_fix words it) — never a copy, whose writes would
+    be lost to the caller: not of read-only memory, not of a layout, device or alignment
+    only a copy could meet, not of a producer whose memory does not hold its values as they
+    are, not of Python values."""
+    cdef View v
+    fix = _hook(_require_fix_hook, "require_fix")
+    if copy is True:
+        raise ValueError("require: writable=True asks for the caller's own memory (an output "
+                         "argument), copy=True for a new copy: pass writable='copy' for a "
+                         "private writable copy")
+    if type(x) is View and import_stream is None:
+        v = <View>x
+    elif type(x) in _PYTHON_VALUES:
+        return fix(None, spec, "writable", copy, stream, name,
+                   f"a Python {type(x).__name__} holds no array memory to write into")
+    else:
+        try:
+            v = _view(x, import_stream)
+        except NeedsCopy as refusal:
+            return fix(None, spec, "writable", copy, stream, name, str(refusal))
+    cdef int failure = spec._first_failure(v)
+    if failure == _MEETS:
+        return v
+    return fix(v, spec, CONSTRAINTS[failure], copy, stream, name, None)
 
 
 cdef View _from_python_values(x, Spec spec, copy, name):

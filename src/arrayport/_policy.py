@@ -48,9 +48,9 @@ def _array_function(func, types, args, kwargs):
     return array_function(func, types, args, kwargs)
 
 
-def _require_fix(view, spec, failure, copy, stream, name):
+def _require_fix(view, spec, failure, copy, stream, name, why=None):
     from arrayport.contracts import require_fix
-    return require_fix(view, spec, failure, copy, stream, name)
+    return require_fix(view, spec, failure, copy, stream, name, why)
 
 
 def _reduce_view(view, protocol):

@@ -5,7 +5,8 @@
 - ``require_fix`` (here) is what ``require`` calls when a View does not meet its Spec, or
   when a copy is asked for: it copies where a copy can meet the contract (another device,
   another order, writable, aligned), casts when allowed, and otherwise raises
-  ``RequirementError`` saying which constraint failed and what the array has.
+  ``RequirementError`` saying which constraint failed and what the array has. An output
+  argument (``writable=True``) is never copied: whatever only a copy could meet is refused.
 - ``accepts`` is the decorator: ``require`` on the named arguments, the caller's ``stream``
   passed through, and ``returns="like:x"`` converting the result into ``x``'s library.
 
@@ -37,9 +38,13 @@ _ORDER_WORDS = {"C": "C-contiguous", "F": "F-contiguous", "A": "C- or F-contiguo
 
 # ---- require's policy (the core's require_fix hook) ------------------------------------------
 
-def require_fix(view, spec, failure, copy, stream, name):
+def require_fix(view, spec, failure, copy, stream, name, why=None):
     """A View meeting ``spec`` made from ``view``, which fails ``failure`` (a constraint
-    name, or None when only ``copy=True`` asked for a copy)."""
+    name, or None when only ``copy=True`` asked for a copy). For an output argument
+    (``writable=True``) the refusal of every failure: ``view`` None when no View of the
+    caller's memory could be made without a copy (``why``)."""
+    if spec.writable is True:
+        _refuse_output(view, spec, failure, name, why)
     if failure is not None:
         if copy is False:
             _refuse(view, spec, failure, name,
@@ -69,6 +74,22 @@ def require_fix(view, spec, failure, copy, stream, name):
             " (arrayport's copies are aligned to 64 bytes on the host, 256 on GPUs)"
             if failure == "align" else ""))
     return result.as_readonly() if spec.writable is False else result
+
+
+def _refuse_output(view, spec, constraint, name, why):
+    """An output argument (``writable=True``) that only a copy could meet: refused, since
+    the function's writes would go into the copy and never reach the caller."""
+    lost = ("an output argument is written in place, and writes into a copy would be lost "
+            "to the caller; pass writable='copy' for a private writable copy")
+    if view is None:
+        where = f"argument {name!r}: " if name else ""
+        raise RequirementError(f"require: {where}expected the caller's own writable memory, "
+                               f"but {why}; {lost}", "writable", name)
+    if constraint == "writable":
+        _refuse(view, spec, constraint, name, f"read-only memory is refused, not copied: {lost}")
+    _refuse(view, spec, constraint, name,
+            _why_no_copy_helps(constraint) if constraint not in _MET_BY_A_COPY
+            else f"writable=True: only a copy would meet it, and {lost}")
 
 
 def _why_no_copy_helps(constraint):
