@@ -257,3 +257,100 @@ def test_writable_copy_is_the_asked_for_private_copy():
     assert mine.is_copy and not mine.readonly
     import pickle
     assert pickle.loads(pickle.dumps(spec)) == spec
+
+
+# ---- 3. explain and CopyWarning: the target's own checks speak first ---------------------------
+
+@needs_torch
+@needs_pyarrow
+def test_explain_of_a_lazy_conjugate_for_arrow_is_arrow_s_refusal_not_a_copy():
+    lazy = torch.zeros(3, dtype=torch.complex64).conj()
+    said = ap.explain(lazy, "pyarrow")
+    # Before: "a copy" (it stopped at the resolution, before Arrow's dtype check).
+    assert said.refused and not said.copies and "complex64" in said.reason
+    with pytest.raises(ap.TypeNotHeld, match="complex64"):
+        ap.to(lazy, "pyarrow")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ap.CopyWarning)     # no copy announced for a refusal
+        with ap.warn_on_copies(), pytest.raises(ap.TypeNotHeld):
+            ap.to(lazy, "pyarrow")
+    told = ap.explain(lazy, "numpy")                       # NumPy holds complex: a copy
+    assert told.copies and "conjugate bit" in told.reason
+    with ap.warn_on_copies(), pytest.warns(ap.CopyWarning, match="conjugate bit"):
+        ap.to(lazy, "numpy")
+
+
+@needs_pyarrow
+def test_explain_of_arrow_chunks_for_a_target_without_their_type_is_a_refusal():
+    several = pa.chunked_array([pa.array([1, 2], pa.uint16()), pa.array([3], pa.uint16())])
+    assert ap.explain(several, "numpy").copies
+    if torch is not None:
+        said = ap.explain(several, "jax")
+        assert said.copies or said.refused     # what the conversion does, whichever
+        try:
+            ap.to(several, "jax")
+            assert said.copies
+        except (BufferError, TypeError, ValueError):
+            assert said.refused
+
+
+# ---- 4. survivors of mutation audit 3: the copy announcements ----------------------------------
+
+class _OnlyCopies:
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a copy is needed")
+        return np.arange(3.0)
+
+
+def _frozen():
+    array = np.arange(4.0)
+    array.flags.writeable = False
+    return array
+
+
+def test_a_copy_asked_for_with_copy_true_is_never_announced():
+    with ap.warn_on_copies(), warnings.catch_warnings():
+        warnings.simplefilter("error", ap.CopyWarning)
+        ap.to_numpy(_OnlyCopies(), copy=True)                 # the core's resolution
+        ap.to(_OnlyCopies(), "numpy", copy=True)
+        ap.require(np.zeros((3, 2)).T, order="C", copy=True)  # contracts
+        ap.from_dlpack(np.zeros(3), copy=True)
+        if torch is not None:
+            ap.to_torch(_frozen(), copy=True)                 # an adapter's copied()
+    with ap.warn_on_copies(), pytest.warns(ap.CopyWarning):   # the same, unasked: announced
+        ap.to_numpy(_OnlyCopies())
+
+
+def test_warn_on_copies_false_inside_an_enabled_state_turns_them_back_on_at_its_end():
+    switch = ap.warn_on_copies()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ap.CopyWarning)
+            with ap.warn_on_copies(False):
+                ap.to_numpy(_OnlyCopies())                    # off inside the block
+        with pytest.warns(ap.CopyWarning, match="arrayport copied the data"):
+            ap.to_numpy(_OnlyCopies())                        # on again after it
+        with ap.warn_on_copies():                             # a nested block ends ...
+            pass
+        with pytest.warns(ap.CopyWarning):
+            ap.to_numpy(_OnlyCopies())                        # ... leaving the switch on
+    finally:
+        switch.__exit__(None, None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ap.CopyWarning)
+        ap.to_numpy(_OnlyCopies())                            # off once the switch is undone
+
+
+# ---- 3. empty_shared sizes past a file's ---------------------------------------------------------
+
+@pytest.mark.parametrize("shape, dtype", [((2**63,), "uint8"), ((2**62, 2), "uint8"),
+                                          ((2**61,), "float64"), ((2**64,), "uint8")])
+def test_empty_shared_past_a_file_size_is_a_value_error_before_the_system_call(shape, dtype):
+    with pytest.raises(ValueError, match="more than a segment can hold"):
+        ap.empty_shared(shape, dtype)       # before: OverflowError from ftruncate
+
+
+def test_empty_shared_that_cannot_be_mapped_is_a_memory_error():
+    with pytest.raises(MemoryError, match="cannot map"):
+        ap.empty_shared((2**62,), "uint8")  # a file size, but no address space holds it

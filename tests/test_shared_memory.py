@@ -502,6 +502,6 @@ def test_an_empty_shared_segment_that_cannot_be_mapped_leaves_nothing(kind, no_l
     def refuse(*args):
         raise OSError(12, "Cannot allocate memory")
     monkeypatch.setattr(shared, "_Segment", refuse)
-    with pytest.raises(OSError, match="Cannot allocate memory"):
+    with pytest.raises(MemoryError, match="cannot map 128 bytes.*Cannot allocate memory"):
         ap.empty_shared(16)
     assert no_leftovers and not set(shared._created) & {f"/{n}" for n in no_leftovers}

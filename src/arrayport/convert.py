@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from arrayport import _core, errors, libraries
 from arrayport.convert_steps import check_copy, unpacked
+from arrayport.copy_watch import held_announcements, watching
 from arrayport.devices import DeviceType
 
 __all__ = ["ReadOnlySharedWarning", "TARGETS", "to", "to_numpy", "to_torch"]
@@ -156,4 +157,7 @@ def to(x, target, /, **options):
         except ImportError as error:
             raise ImportError(f"to: target {target!r} needs {module}, which cannot be "
                               f"imported: {error}") from error
-    return library.get("TARGETS")[target](x, **options)
+    if not watching():
+        return library.get("TARGETS")[target](x, **options)
+    with held_announcements():       # a refused conversion announces no copy
+        return library.get("TARGETS")[target](x, **options)

@@ -19,6 +19,15 @@ Decided: Python values (a list for ``to_numpy``) are not announced — they hold
 share, so converting them is a copy by nature, as ``numpy.asarray`` makes; a copy that
 ``copy=True`` asked for is not announced either.
 
+A copy is announced only for a conversion that ends in a result: ``arrayport.to`` holds its
+announcements (``held_announcements``) until the target has taken the data, and drops them
+when the target refuses it (a complex tensor for Arrow) — the user sees the refusal, not a
+copy for nothing. Under ``explain`` a producer's own ``NeedsCopy`` (its memory does not hold
+its values: a lazy conjugate tensor, Arrow chunks, Python values) is resolved rather than
+stopped, so that the target's own checks still speak; its reason is the explanation's when
+the conversion then succeeds (``resolved_reason``). Every other unasked copy — the
+converters' own, of data that is there — stops explain before it moves any data.
+
 The compiled core asks only when ``_core.copies_watched()`` is on (one flag, set here while
 anyone watches or explains), so an unwatched process pays one C branch for it.
 """
@@ -34,7 +43,8 @@ from arrayport import _core
 from arrayport.errors import CopyWarning
 
 __all__ = ["CopyWarning", "WouldCopy", "announce", "caller_stacklevel", "explaining",
-           "told", "unasked_copy", "warn_on_copies", "watching"]
+           "held_announcements", "resolved_reason", "told", "unasked_copy", "warn_on_copies",
+           "watching"]
 
 
 class WouldCopy(Exception):
@@ -50,7 +60,8 @@ _lock = threading.Lock()
 # or block once more, until it is undone — so blocks in two threads do not end each other.
 _enablers = int(os.environ.get("ARRAYPORT_WARN_COPIES", "").strip().lower()
                 in ("1", "true", "yes"))
-_explaining = threading.local()      # .depth, .told: explain() running on this thread
+_explaining = threading.local()      # .depth, .told, .resolved: explain() on this thread
+_holding = threading.local()         # .messages: held_announcements() on this thread
 _explains_running = 0                # on every thread (the core's flag covers all of them)
 
 
@@ -82,8 +93,39 @@ def unasked_copy(copy, who: str, why: str, refusal: str | None = None) -> None:
     if explaining():
         raise WouldCopy(who, why)
     if _enablers > 0:
-        warnings.warn(f"{who} copied the data: {why}", CopyWarning,
-                      stacklevel=caller_stacklevel())
+        _warn(f"{who} copied the data: {why}", CopyWarning)
+
+
+def _warn(message: str, category: type[Warning]) -> None:
+    """At the user's call, or held while ``held_announcements`` runs on this thread."""
+    held = getattr(_holding, "messages", None)
+    if held is not None:
+        held.append((message, category))
+        return
+    warnings.warn(message, category, stacklevel=caller_stacklevel())
+
+
+class held_announcements:
+    """``with held_announcements():`` — the warnings a conversion gives on this thread are
+    held, and given at the block's end only if it ends without an exception (a refused
+    conversion announces nothing). Nests: an inner block hands its warnings to the outer."""
+
+    def __enter__(self):
+        self._outer = getattr(_holding, "messages", None)
+        _holding.messages = []
+        return self
+
+    def __exit__(self, kind, *exc):
+        held, _holding.messages = _holding.messages, self._outer
+        if kind is None:
+            for message, category in held:
+                _warn(message, category)
+
+
+def resolved_reason():
+    """Under explain: why the first producer's ``NeedsCopy`` resolved on this thread
+    copied (None: none did)."""
+    return getattr(_explaining, "resolved", None)
 
 
 def announce(message: str, category: type[Warning]) -> None:
@@ -93,7 +135,7 @@ def announce(message: str, category: type[Warning]) -> None:
     if explaining():
         _explaining.told.append(f"{category.__name__}: {message}")
         return
-    warnings.warn(message, category, stacklevel=caller_stacklevel())
+    _warn(message, category)
 
 
 def caller_stacklevel():
@@ -109,7 +151,13 @@ def unasked_core_copy(who: str, why: str, by_nature: bool = False) -> None:
     ``copy=None`` — a producer's ``NeedsCopy`` resolved for a converter, a ``__dlpack__``
     export to the device the consumer named, or (``by_nature``) Python values, which are
     explained but not announced (see the module)."""
-    if by_nature and not explaining():
+    if explaining():
+        # The producer's memory does not hold its values: resolved (see the module), so
+        # that the target's own checks run on what the copy will be.
+        if getattr(_explaining, "resolved", None) is None:
+            _explaining.resolved = why
+        return
+    if by_nature:
         return
     unasked_copy(None, who, why)
 
@@ -154,6 +202,7 @@ class _Explaining:
         global _explains_running
         _explaining.depth = getattr(_explaining, "depth", 0) + 1
         _explaining.told = []
+        _explaining.resolved = None
         with _lock:
             _explains_running += 1
             _update_core_flag()

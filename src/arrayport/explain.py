@@ -3,7 +3,10 @@
 The answer comes from the conversion itself, not from a second copy of its rules: the
 converter runs as ``arrayport.to(x, target, **options)`` would, with unasked copies
 stopped where they are decided (``copy_watch.unasked_copy`` raises ``WouldCopy`` under
-explain, before any data moves). So
+explain, before any data moves) — except a producer's own ``NeedsCopy`` (its memory does
+not hold its values: a lazy conjugate tensor, Arrow chunks), which is resolved, so that the
+target's checks of what the copy would be still speak (a complex tensor for Arrow: refused,
+not "a copy"). So
 
 - a conversion that reaches its end shares the producer's memory ("zero-copy"; its result,
   made over that memory, is dropped);
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arrayport import _core
-from arrayport.copy_watch import WouldCopy, _Explaining, told
+from arrayport.copy_watch import WouldCopy, _Explaining, resolved_reason, told
 from arrayport.errors import TypeNotHeld
 
 __all__ = ["Explanation", "explain"]
@@ -81,12 +84,16 @@ def explain(x, target: str = "numpy", /, **options) -> Explanation:
     dry = {**options, "copy": None} if asked is True else options
     route, view = _route_of(x)
     ordering = _ordering(view, options.get("stream"))
+    resolved = None
     try:
         with _Explaining():
-            to(x, target, **dry)
+            try:
+                to(x, target, **dry)
+            finally:
+                resolved = resolved_reason()
             said = "".join(f"; it warns: {warning}" for warning in told())
     except WouldCopy as would:
-        return Explanation(target, route, True, would.why, ordering=ordering)
+        return Explanation(target, route, True, resolved or would.why, ordering=ordering)
     except (BufferError, TypeError, ValueError) as refusal:
         if asked is True and isinstance(refusal, BufferError) \
                 and not isinstance(refusal, TypeNotHeld):
@@ -95,6 +102,8 @@ def explain(x, target: str = "numpy", /, **options) -> Explanation:
             return Explanation(target, route, True, f"copy=True makes the copy this needs "
                                                     f"({refusal})", ordering=ordering)
         return Explanation(target, route, False, str(refusal), refused=True)
+    if resolved is not None:
+        return Explanation(target, route, True, resolved + said, ordering=ordering)
     if asked is True:
         return Explanation(target, route, True, "copy=True asks for a copy (the target could "
                                                 "share the data as it is)", ordering=ordering)

@@ -225,9 +225,12 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     for extent in shape:
         count *= extent
     nbytes = count * dtype.itemsize
+    if nbytes > _LARGEST_SEGMENT:
+        raise ValueError(f"empty_shared: shape {shape} of {dtype.name} is {nbytes} bytes, more "
+                         f"than a segment can hold ({_LARGEST_SEGMENT}, a file size)")
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
     with _new_segment(max(nbytes, 1)) as (kind, name, descriptor, memfd):
-        pages = _Segment(descriptor, max(nbytes, 1))
+        pages = _mapped(_Segment, descriptor, max(nbytes, 1))
         _seal(descriptor, kind, False)   # fixed size; never write-sealed: this process writes
     pages.handle = SharedHandle(kind, name, nbytes, item, shape, None, False,
                                 os.getpid() if memfd is not None else None, memfd)
@@ -235,6 +238,20 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     view = _core.view_over_buffer(pages, tuple(item), shape, None, False, "shared")
     pages.address = view.ptr
     return view
+
+
+# The largest segment: a file's size is a signed 64-bit off_t (ftruncate).
+_LARGEST_SEGMENT = 2**63 - 1
+
+
+def _mapped(mapping, descriptor: int, size: int):
+    """``mapping(descriptor, size)`` (an mmap), or MemoryError saying what could not be
+    mapped (no room in memory or in the address space)."""
+    try:
+        return mapping(descriptor, size)
+    except OSError as error:
+        raise MemoryError(f"shared: cannot map {size} bytes of shared memory: "
+                          f"{error.strerror}") from None
 
 
 @contextlib.contextmanager
@@ -303,11 +320,7 @@ def share(view, readonly=None) -> SharedHandle:
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
     size = max(view.nbytes, 1)       # a segment cannot be empty; the View reads nbytes of it
     with _new_segment(size) as (kind, name, descriptor, memfd):
-        try:
-            pages = mmap.mmap(descriptor, size)
-        except OSError as error:
-            raise MemoryError(f"shared: cannot map {size} bytes of shared memory: "
-                              f"{error.strerror}") from None
+        pages = _mapped(mmap.mmap, descriptor, size)
         with pages:
             _core.copy_into_buffer(view, pages)
         _seal(descriptor, kind, readonly)
