@@ -348,7 +348,7 @@ def test_decorator_misuse_is_reported_at_decoration(make_decorator, error, messa
     (dict(cast=None), TypeError, "cast must be True or False"),
     (dict(copy="yes"), TypeError, "copy must be True, False or None"),
     (dict(dtype="float33"), ValueError, "unknown dtype name"),
-    (dict(device="tpu"), ValueError, "unknown device"),
+    (dict(device="tensor_unit"), ValueError, "unknown device"),
 ])
 def test_bad_specs_are_refused(keywords, error, message):
     with pytest.raises(error, match=message):

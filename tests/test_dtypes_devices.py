@@ -38,7 +38,7 @@ def test_codes_bits_and_itemsizes():
     assert DType("float6_e2m3fn", padded=True).itemsize == 1
     assert DType("float4_e2m1fnx2").itemsize == 1 and DType("float4_e2m1fnx2").storage_bits == 8
     assert DType("float4_e2m1fn") != DType("float4_e2m1fn", padded=True)
-    assert len(DTypeCode) == 18
+    assert len(DTypeCode) == 19      # 0 to 17, and bcomplex (18) added after the 1.3 tag
 
 
 @pytest.mark.parametrize("numpy_type", [np.bool_, np.int8, np.uint64, np.float16, np.float64,
@@ -78,16 +78,18 @@ def test_unambiguous_only():
         DType("int8").bits = 16
 
 
-def test_device_types_are_all_sixteen():
-    assert len(DeviceType) == 16
-    assert {int(t) for t in DeviceType} == set(range(1, 19)) - {5, 6}
+def test_device_types_are_all_nineteen():
+    assert len(DeviceType) == 19       # DLPack 1.3's sixteen, and 19-21 added after its tag
+    assert {int(t) for t in DeviceType} == set(range(1, 22)) - {5, 6}
+    assert (DeviceType.TPU, DeviceType.TPU_HOST, DeviceType.ASCEND) == (19, 20, 21)
 
 
 @pytest.mark.parametrize("text,expected,canonical", [
     ("cpu", (1, 0), "cpu"), ("cpu:0", (1, 0), "cpu"), ("cuda", (2, 0), "cuda:0"),
     ("CUDA:3", (2, 3), "cuda:3"), ("cuda_host", (3, 0), "cuda_host"),
     ("rocm:1", (10, 1), "rocm:1"), ("cuda_managed", (13, 0), "cuda_managed"),
-    ("opencl:2", (4, 2), "opencl:2"), ("trn:1", (18, 1), "trn:1"),
+    ("opencl:2", (4, 2), "opencl:2"), ("trn:1", (18, 1), "trn:1"), ("tpu:1", (19, 1), "tpu:1"),
+    ("tpu_host", (20, 0), "tpu_host"), ("ascend:2", (21, 2), "ascend:2"),
 ])
 def test_device_strings(text, expected, canonical):
     device = Device(text)
@@ -105,7 +107,7 @@ def test_device_from_dlpack_device_tuple_and_framework_objects():
 
 
 @pytest.mark.parametrize("bad,error", [
-    ("tpu", ValueError), ("cuda:x", ValueError), ((5, 0), ValueError), ((2, -1), ValueError),
+    ("tensor_unit", ValueError), ("cuda:x", ValueError), ((5, 0), ValueError), ((2, -1), ValueError),
     ((2,), TypeError), ((2.0, 0), TypeError), (("cuda", 0), TypeError),
 ])
 def test_bad_devices(bad, error):
@@ -146,13 +148,14 @@ def test_device_ids_beyond_int32_are_refused():
 
 def test_device_kind_facts_are_stated_on_devicetype():
     from arrayport.devices import DeviceType as T
-    assert {t for t in T if t.is_host_accessible} == {T.CPU, T.CUDA_HOST, T.ROCM_HOST}
+    assert {t for t in T if t.is_host_accessible} == {T.CPU, T.CUDA_HOST, T.ROCM_HOST,
+                                                       T.TPU_HOST}
     assert {t for t in T if t.is_gpu_memory} == {T.CUDA, T.CUDA_MANAGED, T.ROCM}
     assert {t.vendor for t in T} == {"cuda", "rocm", None}
     assert T.CUDA_MANAGED.vendor == "cuda" and T.ROCM_HOST.vendor == "rocm"
 
 
-@pytest.mark.parametrize("device_type", [*ap.DeviceType, 0, 5, 6, 19, 2**31 - 1, -1])
+@pytest.mark.parametrize("device_type", [*ap.DeviceType, 0, 5, 6, 22, 2**31 - 1, -1])
 def test_the_cores_device_tables_say_what_devicetype_says(device_type):
     from arrayport import _core
     known = device_type in set(ap.DeviceType)

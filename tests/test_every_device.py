@@ -1,4 +1,5 @@
-"""Every device type DLPack names (all 16) round-trips its metadata through arrayport —
+"""Every device type DLPack names (all 19: 1.3's sixteen and TPU, TPU host and Ascend, added
+after its tag) round-trips its metadata through arrayport —
 __dlpack_device__, capsules both kinds, repr — even where arrayport cannot touch the
 memory; touching it gives a clear error (BufferError, or AttributeError for protocol
 attributes that do not apply), never a crash and never a host read of device memory."""
@@ -12,7 +13,8 @@ from arrayport.gpu.library import NativeLibrary
 from producer import spec
 
 DEVICE_TYPES = list(ap.DeviceType)
-HOST_READABLE = {ap.DeviceType.CPU, ap.DeviceType.CUDA_HOST, ap.DeviceType.ROCM_HOST}
+HOST_READABLE = {ap.DeviceType.CPU, ap.DeviceType.CUDA_HOST, ap.DeviceType.ROCM_HOST,
+                 ap.DeviceType.TPU_HOST}
 CUDA_KINDS = {ap.DeviceType.CUDA, ap.DeviceType.CUDA_HOST, ap.DeviceType.CUDA_MANAGED}
 
 
@@ -25,7 +27,7 @@ def without_rocm(monkeypatch):
 
 def device_id(device_type):
     single = {ap.DeviceType.CPU, ap.DeviceType.CUDA_HOST, ap.DeviceType.ROCM_HOST,
-              ap.DeviceType.CUDA_MANAGED}
+              ap.DeviceType.CUDA_MANAGED, ap.DeviceType.TPU_HOST}
     return 0 if device_type in single else 3
 
 

@@ -16,6 +16,7 @@ import pytest
 import arrayport as ap
 from arrayport import _core
 from optional import optional_module
+from producer import spec
 
 pa = optional_module("pyarrow")
 pl = optional_module("polars")
@@ -354,3 +355,89 @@ def test_empty_shared_past_a_file_size_is_a_value_error_before_the_system_call(s
 def test_empty_shared_that_cannot_be_mapped_is_a_memory_error():
     with pytest.raises(MemoryError, match="cannot map"):
         ap.empty_shared((2**62,), "uint8")  # a file size, but no address space holds it
+
+
+# ---- 5. DLPack's codes added after the 1.3 tag -------------------------------------------------
+
+BCOMPLEX32 = (18, 32, 1)
+
+
+def test_bcomplex32_is_a_dtype_through_the_dlpack_paths(producer, live):
+    view = ap.from_dlpack(producer.capsule(spec(shape=(2, 3), dtype=BCOMPLEX32)))
+    assert view.dtype.name == "bcomplex32" and view.dtype.code == ap.DTypeCode.BCOMPLEX
+    assert view.itemsize == 4 and view.nbytes == 24 and view.strides == (12, 4)
+    assert ap.DType("bcomplex32") == view.dtype
+    for max_version in ((1, 3), None):             # versioned and legacy exports carry it
+        again = ap.from_dlpack(view.__dlpack__(max_version=max_version))
+        assert again.dtype == view.dtype and again.ptr == view.ptr
+    assert view[1:, ::2].dtype.name == "bcomplex32"
+    copied = view.copy()                              # a host copy of its bytes
+    assert copied.dtype == view.dtype and copied.ptr != view.ptr
+    with pytest.raises(ValueError, match="bits 32"):
+        ap.DType(ap.DTypeCode.BCOMPLEX, 64)
+    with pytest.raises(BufferError, match="needs bits 32, got 64"):
+        ap.from_dlpack(producer.capsule(spec(dtype=(18, 64, 1))))
+
+
+def test_numpy_holds_bcomplex32_through_ml_dtypes_and_back(producer, live):
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="needs ml_dtypes (the [test] extra)")
+    if not hasattr(ml_dtypes, "bcomplex32"):
+        pytest.skip("this ml_dtypes has no bcomplex32 (0.6 has)")
+    values = np.array([1 + 2j, 3 - 4j], dtype=ml_dtypes.bcomplex32)
+    view = ap.view(values)
+    assert view.dtype.name == "bcomplex32" and view.ptr == values.ctypes.data
+    back = ap.to_numpy(view)
+    assert back.dtype == values.dtype and back.tolist() == [1 + 2j, 3 - 4j]
+    back[0] = 5j                                       # shared, both ways
+    assert values[0] == 5j
+    # The layout DLPack names: two bfloat16, the real part first.
+    pairs = np.frombuffer(values.tobytes(), dtype=ml_dtypes.bfloat16).astype(np.float32)
+    assert pairs.tolist() == [0.0, 5.0, 3.0, -4.0]
+
+
+@pytest.mark.parametrize("convert, library", [
+    (lambda v: ap.to(v, "pyarrow"), "Arrow"),
+    (lambda v: ap.to_torch(v), "PyTorch"),
+    (lambda v: ap.to(v, "jax"), "JAX"),
+], ids=["pyarrow", "torch", "jax"])
+def test_libraries_without_bcomplex32_refuse_it_by_name(producer, live, convert, library):
+    view = ap.from_dlpack(producer.capsule(spec(dtype=BCOMPLEX32)))
+    try:
+        convert(view)
+    except ImportError:
+        pytest.skip(f"needs {library}")
+    except (TypeError, BufferError) as refusal:
+        assert "bcomplex32" in str(refusal), str(refusal)
+    else:
+        raise AssertionError(f"{library} took bcomplex32")
+
+
+def test_bcomplex32_is_refused_by_name_by_the_host_protocols(producer, live):
+    view = ap.from_dlpack(producer.capsule(spec(dtype=BCOMPLEX32)))
+    with pytest.raises(BufferError, match="bcomplex32"):
+        memoryview(view)
+    with pytest.raises((BufferError, AttributeError, TypeError), match="bcomplex32"):
+        view.__array_interface__
+
+
+@pytest.mark.parametrize("device_type, host_readable", [(19, False), (20, True), (21, False)])
+def test_devices_added_after_1_3_are_described(producer, live, device_type, host_readable):
+    device = (device_type, 0 if host_readable else 1)
+    view = ap.from_dlpack(producer.capsule(spec(shape=(4,), device=device)))
+    assert view.device == device and view.__dlpack_device__() == device
+    assert view.device.type.is_host_accessible is host_readable
+    if host_readable:
+        assert ap.to_numpy(view).shape == (4,)          # the host reads it, zero-copy
+    else:
+        with pytest.raises(BufferError, match=str(view.device)):
+            ap.to_numpy(view)
+
+
+@pytest.mark.parametrize("dtype, device_type, message", [
+    ((19, 32, 1), 1, "unknown dtype code 19"), ((99, 32, 1), 1, "unknown dtype code 99"),
+    ((2, 32, 1), 22, "device type 22 is not a DLPack device type"),
+    ((2, 32, 1), 99, "device type 99 is not a DLPack device type")])
+def test_other_unknown_codes_are_still_refused_by_value(producer, live, dtype, device_type,
+                                                        message):
+    with pytest.raises(BufferError, match=message):
+        ap.from_dlpack(producer.capsule(spec(dtype=dtype, device=(device_type, 0))))

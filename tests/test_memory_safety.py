@@ -247,7 +247,7 @@ def test_dispatch_dunders_called_directly_with_right_arguments_still_work():
     assert output.splitlines() == ["[0.0, 2.0, 4.0]", "True [0.0, 2.0, 4.0]", "True", "True"]
 
 
-@pytest.mark.parametrize("device_type", [0, 5, 19, 2**31 - 1, -1])
+@pytest.mark.parametrize("device_type", [0, 5, 22, 2**31 - 1, -1])
 def test_stream_checks_name_unknown_device_types(device_type):
     output = run_isolated(f"""
         from arrayport import _core

@@ -97,7 +97,7 @@ cdef dict _dtype_cache = {}
 # Device types whose memory the CPU can read: CPU and the pinned-host kinds.
 cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
     return (device_type == APDL_CPU or device_type == APDL_CUDA_HOST
-            or device_type == APDL_ROCM_HOST)
+            or device_type == APDL_ROCM_HOST or device_type == APDL_TPU_HOST)
 
 
 # Device types whose memory is ordered by streams (DLPack's stream argument applies).

@@ -34,6 +34,9 @@ cdef extern from "arrayport/dlpack_abi.h" nogil:
         APDL_HEXAGON
         APDL_MAIA
         APDL_TRN
+        APDL_TPU
+        APDL_TPU_HOST
+        APDL_ASCEND
 
     ctypedef enum APDLDataTypeCode:
         APDL_INT
@@ -54,6 +57,7 @@ cdef extern from "arrayport/dlpack_abi.h" nogil:
         APDL_FLOAT6_E2M3FN
         APDL_FLOAT6_E3M2FN
         APDL_FLOAT4_E2M1FN
+        APDL_BCOMPLEX
 
     ctypedef struct APDLPackVersion:
         uint32_t major

@@ -30,6 +30,11 @@ class DeviceType(enum.IntEnum):
     HEXAGON = 16
     MAIA = 17
     TRN = 18
+    # Added upstream after the 1.3 tag, the minor version still 3 (every code is checked by
+    # value). No driver of arrayport's serves them: Views of them are described, not copied.
+    TPU = 19
+    TPU_HOST = 20  # host memory a TPU runtime allocated (host-readable, as CUDA_HOST is)
+    ASCEND = 21    # Huawei Ascend NPU memory
 
     @property
     def label(self) -> str:
@@ -58,7 +63,8 @@ class DeviceType(enum.IntEnum):
 # _host_accessible, _stream_ordered, _cuda_kind) are held equal to them by
 # tests/test_dtypes_devices.py. Which stream None stands for is a stream rule: its one
 # owner is the core's _core_streams.pxi (_core.none_stream_of asks it).
-_HOST_ACCESSIBLE = frozenset({DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST})
+_HOST_ACCESSIBLE = frozenset({DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST,
+                              DeviceType.TPU_HOST})
 _GPU_MEMORY = frozenset({DeviceType.CUDA, DeviceType.CUDA_MANAGED, DeviceType.ROCM})
 _VENDOR = {DeviceType.CUDA: "cuda", DeviceType.CUDA_HOST: "cuda",
            DeviceType.CUDA_MANAGED: "cuda", DeviceType.ROCM: "rocm",
@@ -87,7 +93,8 @@ def vendor_of_type(device_type) -> str | None:
 
 # Kinds of memory that DLPack always labels with device_id 0: str() omits the ordinal.
 _SINGLE_INSTANCE = frozenset(
-    {DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST, DeviceType.CUDA_MANAGED}
+    {DeviceType.CPU, DeviceType.CUDA_HOST, DeviceType.ROCM_HOST, DeviceType.CUDA_MANAGED,
+     DeviceType.TPU_HOST}
 )
 
 _BY_LABEL = {t.label: t for t in DeviceType}

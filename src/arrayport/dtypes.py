@@ -41,6 +41,7 @@ class DTypeCode(enum.IntEnum):
     FLOAT6_E2M3FN = 15
     FLOAT6_E3M2FN = 16
     FLOAT4_E2M1FN = 17
+    BCOMPLEX = 18   # complex of two bfloat16 (bits 32); added upstream after the 1.3 tag
 
 
 # Bit widths each code may carry. The named minifloat formats have exactly one width.
@@ -56,6 +57,7 @@ _BITS_FOR_CODE: dict[int, tuple[int, ...]] = {
     DTypeCode.FLOAT6_E2M3FN: (6,),
     DTypeCode.FLOAT6_E3M2FN: (6,),
     DTypeCode.FLOAT4_E2M1FN: (4,),
+    DTypeCode.BCOMPLEX: (32,),
 }
 
 _SIZED_PREFIX = {
@@ -74,6 +76,8 @@ def _base_name(code: int, bits: int) -> str:
         return "bfloat16"
     if code == DTypeCode.BOOL:
         return "bool"
+    if code == DTypeCode.BCOMPLEX:
+        return "bcomplex32"
     return DTypeCode(code).name.lower()  # float8_e4m3fn, float6_e2m3fn, float4_e2m1fn, ...
 
 

@@ -260,13 +260,14 @@ static inline int ap_dtype_is_valid(uint8_t code, uint8_t bits, uint16_t lanes) 
     case APDL_BOOL: return bits == 8;
     case APDL_FLOAT6_E2M3FN: case APDL_FLOAT6_E3M2FN: return bits == 6;
     case APDL_FLOAT4_E2M1FN: return bits == 4;
+    case APDL_BCOMPLEX: return bits == 32;
     default:
         return code >= APDL_FLOAT8_E3M4 && code <= APDL_FLOAT8_E8M0FNU && bits == 8;
     }
 }
 
 static inline int ap_device_type_is_known(int32_t t) {
-    return (t >= APDL_CPU && t <= APDL_OPENCL) || (t >= APDL_VULKAN && t <= APDL_TRN);
+    return (t >= APDL_CPU && t <= APDL_OPENCL) || (t >= APDL_VULKAN && t <= APDL_ASCEND);
 }
 
 /* ---- PEP 3118 formats ------------------------------------------------------------------------ */

@@ -15,6 +15,7 @@ from arrayport.convert_steps import (
     no_type_for,
 )
 from arrayport.devices import DeviceType
+from arrayport.dtypes import DTypeCode
 
 
 def _is_dense_permutation(view):
@@ -44,6 +45,10 @@ def _to_jax(x, *, device=None, copy=None, stream=None):
             return jnp.asarray(_core.to_numpy(view, copy=True))
         except jax.errors.JaxRuntimeError as error:   # XLA's CPU has no float6
             raise no_type_for("to(jax)", "JAX's backend", view.dtype) from error
+    if view.dtype.code == DTypeCode.BCOMPLEX:
+        # JAX has no complex of bfloat16 (its DLPack import: "unknown type code 18"; NumPy's
+        # ml_dtypes array of it is not a JAX value either).
+        raise no_type_for("to(jax)", "JAX", view.dtype)
     numpy_dtype = view.dtype.to_numpy()
     if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:
         raise TypeError(f"to(jax): JAX would narrow {view.dtype.name} to "

@@ -61,7 +61,12 @@ typedef enum {
     APDL_WEBGPU = 15,
     APDL_HEXAGON = 16,
     APDL_MAIA = 17,
-    APDL_TRN = 18
+    APDL_TRN = 18,
+    /* Added upstream after the 1.3 tag, the minor version still 3: a 1.3 capsule may carry
+     * them, so every code is checked by value, never by the version. */
+    APDL_TPU = 19,
+    APDL_TPU_HOST = 20,      /* host memory a TPU runtime allocated, host-readable */
+    APDL_ASCEND = 21
 } APDLDeviceType;
 
 typedef struct {
@@ -88,7 +93,9 @@ typedef enum {
     APDL_FLOAT8_E8M0FNU = 14,
     APDL_FLOAT6_E2M3FN = 15,  /* bits must be 6 */
     APDL_FLOAT6_E3M2FN = 16,  /* bits must be 6 */
-    APDL_FLOAT4_E2M1FN = 17   /* bits must be 4 */
+    APDL_FLOAT4_E2M1FN = 17,  /* bits must be 4 */
+    APDL_BCOMPLEX = 18        /* complex of two bfloat16: bits must be 32; added upstream
+                               * after the 1.3 tag, the minor version still 3 */
 } APDLDataTypeCode;
 
 typedef struct {
