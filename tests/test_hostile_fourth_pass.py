@@ -88,10 +88,32 @@ def test_a_chunked_column_keeps_its_type_one_chunk_shared_several_joined_by_arro
 
 
 @needs_pyarrow
-def test_a_chunked_column_of_booleans_is_refused_as_an_array_of_them_is():
-    for column in (pa.array([True, False]), pa.chunked_array([[True, False]])):
-        with pytest.raises(BufferError, match="boolean"):
+def test_a_type_the_stream_cannot_give_is_left_to_array_s_copy_unless_it_holds_a_null():
+    # Booleans and dictionary-encoded columns have no strided form: __array__'s copy of
+    # them is exact, and is taken — unless a null would become NaN (or None) in it.
+    assert ap.to_numpy(pa.chunked_array([[True, False]])).tolist() == [True, False]
+    encoded = pa.chunked_array([pa.array([1, 2, 1]).dictionary_encode()])
+    assert ap.to_numpy(encoded).tolist() == [1, 2, 1]
+    for column in (pa.chunked_array([[True, None]]),
+                   pa.chunked_array([pa.array([1, None, 1]).dictionary_encode()]),
+                   pa.chunked_array([pa.DictionaryArray.from_arrays(
+                       pa.array([0, 1, 0], pa.int8()), pa.array([1, None], pa.int64()))])):
+        with pytest.raises(BufferError, match="1 null"):
             ap.to_numpy(column)
+
+
+class _StreamFails:
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a copy is needed")
+        return np.arange(3)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        raise RuntimeError("boom")
+
+
+def test_a_stream_that_fails_leaves_array_s_copy_to_speak():
+    assert ap.to_numpy(_StreamFails()).tolist() == [0, 1, 2]
 
 
 @needs_pyarrow
@@ -106,6 +128,18 @@ def test_a_table_with_a_null_is_refused_not_read_as_nan(make):
     with pytest.raises(BufferError, match="column 'x' of the table holds .* null"):
         ap.to_numpy(table)
     assert ap.explain(table, "numpy").refused
+
+
+@needs_pyarrow
+@pytest.mark.parametrize("column", [
+    lambda: pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int8()),
+                                           pa.array([1, None], pa.int64())),
+    lambda: pa.RunEndEncodedArray.from_arrays([2, 3], pa.array([1.0, None])),
+], ids=["nulls-in-the-dictionary", "nulls-in-run-end-values"])
+def test_a_table_column_whose_nulls_live_in_another_array_is_refused(column):
+    table = pa.table({"x": column(), "y": [1.0, 2.0, 3.0]})
+    with pytest.raises(BufferError, match="column 'x' of the table holds"):
+        ap.to_numpy(table)
 
 
 @needs_pyarrow
@@ -215,8 +249,8 @@ def test_writable_true_refuses_what_only_a_copy_could_meet(constraints, constrai
     array = np.zeros((4, 3))[:, ::2]                   # F-ish, strided, float64
     if constraint == "align":
         array = np.zeros(4096 + 8, np.uint8)[8:].view(np.float64)
-    with pytest.raises(ap.RequirementError, match="writable=True: only a copy would meet it"
-                                                  "|a copy does not change") as caught:
+    with pytest.raises(ap.RequirementError, match="writable=True: (only a copy would meet "
+                                                  "it|a cast is a copy)") as caught:
         ap.require(array, writable=True, **constraints)
     assert caught.value.constraint == constraint
 
@@ -243,6 +277,39 @@ def test_writable_true_refuses_a_lazy_conjugate_tensor_whose_copy_would_take_the
     lazy = torch.zeros(3, dtype=torch.complex64).conj()
     with pytest.raises(ap.RequirementError, match="conjugate"):
         ap.require(lazy, writable=True)
+
+
+def test_writable_true_refuses_an_array_method_that_copies_whatever_copy_false_asks():
+    class Fresh:                      # ignores copy=False: a new array at every call
+        def __init__(self):
+            self.data = [0.0, 0.0]
+
+        def __array__(self, dtype=None, copy=None):
+            return np.array(self.data)
+
+    class Holds:                      # shares its own array, as copy=False asks
+        def __init__(self):
+            self.array = np.zeros(2)
+
+        def __array__(self, dtype=None, copy=None):
+            return self.array
+
+    with pytest.raises(ap.RequirementError, match="returned a new array nobody else holds"):
+        ap.require(Fresh(), writable=True)
+    holder = Holds()
+    np.asarray(ap.require(holder, writable=True))[:] = 5.0
+    assert holder.array.tolist() == [5.0, 5.0]
+
+
+def test_writable_true_with_cast_says_a_cast_is_a_copy():
+    with pytest.raises(ap.RequirementError, match="writable=True: a cast is a copy"):
+        ap.require(np.zeros(4, np.float32), dtype="float64", writable=True, cast=True)
+
+
+def test_a_flag_given_as_1_is_refused_even_after_true_was_cached():
+    ap.require(np.zeros(2), writable=True)
+    with pytest.raises(TypeError, match="writable must be"):
+        ap.require(np.zeros(2), writable=1)          # 1 == True: once taken from the cache
 
 
 def test_writable_true_and_copy_true_contradict():
@@ -279,6 +346,45 @@ def test_explain_of_a_lazy_conjugate_for_arrow_is_arrow_s_refusal_not_a_copy():
     assert told.copies and "conjugate bit" in told.reason
     with ap.warn_on_copies(), pytest.warns(ap.CopyWarning, match="conjugate bit"):
         ap.to(lazy, "numpy")
+
+
+def test_explain_never_reads_what_an_array_method_would_copy():
+    calls = []
+
+    class OnDisk:                     # an h5py / zarr dataset: __array__ reads it all
+        def __array__(self, dtype=None, copy=None):
+            if copy is False:
+                raise ValueError("on disk")
+            calls.append(copy)
+            return np.arange(4.0)
+
+    said = ap.explain(OnDisk(), "numpy")
+    assert said.copies and calls == []            # explained, nothing read
+
+
+@needs_pyarrow
+def test_explain_does_not_join_arrow_chunks():
+    values = pa.array(np.arange(4, dtype=np.int64))
+    several = pa.chunked_array([values.slice(0, 2), values.slice(2, 2)])
+    before = pa.total_allocated_bytes()
+    assert ap.explain(several, "numpy").copies
+    assert pa.total_allocated_bytes() == before
+
+
+@needs_torch
+def test_an_explain_inside_an_explained_conversion_leaves_its_reason_alone():
+    class ExplainsOnTheWay:
+        def __init__(self):
+            self.tensor = torch.zeros(2, dtype=torch.complex64).conj()
+
+        def __array__(self, dtype=None, copy=None):
+            ap.explain(np.zeros(2), "numpy")       # another explain, nested
+            if copy is False:
+                raise ValueError("a copy is needed")
+            return np.zeros(2)
+
+    lazy = torch.zeros(2, dtype=torch.complex64).conj()
+    assert "conjugate bit" in ap.explain(lazy, "numpy").reason
 
 
 @needs_pyarrow
@@ -348,8 +454,13 @@ def test_warn_on_copies_false_inside_an_enabled_state_turns_them_back_on_at_its_
 @pytest.mark.parametrize("shape, dtype", [((2**63,), "uint8"), ((2**62, 2), "uint8"),
                                           ((2**61,), "float64"), ((2**64,), "uint8")])
 def test_empty_shared_past_a_file_size_is_a_value_error_before_the_system_call(shape, dtype):
-    with pytest.raises(ValueError, match="more than a segment can hold"):
+    with pytest.raises(ValueError, match="empty_shared: shape .* fit in int64"):
         ap.empty_shared(shape, dtype)       # before: OverflowError from ftruncate
+
+
+def test_empty_shared_of_an_extent_past_int64_is_a_value_error_before_the_system_call():
+    with pytest.raises(ValueError, match="does not fit in int64"):
+        ap.empty_shared((0, 2**70), "uint8")
 
 
 def test_empty_shared_that_cannot_be_mapped_is_a_memory_error():
@@ -431,6 +542,12 @@ def test_devices_added_after_1_3_are_described(producer, live, device_type, host
     else:
         with pytest.raises(BufferError, match=str(view.device)):
             ap.to_numpy(view)
+
+
+def test_tpu_host_memory_is_an_address_layout_operations_move(producer, live):
+    view = ap.from_dlpack(producer.capsule(spec(shape=(4,), device=(20, 0))))
+    assert view[1:].ptr == view.ptr + 4                  # as pinned CUDA memory's
+    assert np.array_equal(ap.to_numpy(view[1:]), ap.to_numpy(view)[1:])
 
 
 @pytest.mark.parametrize("dtype, device_type, message", [

@@ -244,8 +244,9 @@ cdef int64_t _arrow_nulls(const APArrowArray* a, int64_t first, int64_t count) e
     return nulls
 
 
-cdef int _check_arrow_array(const APArrowArray* a, Py_ssize_t buffers, Py_ssize_t children,
-                            str what) except -1:
+cdef int _check_arrow_struct(const APArrowArray* a, str what) except -1:
+    """What every ArrowArray must be, whatever its type: there, not released, lengths,
+    offsets and null count in range, its buffers and children where it counts some."""
     if a == NULL:
         raise BufferError(f"arrow: the {what} array is NULL")
     if a.release == NULL:
@@ -253,10 +254,24 @@ cdef int _check_arrow_array(const APArrowArray* a, Py_ssize_t buffers, Py_ssize_
     if a.length < 0 or a.offset < 0 or a.null_count < -1:
         raise BufferError(f"arrow: the {what} array has length {a.length}, offset "
                           f"{a.offset}, null count {a.null_count}")
-    if a.n_buffers != buffers or a.buffers == NULL:
+    if a.n_buffers < 0 or (a.n_buffers and a.buffers == NULL):
+        raise BufferError(f"arrow: the {what} array counts {a.n_buffers} buffers and its "
+                          f"buffers are NULL" if a.n_buffers > 0 else
+                          f"arrow: the {what} array counts {a.n_buffers} buffers")
+    if a.n_children < 0 or (a.n_children and a.children == NULL):
+        raise BufferError(f"arrow: the {what} array counts {a.n_children} children and its "
+                          f"children are NULL" if a.n_children > 0 else
+                          f"arrow: the {what} array counts {a.n_children} children")
+    return 0
+
+
+cdef int _check_arrow_array(const APArrowArray* a, Py_ssize_t buffers, Py_ssize_t children,
+                            str what) except -1:
+    _check_arrow_struct(a, what)
+    if a.n_buffers != buffers:
         raise BufferError(f"arrow: the {what} array has {a.n_buffers} buffers, its type "
                           f"has {buffers}")
-    if a.n_children != children or (children and a.children == NULL):
+    if a.n_children != children:
         raise BufferError(f"arrow: the {what} array has {a.n_children} children, its type "
                           f"has {children}")
     if a.dictionary != NULL:
@@ -483,27 +498,46 @@ cdef uintptr_t _before_bitmap_read(const APArrowArray* a, int64_t count, bint on
     return 0
 
 
-cdef int _refuse_arrow_nulls(const APArrowArray* a, int64_t first, int64_t count,
-                             bint on_host, str protocol) except -1:
-    """BufferError when elements [first, first + count) of ``a`` hold a null (the bitmap
-    is read only in host memory: elsewhere an uncounted null count is refused), or when
-    ``a`` claims nulls and has no validity bitmap (the C data interface allows a NULL
-    bitmap only with a null count of 0)."""
-    cdef int64_t nulls
+class _ArrowNulls(BufferError):
+    """A refusal because the data holds nulls, which no View can carry: the one refusal of
+    an Arrow column's reader that stands over its ``__array__``'s copy (which would turn
+    them into NaN); other refusals (a type with no strided form) leave that copy to speak."""
+
+
+cdef int64_t _arrow_null_count(const APArrowArray* a, int64_t first, int64_t count,
+                               str protocol) except -1:
+    """Nulls among elements [first, first + count) of host array ``a``, by the C data
+    interface's rules: its validity bitmap, counted where the producer did not (-1); none
+    without one — unless ``a`` has no buffers at all (the null type: its null count is
+    every element's), while an array with buffers that claims nulls and has no bitmap is
+    malformed (NULL is allowed only with a null count of 0)."""
     if a.null_count > 0 and (a.n_buffers < 1 or a.buffers[0] == NULL):
+        if a.n_buffers == 0:
+            return min(a.null_count, count)
         raise BufferError(f"{protocol}: the array claims {a.null_count} null"
                           f"{'s' if a.null_count != 1 else ''} and has no validity bitmap "
                           f"(NULL is allowed only with a null count of 0): malformed")
+    return _arrow_nulls(a, first, count)
+
+
+cdef int _refuse_arrow_nulls(const APArrowArray* a, int64_t first, int64_t count,
+                             bint on_host, str protocol) except -1:
+    """_ArrowNulls when elements [first, first + count) of ``a`` hold a null (the bitmap
+    is read only in host memory: elsewhere an uncounted null count is refused); a
+    BufferError when ``a`` is malformed (_arrow_null_count)."""
+    cdef int64_t nulls
     if not on_host:
+        if a.null_count > 0 and (a.n_buffers < 1 or a.buffers[0] == NULL):
+            _arrow_null_count(a, first, count, protocol)        # malformed: refused
         if a.null_count != 0 and a.buffers[0] != NULL and count:
             if a.null_count > 0:
-                raise BufferError(_arrow_nulls_message(a.null_count, protocol))
-            raise BufferError(f"{protocol}: a device array with a validity bitmap and no "
+                raise _ArrowNulls(_arrow_nulls_message(a.null_count, protocol))
+            raise _ArrowNulls(f"{protocol}: a device array with a validity bitmap and no "
                               f"null count; arrayport cannot count its nulls on the host")
         return 0
-    nulls = _arrow_nulls(a, first, count)
+    nulls = _arrow_null_count(a, first, count, protocol)
     if nulls:
-        raise BufferError(_arrow_nulls_message(nulls, protocol))
+        raise _ArrowNulls(_arrow_nulls_message(nulls, protocol))
     return 0
 
 
@@ -528,7 +562,7 @@ cdef View _view_from_arrow_capsules(object schema_capsule, object array_capsule,
     try:
         layout = _arrow_layout(schema, protocol, tables)
     except _ArrowTableDeferred:
-        _refuse_table_array_nulls(array, schema, protocol)    # read in place, not moved
+        _refuse_nulls_before_array(array, schema, protocol)   # read in place, not moved
         raise
     return _view_from_arrow(layout, array, APDL_CPU, 0, protocol)
 
@@ -586,8 +620,12 @@ cdef View _view_from_arrow_stream_capsule(object capsule, str protocol, bint tab
                            protocol)
         try:
             layout = _arrow_layout(&schema, protocol, tables)
-        except _ArrowTableDeferred:
-            _refuse_table_nulls(&stream, &schema, protocol)
+        except BufferError:
+            # A table left to __array__, or (from arrayport.view, where the object has
+            # __array__: not ``tables``) a column type with no strided form, which its
+            # __array__ may still copy: not if that copy would make NaN of its nulls.
+            if not tables:
+                _refuse_stream_nulls(&stream, &schema, protocol)
             raise
         while True:
             array.release = NULL
@@ -620,58 +658,80 @@ cdef View _view_from_arrow_stream_capsule(object capsule, str protocol, bint tab
 cdef char _ARROW_NO_VALUES[8]          # the address of an empty stream's (empty) values
 
 
-cdef int _refuse_table_nulls(APArrowArrayStream* stream, const APArrowSchema* schema,
-                             str protocol) except -1:
-    """Before a table is left to its ``__array__``: _refuse_table_array_nulls for each of
-    the stream's arrays (each released here)."""
+cdef int _refuse_stream_nulls(APArrowArrayStream* stream, const APArrowSchema* schema,
+                              str protocol) except -1:
+    """_refuse_nulls_before_array for each of the stream's arrays (each released here)."""
     cdef APArrowArray array
     array.release = NULL
     try:
         while True:
+            array.release = NULL
             _arrow_stream_call(stream, stream.get_next(stream, &array), "get_next", protocol)
             if array.release == NULL:
                 return 0                                # the end: no null anywhere
-            _refuse_table_array_nulls(&array, schema, protocol)
+            _refuse_nulls_before_array(&array, schema, protocol)
             array.release(&array)
     finally:
         if array.release != NULL:
             array.release(&array)
 
 
-cdef int _refuse_table_array_nulls(const APArrowArray* array, const APArrowSchema* schema,
-                                   str protocol) except -1:
-    """Before a table (a struct array: a record batch) is left to its ``__array__`` —
-    NumPy's reading, which turns a null into NaN and an integer column into floats,
-    silently: a BufferError naming the first column that holds a null (host memory). A
-    row that is null as a whole (the struct's own bitmap) counts for every column."""
+cdef int _refuse_nulls_before_array(const APArrowArray* array, const APArrowSchema* schema,
+                                    str protocol) except -1:
+    """Before an Arrow object is left to its ``__array__`` — NumPy's reading, which turns a
+    null into NaN and an integer column into floats, silently — _ArrowNulls naming what
+    holds a null (host memory, nothing moved): a table's (a struct's) first column with one
+    (a row null as a whole counts for every column), or the column ``array`` itself."""
     cdef const APArrowArray* column
     cdef int64_t i, nulls
-    _check_arrow_array(array, 1, schema.n_children, "table's")
-    if schema.n_children and schema.children == NULL:
-        raise BufferError(f"{protocol}: the table's schema has no column schemas")
-    nulls = _arrow_nulls(array, array.offset, array.length)
+    if schema == NULL or schema.format == NULL or <bytes>schema.format != b"+s":
+        _check_arrow_struct(array, "column's")
+        nulls = _arrow_column_nulls(array, schema, array.offset, array.length, protocol)
+        if nulls:
+            raise _ArrowNulls(_arrow_nulls_message(nulls, protocol))
+        return 0
+    _check_arrow_struct(array, "table's")
+    if array.n_children != schema.n_children or (schema.n_children and schema.children == NULL):
+        raise BufferError(f"{protocol}: the table has {array.n_children} columns, its "
+                          f"schema {schema.n_children}")
+    nulls = _arrow_null_count(array, array.offset, array.length, protocol)
     for i in range(array.n_children):
         column = array.children[i]
-        if column == NULL or column.release == NULL or column.length < 0 \
-                or column.offset < 0 or column.n_buffers < 0 \
-                or (column.n_buffers and column.buffers == NULL) \
-                or array.offset > column.length or array.length > column.length - array.offset:
-            raise BufferError(f"{protocol}: column {i} of the table is NULL, released, or "
-                              f"shorter than the table")
-        if column.n_buffers >= 1 and column.buffers[0] != NULL:
-            nulls += _arrow_nulls(column, column.offset + array.offset, array.length)
-        elif column.null_count > 0:                     # no bitmap: the null type ("n")
-            nulls += min(column.null_count, array.length)
+        _check_arrow_struct(column, "column's")
+        if array.offset > column.length or array.length > column.length - array.offset:
+            raise BufferError(f"{protocol}: column {i} of the table is shorter than the "
+                              f"table")
+        nulls += _arrow_column_nulls(column, schema.children[i], column.offset + array.offset,
+                                     array.length, protocol)
         if nulls:
             name = schema.children[i].name if schema.children[i] != NULL \
                 and schema.children[i].name != NULL else b"?"
-            raise BufferError(
+            raise _ArrowNulls(
                 f"{protocol}: column {(<bytes>name).decode('utf-8', 'replace')!r} of the "
                 f"table holds {nulls} null{'s' if nulls != 1 else ''}; reading the table as "
                 f"one array (its __array__, as NumPy does) would turn them into NaN and "
                 f"integers into floats, so it is refused: fill them first (e.g. pyarrow's "
                 f"pc.fill_null) or take the columns one by one")
     return 0
+
+
+cdef int64_t _arrow_column_nulls(const APArrowArray* column, const APArrowSchema* schema,
+                                 int64_t first, int64_t count, str protocol) except -1:
+    """Nulls among elements [first, first + count) of a column of any type, as its values
+    read: its own validity bitmap (_arrow_null_count), and, where its values live in
+    another array, that array's nulls — a dictionary's (any null entry counts: an index may
+    name it) and a run-end encoded column's values ("+r": its second child's)."""
+    cdef int64_t nulls = _arrow_null_count(column, first, count, protocol)
+    cdef const APArrowArray* values = NULL
+    if column.dictionary != NULL:
+        values = column.dictionary
+    elif schema != NULL and schema.format != NULL and <bytes>schema.format == b"+r" \
+            and column.n_children == 2:
+        values = column.children[1]
+    if values != NULL:
+        _check_arrow_struct(values, "column's values")
+        nulls += _arrow_null_count(values, values.offset, values.length, protocol)
+    return nulls
 
 
 cdef int _arrow_stream_call(APArrowArrayStream* stream, int status, str call,
@@ -742,7 +802,7 @@ cdef View _view_from_arrow_stream_after(object obj, object failure, bint tables)
     try:
         return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"),
                                                "arrow", tables)
-    except (NeedsCopy, _ArrowTableDeferred):
+    except (NeedsCopy, _ArrowTableDeferred, _ArrowNulls):
         raise                            # the stream's answer (its arrays joined by a copy)
     except BufferError as error:
         raise BufferError(f"{error}; before it, {failure}") from failure

@@ -10,7 +10,7 @@ from cpython.pycapsule cimport (
     PyCapsule_SetName,
 )
 from cpython.object cimport PyTypeObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_REFCNT
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy

@@ -502,7 +502,9 @@ cdef Spec _spec_for(dtype, ndim, shape, order, device, writable, align, cast):
             and order is last[3] and device is last[4] and writable is last[5]
             and align is last[6] and cast is last[7]):
         return _last_spec
-    key = (dtype, ndim, shape, order, device, writable, align, cast)
+    arguments = (dtype, ndim, shape, order, device, writable, align, cast)
+    # The flags' types in the key: 1 == True and hash alike, and Spec refuses 1.
+    key = arguments + (type(writable), type(cast))
     try:
         found = _spec_cache.get(key)
     except TypeError:          # unhashable choices (a set, a list): no cache
@@ -515,7 +517,7 @@ cdef Spec _spec_for(dtype, ndim, shape, order, device, writable, align, cast):
             _spec_cache.clear()
         _spec_cache[key] = found
     # Held only while its arguments are immutable (a list could change under the identity).
-    _last_arguments, _last_spec = key, <Spec>found
+    _last_arguments, _last_spec = arguments, <Spec>found
     return <Spec>found
 
 
@@ -569,10 +571,23 @@ cdef object _require_output(Spec spec, x, copy, stream, import_stream, name):
             v = _view(x, import_stream)
         except NeedsCopy as refusal:
             return fix(None, spec, "writable", copy, stream, name, str(refusal))
+        if v._protocol == "array" and _only_arrayport_holds(v._owner):
+            return fix(None, spec, "writable", copy, stream, name,
+                       f"its {type(x).__name__}.__array__ returned a new array nobody else "
+                       f"holds (a copy, whatever copy=False asked)")
     cdef int failure = spec._first_failure(v)
     if failure == _MEETS:
         return v
     return fix(v, spec, CONSTRAINTS[failure], copy, stream, name, None)
+
+
+cdef bint _only_arrayport_holds(owner):
+    """Whether ``owner`` — the ndarray a producer's ``__array__`` returned — is memory of
+    its own that nothing but the View holds: a copy (an ``__array__`` that ignores
+    ``copy=False``), which the producer never sees again."""
+    numpy = _sys.modules.get("numpy")
+    return (numpy is not None and type(owner) is numpy.ndarray and owner.base is None
+            and Py_REFCNT(owner) <= 2)   # the View's reference, and ``owner`` here
 
 
 cdef View _from_python_values(x, Spec spec, copy, name):

@@ -45,7 +45,8 @@ cdef object _plain_int(obj):
 cdef inline bint _data_is_address(int32_t device_type) noexcept:
     return (device_type == APDL_CPU or device_type == APDL_CUDA
             or device_type == APDL_CUDA_HOST or device_type == APDL_CUDA_MANAGED
-            or device_type == APDL_ROCM or device_type == APDL_ROCM_HOST)
+            or device_type == APDL_ROCM or device_type == APDL_ROCM_HOST
+            or device_type == APDL_TPU_HOST)
 
 
 cdef inline int _count_elements(View v, str protocol) except -1:

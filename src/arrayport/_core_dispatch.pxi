@@ -14,11 +14,12 @@
 #      __array__, which is cheaper where it shares (Polars: 20x) and is the array's own
 #      shape (a table's stream is its columns). When __array__ cannot share (pyarrow's
 #      ChunkedArray never can; a Polars Series with nulls refuses), a column's stream
-#      decides: its View (one chunk), its NeedsCopy (several: joined by Arrow's rules, the
-#      type kept) or its refusal (nulls, booleans, strings), exactly as for an Arrow
-#      array; __array__'s copy, which would turn nulls into NaN, is never taken for it.
-#      A table's stream defers to __array__ (its (rows, columns) shape): a table is read
-#      as its column only from objects without __array__.
+#      decides where it can: its View (one chunk), its NeedsCopy (several: joined, the
+#      type kept); and a null anywhere in the column or table (_ArrowNulls) is refused,
+#      whatever the type, before __array__'s copy could turn it into NaN. A type the
+#      stream cannot give (dictionary-encoded, booleans) leaves __array__'s copy to speak;
+#      so does a table (its (rows, columns) shape): a table is read as its column only
+#      from objects without __array__.
 #   Lazy and labelled arrays have their rules at __array__ and are never read through
 #   Arrow (xarray's stream is its table form, not its array).
 # NumPy masked arrays are checked first: one with any masked element is refused (TypeError)
@@ -31,7 +32,7 @@
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_arrow.pxi: _ArrowTableDeferred, _view_from_arrow_protocol
+#   _core_arrow.pxi: _ArrowNulls, _ArrowTableDeferred, _view_from_arrow_protocol
 #   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
 #   _core_dlpack.pxi: _dlpack_view, _view_from_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
@@ -256,7 +257,6 @@ cdef View _view(obj, stream):
         if result is not None:
             return result
     cdef tuple plan = _plan_for(obj)
-    cdef bint stream_next = plan[len(plan) - 1] == _P_ARROW_STREAM if plan else False
     array_copies = None           # __array__'s NeedsCopy, while a stream may still share
     for protocol in plan:
         try:
@@ -265,20 +265,19 @@ cdef View _view(obj, stream):
             # __array__ could only copy: when DLPack already refused, its refusal stands
             # (a converter resolving through __array__ would copy what DLPack would not
             # export, e.g. densify a sparse tensor); a producer's lazy bits stand anyway.
-            if protocol == _P_ARRAY and first_refusal is not None and not stream_next:
+            if protocol == _P_ARRAY and first_refusal is not None:
                 raise first_refusal
-            if protocol == _P_ARRAY and stream_next:
+            if protocol == _P_ARRAY and plan[len(plan) - 1] == _P_ARROW_STREAM:
                 array_copies = needs
                 continue
             raise
         except _ArrowTableDeferred:
             continue            # a table with __array__: its array was asked there
+        except _ArrowNulls:
+            raise               # nulls: any copy through __array__ would make NaN of them
         except BufferError as refusal:
-            if protocol == _P_ARROW_STREAM:
-                # The stream read a column (a table defers above): its verdict stands over
-                # __array__'s, which could not share, and whose copy would turn nulls into
-                # NaN and integers into floats (pyarrow's ChunkedArray, Polars' Series).
-                raise
+            if protocol == _P_ARROW_STREAM and array_copies is not None:
+                continue        # a type the stream cannot give: __array__'s copy may
             if first_refusal is None or protocol == _P_ARROW:
                 # Of an Arrow object, Arrow's refusal names the type and what to do
                 # (nulls, strings), where its DLPack export's only says "not supported".
@@ -287,9 +286,7 @@ cdef View _view(obj, stream):
         if result is not None:
             return result
     if array_copies is not None:
-        # A table's stream deferred to __array__, which can only copy: an earlier refusal
-        # (DLPack's) stands over that copy, as it does where no stream follows.
-        raise array_copies if first_refusal is None else first_refusal
+        raise array_copies
     if first_refusal is not None:
         raise first_refusal
     tp = type(obj)

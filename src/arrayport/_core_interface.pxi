@@ -14,7 +14,7 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_buffer.pxi: _buffer_item_type, _BufferLease, _lease_buffer
-#   _core_describe.pxi: _adopt, _parse_dl_device, _plain_int
+#   _core_describe.pxi: _adopt, _parse_dl_device, _plain_int, _raise_extent_problem
 #   _core_dlpack.pxi: _dlpack_view
 #   _core_hooks.pxi: _driver_for
 #   _core_host_copy.pxi: _copy_elements
@@ -436,6 +436,28 @@ def view_over_buffer(buffer, tuple item, tuple shape, strides, bint readonly, st
     _check_within(v, lease, protocol)
     v._lease = lease
     return v
+
+
+def layout_nbytes(tuple shape, tuple item, str protocol):
+    """The bytes a C-contiguous layout of ``shape`` and ``item`` = (code, bits, lanes,
+    padded) holds, counted by the rules every View's counts go through (extent.h):
+    BufferError ("<protocol>: …") where an extent or the total does not fit in int64 — for
+    a caller that must know before it makes the memory (empty_shared)."""
+    cdef Py_ssize_t ndim = len(shape)
+    if ndim > AP_COPY_MAX_NDIM:
+        raise BufferError(f"{protocol}: ndim {ndim} is outside the supported range 0..{MAX_NDIM}")
+    cdef int64_t shape_c[AP_COPY_MAX_NDIM]
+    for i in range(ndim):
+        shape_c[i] = _as_int64(shape[i], protocol, "shape")
+    code, bits, lanes, padded = item
+    cdef int64_t storage_bits = (8 if padded and bits < 8 else bits) * lanes
+    cdef int64_t size = 0, nbytes = 0
+    cdef int problem = ap_element_count(<int>ndim, shape_c, storage_bits, &size)
+    if problem == AP_EXTENT_OK:
+        problem = ap_nbytes_of(size, storage_bits, &nbytes)
+    if problem != AP_EXTENT_OK:
+        _raise_extent_problem(problem, protocol, <int>ndim, shape_c, NULL, storage_bits, 0)
+    return nbytes
 
 
 def copy_into_buffer(View v, buffer):

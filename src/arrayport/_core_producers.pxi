@@ -44,13 +44,17 @@ class NeedsCopy(BufferError):
     be wrong, so none is made. ``resolve()`` gives an object whose memory does hold them
     (a copy); arrayport's converters use it where the caller allows copies — or, when
     ``explicit`` (a lazy Dask array: resolving it computes a graph), only where the caller
-    asked for a copy with ``copy=True``."""
+    asked for a copy with ``copy=True``. ``stand_in``, where there is one: an object over
+    memory that is there, of the copy's type and layout but not its values (a lazy
+    conjugate tensor without its bit), on which ``arrayport.explain`` lets the target judge
+    the copy without making it (None: explain stops at the copy)."""
 
-    def __init__(self, message, resolve, copied=True, explicit=False):
+    def __init__(self, message, resolve, copied=True, explicit=False, stand_in=None):
         super().__init__(message)
         self.resolve = resolve
         self.copied = copied
         self.explicit = explicit
+        self.stand_in = stand_in
 
 
 cdef enum _ProducerKind:
@@ -138,13 +142,23 @@ def _resolved_torch_tensor(x):
     return x.resolve_conj().resolve_neg()
 
 
+def _torch_without_lazy_bits(x):
+    """``x``'s memory without its lazy bits — the type and layout of its resolved copy, not
+    its values — a view, no data moved: the stand-in explain judges (NeedsCopy)."""
+    if x.is_conj():
+        x = x.conj()            # a lazy conjugation undone lazily: the same memory
+    if x.is_neg():
+        x = _sys.modules["torch"]._neg_view(x)
+    return x
+
+
 cdef int _refuse_lazy_torch(x, str bit, str operation, str method) except -1:
     raise NeedsCopy(
         f"dlpack: the PyTorch tensor has its {bit} bit set (a lazy {operation}: its memory "
         f"holds the values before it), which no DLPack export can carry, so sharing it "
         f"would give wrong values; call .{method}() first (a copy), or use "
         f"arrayport.to_numpy / arrayport.from_dlpack(copy=None), which resolve it",
-        lambda: _resolved_torch_tensor(x))
+        lambda: _resolved_torch_tensor(x), stand_in=lambda: _torch_without_lazy_bits(x))
 
 
 cdef bint _torch_before_export(x, bint check_conj) except -1:
@@ -332,10 +346,18 @@ cdef View _resolved_view(refusal, stream, bint dlpack_only, bint asked=False):
     """The View of what ``refusal.resolve()`` gives, flagged as a copy when it is one;
     a copy nobody ``asked`` for first goes by copy_watch's rule (a warning, or explain's
     stop) while copies are watched."""
+    cdef View v
     if _copies_watched and not asked and refusal.copied:
-        _hook(_unasked_copy_hook, "unasked_copy")("arrayport", str(refusal), False)
+        if _hook(_unasked_copy_hook, "unasked_copy")("arrayport", str(refusal), False,
+                                                      refusal.stand_in is not None):
+            # explain: the target judges the stand-in (the copy's type and layout over
+            # memory that is there); no copy is made
+            stand_in = refusal.stand_in()
+            v = _dlpack_view(stand_in, stream) if dlpack_only else _view(stand_in, stream)
+            v._flags |= APDL_FLAG_IS_COPIED
+            return v
     resolved = refusal.resolve()
-    cdef View v = _dlpack_view(resolved, stream) if dlpack_only else _view(resolved, stream)
+    v = _dlpack_view(resolved, stream) if dlpack_only else _view(resolved, stream)
     if refusal.copied:
         v._flags |= APDL_FLAG_IS_COPIED
     return v

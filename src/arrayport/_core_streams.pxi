@@ -52,16 +52,13 @@ def implicit_sync_enabled():
 
 # ---- what a stream value means --------------------------------------------------------------
 
-# A stream handle is a pointer (cudaStream_t, hipStream_t): the largest value one can be.
-# Every stream value is checked against it at the door, so that no later driver call
-# (cuStreamGetCtx on a truncated value) is the first to see it.
-cdef object _STREAM_HANDLE_MAX = <object>(<uintptr_t>-1)
-
-
 cdef inline int _check_handle_range(object stream, str protocol) except -1:
-    if stream > _STREAM_HANDLE_MAX:
+    """A stream handle is a pointer (cudaStream_t, hipStream_t): a value past one is refused
+    at the door, so that no later driver call (cuStreamGetCtx of a truncated value) is the
+    first to see it."""
+    if stream > <uintptr_t>-1:
         raise ValueError(f"{protocol}: stream {stream} is not a stream handle (a handle is a "
-                         f"pointer, at most {_STREAM_HANDLE_MAX:#x})")
+                         f"pointer, at most {<uintptr_t>-1:#x})")
     return 0
 
 

@@ -68,9 +68,9 @@ def _from_shared(handle):
     return from_shared(handle)
 
 
-def _unasked_copy(who, why, by_nature):
+def _unasked_copy(who, why, by_nature, stand_in=False):
     from arrayport.copy_watch import unasked_core_copy
-    return unasked_core_copy(who, why, by_nature)
+    return unasked_core_copy(who, why, by_nature, stand_in)
 
 
 # What each library's arrays need put back, from its record (arrayport.libraries).

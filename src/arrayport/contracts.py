@@ -87,6 +87,8 @@ def _refuse_output(view, spec, constraint, name, why):
                                f"but {why}; {lost}", "writable", name)
     if constraint == "writable":
         _refuse(view, spec, constraint, name, f"read-only memory is refused, not copied: {lost}")
+    if constraint == "dtype" and spec.cast:
+        _refuse(view, spec, constraint, name, f"writable=True: a cast is a copy, and {lost}")
     _refuse(view, spec, constraint, name,
             _why_no_copy_helps(constraint) if constraint not in _MET_BY_A_COPY
             else f"writable=True: only a copy would meet it, and {lost}")

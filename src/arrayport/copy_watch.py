@@ -22,11 +22,17 @@ share, so converting them is a copy by nature, as ``numpy.asarray`` makes; a cop
 A copy is announced only for a conversion that ends in a result: ``arrayport.to`` holds its
 announcements (``held_announcements``) until the target has taken the data, and drops them
 when the target refuses it (a complex tensor for Arrow) — the user sees the refusal, not a
-copy for nothing. Under ``explain`` a producer's own ``NeedsCopy`` (its memory does not hold
-its values: a lazy conjugate tensor, Arrow chunks, Python values) is resolved rather than
-stopped, so that the target's own checks still speak; its reason is the explanation's when
-the conversion then succeeds (``resolved_reason``). Every other unasked copy — the
-converters' own, of data that is there — stops explain before it moves any data.
+copy for nothing. Under ``explain``, a producer's own ``NeedsCopy`` (its memory does not hold
+its values as they are) with a stand-in (``NeedsCopy.stand_in``: that memory as it is, of
+the copy's type and layout — a lazy conjugate tensor without its bit) is not resolved: the
+target gets the stand-in, so that its own checks still speak (a complex tensor for Arrow:
+refused, not "a copy"); the copy's reason is the explanation's when the conversion then
+succeeds (``resolved_reason``). Every other unasked copy stops explain before any data
+moves.
+
+Under ``-W error::arrayport.CopyWarning``, the error of an ``arrayport.to`` conversion comes
+at its end, once the target has taken the data (its copy made, then dropped with the
+error); the other converters raise it where the copy is decided, before it is made.
 
 The compiled core asks only when ``_core.copies_watched()`` is on (one flag, set here while
 anyone watches or explains), so an unwatched process pays one C branch for it.
@@ -146,20 +152,22 @@ def caller_stacklevel():
     return level
 
 
-def unasked_core_copy(who: str, why: str, by_nature: bool = False) -> None:
+def unasked_core_copy(who: str, why: str, by_nature: bool = False,
+                      stand_in: bool = False) -> bool:
     """The core's hook, called while copies are watched: it is about to copy under
     ``copy=None`` — a producer's ``NeedsCopy`` resolved for a converter, a ``__dlpack__``
     export to the device the consumer named, or (``by_nature``) Python values, which are
-    explained but not announced (see the module)."""
-    if explaining():
-        # The producer's memory does not hold its values: resolved (see the module), so
-        # that the target's own checks run on what the copy will be.
+    explained but not announced (see the module). True, under explain, where the producer
+    has a ``stand_in`` for the copy: the core hands the target the stand-in instead, so
+    that the target's own checks still speak and no data moves."""
+    if explaining() and stand_in:
         if getattr(_explaining, "resolved", None) is None:
             _explaining.resolved = why
-        return
-    if by_nature:
-        return
+        return True
+    if by_nature and not explaining():
+        return False
     unasked_copy(None, who, why)
+    return False
 
 
 class warn_on_copies:
@@ -200,6 +208,8 @@ class _Explaining:
 
     def __enter__(self):
         global _explains_running
+        # an explain inside a conversion another explain runs: its state comes back after
+        self._outer = (getattr(_explaining, "told", None), getattr(_explaining, "resolved", None))
         _explaining.depth = getattr(_explaining, "depth", 0) + 1
         _explaining.told = []
         _explaining.resolved = None
@@ -211,6 +221,8 @@ class _Explaining:
     def __exit__(self, *exc):
         global _explains_running
         _explaining.depth -= 1
+        if _explaining.depth:
+            _explaining.told, _explaining.resolved = self._outer
         with _lock:
             _explains_running -= 1
             _update_core_flag()

@@ -3,10 +3,10 @@
 The answer comes from the conversion itself, not from a second copy of its rules: the
 converter runs as ``arrayport.to(x, target, **options)`` would, with unasked copies
 stopped where they are decided (``copy_watch.unasked_copy`` raises ``WouldCopy`` under
-explain, before any data moves) — except a producer's own ``NeedsCopy`` (its memory does
-not hold its values: a lazy conjugate tensor, Arrow chunks), which is resolved, so that the
-target's checks of what the copy would be still speak (a complex tensor for Arrow: refused,
-not "a copy"). So
+explain, before any data moves) — except a producer's own ``NeedsCopy`` that offers a
+stand-in (a lazy conjugate tensor: its memory without the bit, of the copy's type and
+layout), which the target judges instead of the copy, so that its own checks still speak
+(a complex tensor for Arrow: refused, not "a copy"); no data moves either way. So
 
 - a conversion that reaches its end shares the producer's memory ("zero-copy"; its result,
   made over that memory, is dropped);

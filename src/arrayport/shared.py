@@ -221,14 +221,11 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     if dtype.itemsize is None:
         raise ValueError(f"empty_shared: packed {dtype.name} has no whole-byte elements; "
                          f"use DType({dtype.name!r}, padded=True)")
-    count = 1
-    for extent in shape:
-        count *= extent
-    nbytes = count * dtype.itemsize
-    if nbytes > _LARGEST_SEGMENT:
-        raise ValueError(f"empty_shared: shape {shape} of {dtype.name} is {nbytes} bytes, more "
-                         f"than a segment can hold ({_LARGEST_SEGMENT}, a file size)")
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
+    try:   # counted by the View's own rules, before any segment is made
+        nbytes = _core.layout_nbytes(shape, tuple(item), "empty_shared")
+    except BufferError as error:
+        raise ValueError(str(error)) from None
     with _new_segment(max(nbytes, 1)) as (kind, name, descriptor, memfd):
         pages = _mapped(_Segment, descriptor, max(nbytes, 1))
         _seal(descriptor, kind, False)   # fixed size; never write-sealed: this process writes
@@ -238,10 +235,6 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     view = _core.view_over_buffer(pages, tuple(item), shape, None, False, "shared")
     pages.address = view.ptr
     return view
-
-
-# The largest segment: a file's size is a signed 64-bit off_t (ftruncate).
-_LARGEST_SEGMENT = 2**63 - 1
 
 
 def _mapped(mapping, descriptor: int, size: int):
