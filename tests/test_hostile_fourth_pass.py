@@ -33,6 +33,34 @@ def nothing_left_held():
     assert _core.live_arrow_arrays() == 0
 
 
+class _CopiesOnly:
+    """A producer whose ``__array__`` can only copy (NumPy 2's refusal of ``copy=False``:
+    NeedsCopy for ``arrayport.view``), counting the copies it makes; ``values`` what they
+    hold (floats, as pyarrow's ``__array__`` makes of an int column with nulls)."""
+
+    def __init__(self, values=(0.0, 1.0, 2.0)):
+        self.values, self.copies = np.asarray(values), 0
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a copy is needed")
+        self.copies += 1
+        return self.values.copy()
+
+
+class _CopiesOnlyWithStream(_CopiesOnly):
+    """The same, with an Arrow stream: ``arrow``'s, or one that fails (None)."""
+
+    def __init__(self, arrow=None, values=(0.0, 1.0, 2.0)):
+        super().__init__(values)
+        self.arrow = arrow
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        if self.arrow is None:
+            raise RuntimeError("boom")
+        return self.arrow.__arrow_c_stream__(requested_schema)
+
+
 # ---- 1. Arrow columns and tables: nulls refused, the type kept ----------------------------------
 
 def _converters():
@@ -102,18 +130,8 @@ def test_a_type_the_stream_cannot_give_is_left_to_array_s_copy_unless_it_holds_a
             ap.to_numpy(column)
 
 
-class _StreamFails:
-    def __array__(self, dtype=None, copy=None):
-        if copy is False:
-            raise ValueError("a copy is needed")
-        return np.arange(3)
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        raise RuntimeError("boom")
-
-
 def test_a_stream_that_fails_leaves_array_s_copy_to_speak():
-    assert ap.to_numpy(_StreamFails()).tolist() == [0, 1, 2]
+    assert ap.to_numpy(_CopiesOnlyWithStream()).tolist() == [0.0, 1.0, 2.0]
 
 
 @needs_pyarrow
@@ -160,29 +178,15 @@ def test_a_polars_series_with_a_null_gets_arrow_s_reason():
         ap.to_numpy(pl.DataFrame({"x": series, "y": [1.0, 2.0, 3.0]}))
 
 
-class _ColumnWithArrayAndStream:
-    """A producer whose ``__array__`` can only copy (and makes floats of its ints, as
-    pyarrow's does) and whose Arrow stream is the truth: nulls in it."""
-
-    def __init__(self, arrow):
-        self._arrow = arrow
-
-    def __array__(self, dtype=None, copy=None):
-        if copy is False:
-            raise ValueError("a copy is needed")
-        return np.array([1.0, np.nan, 3.0])
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        return self._arrow.__arrow_c_stream__(requested_schema)
-
-
 @needs_pyarrow
 def test_any_object_with_a_column_stream_is_read_through_it_not_its_array():
-    thing = _ColumnWithArrayAndStream(pa.chunked_array([pa.array([1, None, 3], pa.int8())]))
+    # its __array__ makes floats with NaN, as pyarrow's does; its stream is the truth
+    thing = _CopiesOnlyWithStream(pa.chunked_array([pa.array([1, None, 3], pa.int8())]),
+                                  values=[1.0, np.nan, 3.0])
     with pytest.raises(BufferError, match="1 null"):
         ap.to_numpy(thing)
-    clean = _ColumnWithArrayAndStream(pa.chunked_array([pa.array([1, 2, 3], pa.int8())]))
-    assert ap.to_numpy(clean).dtype == np.int8
+    clean = _CopiesOnlyWithStream(pa.chunked_array([pa.array([1, 2, 3], pa.int8())]))
+    assert ap.to_numpy(clean).dtype == np.int8 and clean.copies == 0
 
 
 # ---- 3. stream values past a pointer's range ----------------------------------------------------
@@ -261,15 +265,11 @@ def test_writable_true_refuses_python_values_and_producers_that_only_copy():
         ap.require([1.0, 2.0], writable=True)
     assert caught.value.constraint == "writable"
 
-    class CopiesOnly:
-        def __array__(self, dtype=None, copy=None):
-            if copy is False:
-                raise ValueError("a copy is needed")
-            return np.zeros(3)
-
+    producer = _CopiesOnly()
     with pytest.raises(ap.RequirementError, match="expected the caller's own writable "
                                                   "memory, but array: "):
-        ap.require(CopiesOnly(), writable=True)
+        ap.require(producer, writable=True)
+    assert producer.copies == 0
 
 
 @needs_torch
@@ -349,17 +349,9 @@ def test_explain_of_a_lazy_conjugate_for_arrow_is_arrow_s_refusal_not_a_copy():
 
 
 def test_explain_never_reads_what_an_array_method_would_copy():
-    calls = []
-
-    class OnDisk:                     # an h5py / zarr dataset: __array__ reads it all
-        def __array__(self, dtype=None, copy=None):
-            if copy is False:
-                raise ValueError("on disk")
-            calls.append(copy)
-            return np.arange(4.0)
-
-    said = ap.explain(OnDisk(), "numpy")
-    assert said.copies and calls == []            # explained, nothing read
+    on_disk = _CopiesOnly()          # an h5py / zarr dataset: its __array__ reads it all
+    said = ap.explain(on_disk, "numpy")
+    assert said.copies and on_disk.copies == 0    # explained, nothing read
 
 
 @needs_pyarrow
@@ -372,26 +364,21 @@ def test_explain_does_not_join_arrow_chunks():
 
 
 @needs_torch
-def test_an_explain_inside_an_explained_conversion_leaves_its_reason_alone():
-    class ExplainsOnTheWay:
-        def __init__(self):
-            self.tensor = torch.zeros(2, dtype=torch.complex64).conj()
-
-        def __array__(self, dtype=None, copy=None):
-            ap.explain(np.zeros(2), "numpy")       # another explain, nested
-            if copy is False:
-                raise ValueError("a copy is needed")
-            return np.zeros(2)
-
-    lazy = torch.zeros(2, dtype=torch.complex64).conj()
-    assert "conjugate bit" in ap.explain(lazy, "numpy").reason
+def test_an_explain_inside_an_explained_conversion_leaves_its_state_alone():
+    from arrayport import copy_watch
+    with copy_watch._Explaining():
+        assert copy_watch.unasked_core_copy("arrayport", "the outer reason", False, True)
+        inner = ap.explain(_frozen(), "torch", readonly="share")   # tells a warning
+        assert "ReadOnlySharedWarning" in inner.reason
+        assert copy_watch.resolved_reason() == "the outer reason"
+        assert copy_watch.told() == []
 
 
 @needs_pyarrow
-def test_explain_of_arrow_chunks_for_a_target_without_their_type_is_a_refusal():
+def test_explain_of_arrow_chunks_agrees_with_the_conversion():
     several = pa.chunked_array([pa.array([1, 2], pa.uint16()), pa.array([3], pa.uint16())])
     assert ap.explain(several, "numpy").copies
-    if torch is not None:
+    if optional_module("jax") is not None:
         said = ap.explain(several, "jax")
         assert said.copies or said.refused     # what the conversion does, whichever
         try:
@@ -403,13 +390,6 @@ def test_explain_of_arrow_chunks_for_a_target_without_their_type_is_a_refusal():
 
 # ---- 4. survivors of mutation audit 3: the copy announcements ----------------------------------
 
-class _OnlyCopies:
-    def __array__(self, dtype=None, copy=None):
-        if copy is False:
-            raise ValueError("a copy is needed")
-        return np.arange(3.0)
-
-
 def _frozen():
     array = np.arange(4.0)
     array.flags.writeable = False
@@ -419,14 +399,14 @@ def _frozen():
 def test_a_copy_asked_for_with_copy_true_is_never_announced():
     with ap.warn_on_copies(), warnings.catch_warnings():
         warnings.simplefilter("error", ap.CopyWarning)
-        ap.to_numpy(_OnlyCopies(), copy=True)                 # the core's resolution
-        ap.to(_OnlyCopies(), "numpy", copy=True)
+        ap.to_numpy(_CopiesOnly(), copy=True)                 # the core's resolution
+        ap.to(_CopiesOnly(), "numpy", copy=True)
         ap.require(np.zeros((3, 2)).T, order="C", copy=True)  # contracts
         ap.from_dlpack(np.zeros(3), copy=True)
         if torch is not None:
             ap.to_torch(_frozen(), copy=True)                 # an adapter's copied()
     with ap.warn_on_copies(), pytest.warns(ap.CopyWarning):   # the same, unasked: announced
-        ap.to_numpy(_OnlyCopies())
+        ap.to_numpy(_CopiesOnly())
 
 
 def test_warn_on_copies_false_inside_an_enabled_state_turns_them_back_on_at_its_end():
@@ -435,18 +415,18 @@ def test_warn_on_copies_false_inside_an_enabled_state_turns_them_back_on_at_its_
         with warnings.catch_warnings():
             warnings.simplefilter("error", ap.CopyWarning)
             with ap.warn_on_copies(False):
-                ap.to_numpy(_OnlyCopies())                    # off inside the block
+                ap.to_numpy(_CopiesOnly())                    # off inside the block
         with pytest.warns(ap.CopyWarning, match="arrayport copied the data"):
-            ap.to_numpy(_OnlyCopies())                        # on again after it
+            ap.to_numpy(_CopiesOnly())                        # on again after it
         with ap.warn_on_copies():                             # a nested block ends ...
             pass
         with pytest.warns(ap.CopyWarning):
-            ap.to_numpy(_OnlyCopies())                        # ... leaving the switch on
+            ap.to_numpy(_CopiesOnly())                        # ... leaving the switch on
     finally:
         switch.__exit__(None, None, None)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ap.CopyWarning)
-        ap.to_numpy(_OnlyCopies())                            # off once the switch is undone
+        ap.to_numpy(_CopiesOnly())                            # off once the switch is undone
 
 
 # ---- 3. empty_shared sizes past a file's ---------------------------------------------------------
