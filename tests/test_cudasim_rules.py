@@ -484,6 +484,80 @@ def test_the_per_thread_stream_is_ordered_after_the_legacy_stream(cuda, sim, on_
     sim.set_delay_us(2000)
 
 
+# ---- freed memory: frees do not wait, and what touches freed memory faults --------------------
+
+ILLEGAL_ADDRESS = 700
+
+
+def pinned_bytes(cuda, nbytes, fill):
+    pinned = handle()
+    assert cuda.cuMemHostAlloc(ctypes.byref(pinned), nbytes, 0) == SUCCESS
+    host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(pinned.value))
+    host[:] = fill
+    return pinned, host
+
+
+@pytest.mark.parametrize("wait_first", [False, True], ids=["freed under the work", "waited"])
+def test_a_free_does_not_wait_for_work_that_reads_the_memory(cuda, sim, slow_stream,
+                                                             wait_first):
+    # cuMemFree "may" synchronize: the simulator does not, so that work queued on a stream
+    # which reads memory freed before it ran faults (CUDA_ERROR_ILLEGAL_ADDRESS at the next
+    # synchronization, a sticky error) instead of reading what was there — the use after
+    # free a waiting free would hide. Waiting for the work first is the correct program.
+    stream, _ = slow_stream
+    victim = alloc(cuda, 8)
+    pinned, host = pinned_bytes(cuda, 8, 1)
+    assert cuda.cuMemsetD8Async(victim, 7, 8, stream) == SUCCESS
+    assert cuda.cuMemcpyDtoHAsync_v2(pinned, victim, 8, stream) == SUCCESS   # runs in ~40 ms
+    if wait_first:
+        assert cuda.cuStreamSynchronize(stream) == SUCCESS
+    before = sim.counters()
+    assert cuda.cuMemFree_v2(victim) == SUCCESS
+    assert sim.counters()["host_synchronizations"] == before["host_synchronizations"]
+    status = cuda.cuStreamSynchronize(stream)
+    faults = sim.counters()["freed_memory_accesses"] - before["freed_memory_accesses"]
+    if wait_first:
+        assert (status, host.tolist(), faults) == (SUCCESS, [7] * 8, 0)
+    else:
+        assert (status, host.tolist(), faults) == (ILLEGAL_ADDRESS, [1] * 8, 2)  # set, copy
+        assert cuda.cuCtxSynchronize() == ILLEGAL_ADDRESS                      # sticky
+    assert cuda.cuMemFreeHost(pinned) == SUCCESS
+
+
+def test_freed_pinned_memory_is_poisoned_for_the_gpu(cuda, sim, slow_stream):
+    # cuMemFreeHost promises no wait either: a transfer queued from pinned memory that is
+    # freed before it runs faults, and the device keeps what it had.
+    stream, device = slow_stream
+    assert cuda.cuMemsetD8Async(device, 2, 8, stream) == SUCCESS
+    pinned, _ = pinned_bytes(cuda, 8, 9)
+    assert cuda.cuMemcpyHtoDAsync_v2(device, pinned, 8, stream) == SUCCESS
+    before = sim.counters()
+    assert cuda.cuMemFreeHost(pinned) == SUCCESS
+    assert sim.counters()["host_synchronizations"] == before["host_synchronizations"]
+    assert cuda.cuStreamSynchronize(stream) == ILLEGAL_ADDRESS
+    assert sim.counters()["copy_faults"] - before["copy_faults"] == 1
+    out = np.zeros(8, np.uint8)
+    cuda.cuMemcpyDtoH_v2(out.ctypes.data, device, 8)
+    assert out.tolist() == [2] * 8
+
+
+def test_freed_pinned_memory_cannot_be_read_by_the_host():
+    # Its pages are dropped and made inaccessible (the simulator's poison): a host read after
+    # cuMemFreeHost is a crash, as reading unmapped memory is, never the old bytes.
+    code = CHILD_ON_DEVICE_0 + textwrap.dedent("""
+        pinned = ctypes.c_void_p()
+        cuda.cuMemHostAlloc(ctypes.byref(pinned), 8, 0)
+        ctypes.c_uint64.from_address(pinned.value).value = 5
+        print("before", ctypes.c_uint64.from_address(pinned.value).value, flush=True)
+        print("free", cuda.cuMemFreeHost(pinned), flush=True)
+        print("after", ctypes.c_uint64.from_address(pinned.value).value, flush=True)
+    """)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60)
+    assert child.stdout.splitlines() == ["before 5", "free 0"]
+    assert child.returncode < 0, "reading freed pinned memory on the host did not fault"
+
+
 # ---- how NVIDIA's libraries find the driver ---------------------------------------------------
 
 GET_PROC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(handle), ctypes.c_int,
@@ -655,6 +729,7 @@ def test_a_pool_is_made_only_from_valid_properties(pool, props, status):
 def test_a_created_pools_blocks_are_its_own(pool, sim):
     status, own = create_pool(pool)
     assert status == SUCCESS
+    keep_everything(pool, own)                      # the synchronizations below release none
     mine = alloc_from(pool, 256, own, None)
     assert pool.cuMemFreeAsync(mine, None) == SUCCESS
     assert pool.cuCtxSynchronize() == SUCCESS       # the free has run: reusable by any stream
@@ -686,23 +761,39 @@ def test_a_created_pool_keeps_its_release_threshold(pool):
     assert pool.cuMemPoolDestroy(own) == SUCCESS
 
 
-def reserved_by(cuda, pool):
+RELEASE_THRESHOLD, RESERVED_MEM_CURRENT, USED_MEM_CURRENT = 4, 5, 7
+CHUNK = 2 << 20    # the simulator's pool granularity: a pool reserves whole chunks
+
+
+def reserved_by(cuda, pool, attribute=RESERVED_MEM_CURRENT):
     value = ctypes.c_uint64()
-    assert cuda.cuMemPoolGetAttribute(pool, 5, ctypes.byref(value)) == SUCCESS  # RESERVED_MEM_CURRENT
+    assert cuda.cuMemPoolGetAttribute(pool, attribute, ctypes.byref(value)) == SUCCESS
     return value.value
+
+
+def set_release_threshold(cuda, pool, nbytes):
+    value = ctypes.c_uint64(nbytes)
+    assert cuda.cuMemPoolSetAttribute(pool, RELEASE_THRESHOLD, ctypes.byref(value)) == SUCCESS
+
+
+def keep_everything(cuda, pool):
+    """A release threshold no test reaches: synchronizations give nothing back."""
+    set_release_threshold(cuda, pool, 1 << 50)
 
 
 def test_trimming_a_pool_frees_only_blocks_whose_free_has_run(pool, sim):
     status, own = create_pool(pool)
     assert status == SUCCESS
+    keep_everything(pool, own)
     slow = handle()
     pool.cuStreamCreate(ctypes.byref(slow), NON_BLOCKING)
-    idle, freeing, live = (alloc_from(pool, n, own, None) for n in (1024, 2048, 4096))
+    # a chunk each (a block as large as a chunk fills it)
+    idle, freeing, live = (alloc_from(pool, n * CHUNK, own, None) for n in (1, 2, 3))
     assert pool.cuMemFreeAsync(idle, None) == SUCCESS
     assert pool.cuCtxSynchronize() == SUCCESS                 # idle's free has run
     sim.set_delay_us(20000)
     try:
-        pool.cuMemsetD8Async(freeing, 1, 2048, slow)
+        pool.cuMemsetD8Async(freeing, 1, 2 * CHUNK, slow)
         assert pool.cuMemFreeAsync(freeing, slow) == SUCCESS  # not run yet
         everything = reserved_by(pool, own)
         assert pool.cuMemPoolTrimTo(own, everything) == SUCCESS   # keeps as much: no change
@@ -713,7 +804,7 @@ def test_trimming_a_pool_frees_only_blocks_whose_free_has_run(pool, sim):
         pool.cuStreamSynchronize(slow)
         assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
         assert 0 < reserved_by(pool, own) < after_idle        # freeing too; live stays
-        pool.cuMemsetD8Async(live, 2, 4096, None)             # still the application's
+        pool.cuMemsetD8Async(live, 2, 3 * CHUNK, None)        # still the application's
         assert pool.cuMemFreeAsync(live, None) == SUCCESS
         assert pool.cuCtxSynchronize() == SUCCESS
         assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
@@ -730,7 +821,8 @@ def test_trimming_a_pool_keeps_at_least_what_it_is_asked_to_keep(pool):
     # operation" (cuMemPoolTrimTo): a block whose release would go below stays.
     status, own = create_pool(pool)
     assert status == SUCCESS
-    blocks = [alloc_from(pool, 4096, own, None) for _ in range(3)]
+    keep_everything(pool, own)
+    blocks = [alloc_from(pool, CHUNK, own, None) for _ in range(3)]
     for block in blocks:
         assert pool.cuMemFreeAsync(block, None) == SUCCESS
     assert pool.cuCtxSynchronize() == SUCCESS
@@ -753,18 +845,22 @@ def test_a_device_runs_out_of_memory_counting_its_pools_blocks(pool, sim):
     used = total.value - free.value
     status, own = create_pool(pool)
     assert status == SUCCESS
-    sim.set_device_memory(used + 3 * 4096)
+    keep_everything(pool, own)
+    sim.set_device_memory(used + 3 * CHUNK)
     try:
         assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS
-        assert (total.value, free.value) == (used + 3 * 4096, 3 * 4096)
-        first, second = alloc(pool, 4096), alloc_from(pool, 4096, own, None)
+        assert (total.value, free.value) == (used + 3 * CHUNK, 3 * CHUNK)
+        # a pooled block of 4 KiB reserves a whole chunk of the device's memory
+        first, second = alloc(pool, CHUNK), alloc_from(pool, 4096, own, None)
+        assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS
+        assert free.value == CHUNK
         out = u64()
-        assert pool.cuMemAlloc_v2(ctypes.byref(out), 8192) == OUT_OF_MEMORY
+        assert pool.cuMemAlloc_v2(ctypes.byref(out), 2 * CHUNK) == OUT_OF_MEMORY
         assert pool.cuMemFreeAsync(second, None) == SUCCESS
         assert pool.cuCtxSynchronize() == SUCCESS
-        assert pool.cuMemAlloc_v2(ctypes.byref(out), 8192) == OUT_OF_MEMORY   # the pool's
+        assert pool.cuMemAlloc_v2(ctypes.byref(out), 2 * CHUNK) == OUT_OF_MEMORY   # the pool's
         assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
-        assert pool.cuMemAlloc_v2(ctypes.byref(out), 8192) == SUCCESS
+        assert pool.cuMemAlloc_v2(ctypes.byref(out), 2 * CHUNK) == SUCCESS
         for block in (first, out.value):
             assert pool.cuMemFree_v2(block) == SUCCESS
     finally:
@@ -772,6 +868,102 @@ def test_a_device_runs_out_of_memory_counting_its_pools_blocks(pool, sim):
         pool.cuMemPoolDestroy(own)
     assert pool.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == SUCCESS
     assert total.value == 16 << 30
+
+
+def test_a_pooled_block_is_poisoned_once_its_free_has_run(pool, sim):
+    # cuMemFreeAsync frees in stream order: work ordered before the free (on its stream)
+    # reads the block, and the freeing stream may reuse it at once; work on another stream
+    # not ordered before the free, that runs after it, touches freed memory and faults.
+    sim.set_delay_us(20000)
+    freeing, other = handle(), handle()
+    for stream in (freeing, other):
+        pool.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    scratch = alloc_async(pool, 8, other)
+    pinned, host = pinned_bytes(pool, 8, 0)
+    try:
+        block = alloc_async(pool, 64, freeing)
+        assert pool.cuMemsetD8Async(block, 3, 64, freeing) == SUCCESS       # before the free
+        assert pool.cuMemFreeAsync(block, freeing) == SUCCESS
+        assert alloc_async(pool, 64, freeing) == block                      # reused in order
+        assert pool.cuMemsetD8Async(block, 4, 8, freeing) == SUCCESS
+        assert pool.cuMemcpyDtoHAsync_v2(pinned, block, 8, freeing) == SUCCESS
+        assert pool.cuStreamSynchronize(freeing) == SUCCESS
+        assert host.tolist() == [4] * 8                  # no fault for work in stream order
+        before = sim.counters()["freed_memory_accesses"]
+        for _ in range(3):                               # the other stream is busy 60 ms
+            pool.cuMemsetD8Async(scratch, 0, 8, other)
+        assert pool.cuMemsetD8Async(block, 5, 8, other) == SUCCESS   # not ordered after...
+        assert pool.cuMemFreeAsync(block, freeing) == SUCCESS        # ...this free: runs first
+        assert pool.cuStreamSynchronize(other) == ILLEGAL_ADDRESS
+        assert sim.counters()["freed_memory_accesses"] - before == 1
+    finally:
+        sim.set_delay_us(2000)
+        pool.cuMemFreeAsync(scratch, other)
+        for stream in (freeing, other):
+            pool.cuStreamSynchronize(stream)
+            pool.cuStreamDestroy_v2(stream)
+        pool.cuMemFreeHost(pinned)
+
+
+@pytest.mark.parametrize("synchronize", ["stream", "event", "context"])
+def test_a_pool_returns_memory_past_its_release_threshold_at_the_next_synchronization(
+        pool, sim, synchronize):
+    # "When more than the release threshold bytes of memory are held by the memory pool, the
+    # allocator will try to release memory back to the OS on the next call to stream, event
+    # or context synchronize" — at that call, not before: frees that have run leave the
+    # memory reserved until then; then whole chunks go, down to the threshold.
+    status, own = create_pool(pool)
+    assert status == SUCCESS
+    set_release_threshold(pool, own, CHUNK + 1)
+    stream, event = handle(), handle()
+    pool.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING)
+    pool.cuEventCreate(ctypes.byref(event), 0)
+    released = sim.counters()["pool_chunks_released"]
+    try:
+        blocks = [alloc_from(pool, CHUNK, own, stream) for _ in range(3)]
+        for block in blocks:
+            assert pool.cuMemFreeAsync(block, stream) == SUCCESS
+        while pool.cuStreamQuery(stream) == NOT_READY:   # the frees run; no synchronization
+            pass
+        assert reserved_by(pool, own) == 3 * CHUNK
+        assert reserved_by(pool, own, USED_MEM_CURRENT) == 0
+        assert pool.cuEventRecord(event, stream) == SUCCESS
+        call = {"stream": lambda: pool.cuStreamSynchronize(stream),
+                "event": lambda: pool.cuEventSynchronize(event),
+                "context": lambda: pool.cuCtxSynchronize()}[synchronize]
+        assert call() == SUCCESS
+        # past the threshold (a chunk and a byte) no more: two chunks kept, whole
+        assert reserved_by(pool, own) == 2 * CHUNK
+        assert sim.counters()["pool_chunks_released"] - released == 1
+        set_release_threshold(pool, own, 0)              # the default: nothing kept
+        assert call() == SUCCESS
+        assert reserved_by(pool, own) == 0
+    finally:
+        pool.cuStreamDestroy_v2(stream)
+        pool.cuEventDestroy_v2(event)
+        assert pool.cuMemPoolDestroy(own) == SUCCESS
+
+
+def test_a_pool_reserves_and_trims_whole_chunks(pool):
+    # Physical memory is mapped in chunks: small blocks share one, a trim keeps every chunk
+    # that holds a block in use, whole — what a pool reserves is a multiple of the chunk.
+    status, own = create_pool(pool)
+    assert status == SUCCESS
+    keep_everything(pool, own)
+    blocks = [alloc_from(pool, CHUNK // 8, own, None) for _ in range(12)]   # a chunk and a half
+    assert reserved_by(pool, own) == 2 * CHUNK
+    assert reserved_by(pool, own, USED_MEM_CURRENT) == 12 * CHUNK // 8
+    for block in blocks[1:]:
+        assert pool.cuMemFreeAsync(block, None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS
+    assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
+    assert reserved_by(pool, own) == CHUNK           # the first chunk holds blocks[0]
+    assert pool.cuMemsetD8Async(blocks[0], 1, CHUNK // 8, None) == SUCCESS
+    assert pool.cuMemFreeAsync(blocks[0], None) == SUCCESS
+    assert pool.cuCtxSynchronize() == SUCCESS
+    assert pool.cuMemPoolTrimTo(own, 0) == SUCCESS
+    assert reserved_by(pool, own) == 0
+    assert pool.cuMemPoolDestroy(own) == SUCCESS
 
 
 def test_pool_tests_leave_nothing_in_use(sim):

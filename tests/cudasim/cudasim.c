@@ -35,13 +35,36 @@
  *   - at exit, a report of allocations, streams, events and modules never released (to
  *     stderr, or to the file CUDASIM_REPORT names).
  * What it counts (cudasim_counters): driver calls by name, host synchronizations, kernel
- * faults — the costs a test can measure where it cannot time a GPU.
+ * and copy faults, accesses to freed memory, pool reuses and pool chunks given back — the
+ * costs a test can measure where it cannot time a GPU.
  *   - stream-ordered allocation (cuMemAllocAsync / cuMemFreeAsync, the device's default
  *     pool): a freed block is reused at once by the stream that freed it, by other streams
  *     once the free has run; a block whose free has run is no memory anyone may touch;
+ *   - freed memory: the driver's weaker promises, kept. cuMemFree "may" synchronize and
+ *     cuMemFreeHost promises nothing: here both free at once, without waiting for work
+ *     queued that uses the memory (a pooled block freed with cuMemFree "will not perform
+ *     any implicit synchronization" either). Freed memory is poisoned: a copy, memset or
+ *     kernel that touches it when it runs — queued before the free or after — faults as a
+ *     kernel touching a bad address does (the context's sticky CUDA_ERROR_ILLEGAL_ADDRESS
+ *     at its synchronizations; counted: copy_faults, freed_memory_accesses), so a use
+ *     after free that a waiting free would hide is seen. Work looks its memory up when it
+ *     runs (an allocation and its generation: a pooled block reused in its freeing stream's
+ *     order is no false alarm). Freed pinned and managed memory is dropped and made
+ *     inaccessible (madvise, mprotect PROT_NONE): a host read is a SIGSEGV, never the old
+ *     bytes. Freed addresses stay reserved (a grave) until MAX_GRAVES later frees, so that
+ *     what names them is recognised as freed; work running when its memory is freed
+ *     finishes on the old bytes, as on a GPU;
+ *   - memory pools (cuMemPoolCreate, the default pools): a pool reserves physical memory
+ *     in chunks of POOL_GRANULARITY (2 MiB; a larger block, a multiple), blocks carved from
+ *     them; RESERVED_MEM_CURRENT is whole chunks, a device's memory counts them, and a trim
+ *     (cuMemPoolTrimTo) gives back only chunks no block in use (or waiting for its free)
+ *     lies in. CU_MEMPOOL_ATTR_RELEASE_THRESHOLD is kept as documented: memory a pool holds
+ *     past it goes back to the system at the next cuStreamSynchronize, cuEventSynchronize
+ *     or cuCtxSynchronize of the device, not before (the default threshold, 0: everything
+ *     idle goes at each);
  * What it does not model: timing, PTX it has no C build of (such launches answer
- * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, explicit memory pools and
- * their attributes, graphs, IPC, texture and array objects.
+ * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, pools' reuse policies (set
+ * and reported, not followed), host pools, graphs, IPC, texture and array objects.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -122,13 +145,18 @@ struct op {
     unsigned char *params;
     unsigned grid[3], block[3];
     struct CUctx_st *ctx;
+    /* OP_COPY, OP_SET: the memory each end names (0 destination, 1 source), looked up
+     * again when the work runs: serial 0 is memory the driver does not own (pageable host
+     * memory, or the staging above); else the allocation and its generation at issue, and
+     * the work faults if that memory was freed before it ran (see "freed memory") */
+    struct { uintptr_t address; unsigned long serial, generation; } ends[2];
     /* OP_FREE: the pooled block it frees, as it was when the free was called */
-    uintptr_t freed;
-    unsigned long generation;
+    unsigned long freed, generation;
     op *next;
 };
 
 typedef enum { MEM_DEVICE = 1, MEM_PINNED = 2, MEM_MANAGED = 3 } mem_kind;
+typedef struct chunk chunk;
 typedef struct allocation {
     uintptr_t base;                   /* the address the application sees */
     size_t size, reserved;
@@ -145,8 +173,26 @@ typedef struct allocation {
     struct CUstream_st *freed_on;
     unsigned long generation;         /* new at each reuse, unique in the process: a late
                                          free names the old block, even at a reused address */
+    unsigned long freed_through;      /* the last generation whose free has run (pooled) */
+    unsigned long serial;             /* unique in the process, never reused */
+    chunk *chunk;                     /* pooled: the chunk of its pool it lies in */
+    int busy;                         /* work items touching its bytes right now */
+    int dead;                         /* freed: in the graveyard, poisoned */
     struct allocation *next;
 } allocation;
+/* A pool's physical memory: chunks of POOL_GRANULARITY bytes (or a multiple, for a larger
+ * block), blocks carved from them in order. A pool reserves whole chunks, and gives a chunk
+ * back to the system (trim, release threshold) only when no block in it is in use or waiting
+ * for its stream-ordered free. */
+#define POOL_GRANULARITY ((size_t)2 << 20)
+struct chunk {
+    struct CUmemPoolHandle_st *pool;  /* NULL once its pool is destroyed with blocks in use */
+    int device;
+    size_t size, filled;
+    chunk *next;
+};
+static chunk *chunks;
+static unsigned long serials;         /* the last allocation serial given (lock held) */
 enum { POOL_LIVE, POOL_FREEING, POOL_FREE };
 static unsigned long generations;     /* the last pooled block generation given (lock held) */
 
@@ -167,6 +213,11 @@ static struct CUstream_st *streams;
  * after its stream is destroyed (documented); so does this. */
 static struct CUstream_st *retired;
 static allocation *allocations;
+/* Freed memory (see "freed memory"): kept, poisoned, so that what touches it later is seen
+ * as touching freed memory; the oldest past MAX_GRAVES go back to the system. */
+#define MAX_GRAVES 4096
+static allocation *graveyard;
+static long graves;
 static long live_events;
 
 /* The per-thread context stack. */
@@ -194,9 +245,11 @@ static __thread int ctx_depth;
     X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemPoolTrimTo)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
-enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES, COUNT_N };
+enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES,
+       COUNT_COPY_FAULTS, COUNT_FREED_ACCESSES, COUNT_POOL_CHUNKS_RELEASED, COUNT_N };
 static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations",
-                                            "kernel_faults", "pool_reuses"};
+                                            "kernel_faults", "pool_reuses", "copy_faults",
+                                            "freed_memory_accesses", "pool_chunks_released"};
 static long counters[COUNT_N];
 #define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
 
@@ -229,16 +282,92 @@ static allocation *find(uintptr_t ptr, size_t n) {
     return NULL;
 }
 
-/* Where the bytes of [ptr, ptr + n) can be touched by the simulator: device memory through
- * its shadow, host memory (pinned, managed, pageable) as it is. NULL: part of the range is
- * device memory past an allocation's end, or spans allocations. */
-static unsigned char *bytes_of(uintptr_t ptr, size_t n, int *device_out) {
+/* The live allocation with this serial, or NULL: freed (caller holds the lock). */
+static allocation *by_serial(unsigned long serial) {
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->serial == serial) return a;
+    return NULL;
+}
+
+/* Freed memory overlapping [ptr, ptr + n): a grave, or a pooled block whose free has run;
+ * NULL if none (caller holds the lock). */
+static allocation *freed_at(uintptr_t ptr, size_t n) {
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->pooled && a->pool_state == POOL_FREE && ptr < a->base + a->reserved &&
+            a->base < ptr + (n ? n : 1))
+            return a;
+    for (allocation *a = graveyard; a; a = a->next)
+        if (ptr < a->base + a->reserved && a->base < ptr + (n ? n : 1)) return a;
+    return NULL;
+}
+
+/* One end of a copy, [ptr, ptr + n), for op->ends: where its bytes can be touched by the
+ * simulator now (device memory through its shadow, host memory as it is; NULL for freed
+ * memory, whose work will fault), and its device (-1: pageable host memory). Returns 0
+ * where part of the range is memory past an allocation's end, or spans allocations. */
+static int resolve_end(uintptr_t ptr, size_t n, unsigned char **bytes, int *device,
+                       unsigned long *serial, unsigned long *generation) {
     allocation *a = find(ptr, n);
-    *device_out = a ? a->device : -1;
-    if (a) return a->bytes + (ptr - a->base);
+    if (!a) a = freed_at(ptr, n);
+    if (a) {
+        *device = a->device;
+        *serial = a->serial;
+        *generation = a->generation;
+        *bytes = a->dead || (a->pooled && a->pool_state == POOL_FREE) ? NULL
+                 : a->bytes + (ptr - a->base);
+        return 1;
+    }
     for (allocation *b = allocations; b; b = b->next)   /* overlaps an allocation badly */
-        if (ptr < b->base + b->reserved && b->base < ptr + n) return NULL;
-    return (unsigned char *)ptr;                          /* pageable host memory */
+        if (ptr < b->base + b->reserved && b->base < ptr + n) return 0;
+    *device = -1;
+    *serial = *generation = 0;
+    *bytes = (unsigned char *)ptr;                       /* pageable host memory */
+    return 1;
+}
+
+/* Freed memory is poisoned (caller holds the lock; no work is touching it): device memory's
+ * bytes go, pinned and managed memory's pages are dropped and made inaccessible, so that a
+ * host read is a SIGSEGV, never the old bytes. The addresses stay reserved while the grave
+ * lasts: nothing else is given them. */
+static void poison(allocation *a) {
+    if (a->kind == MEM_DEVICE) free(a->bytes);
+    else {
+        madvise((void *)a->base, a->reserved, MADV_DONTNEED);
+        mprotect((void *)a->base, a->reserved, PROT_NONE);
+    }
+    a->bytes = NULL;
+}
+
+/* Bury a freed allocation, already unlinked from `allocations` (caller holds the lock):
+ * poisoned now, or when the work touching it finishes. */
+static void bury(allocation *a) {
+    a->dead = 1;
+    if (!a->busy) poison(a);
+    a->next = graveyard;
+    graveyard = a;
+    if (++graves <= 2 * MAX_GRAVES) return;
+    allocation *keep = graveyard, *old;      /* the oldest half's addresses go back */
+    for (long i = 1; i < MAX_GRAVES; i++) keep = keep->next;
+    old = keep->next;
+    keep->next = NULL;
+    graves = MAX_GRAVES;
+    while (old) {
+        allocation *next = old->next;
+        if (old->busy) {                     /* still touched: stays until next time */
+            old->next = graveyard;
+            graveyard = old;
+            graves++;
+        } else {
+            munmap((void *)old->base, old->reserved);
+            free(old);
+        }
+        old = next;
+    }
+}
+
+/* Work stops touching `a` (caller holds the lock). */
+static void unpin(allocation *a) {
+    if (--a->busy == 0 && a->dead) poison(a);
 }
 
 static void *worker(void *arg);
@@ -326,6 +455,7 @@ static int ready(const op *o) {
 
 static void run_kernel(const op *o);
 static void pool_free_done(const op *o);
+static void release_above_thresholds(int device);
 
 static void *worker(void *arg) {
     struct CUstream_st *s = arg;
@@ -337,14 +467,42 @@ static void *worker(void *arg) {
         op *o = s->head;
         pthread_mutex_unlock(&lock);
         if (delay_us > 0 && o->kind != OP_MARK) usleep((useconds_t)delay_us);
+        pthread_mutex_lock(&lock);
+        /* A copy's memory is looked up again when it runs: freed since it was enqueued (or
+         * before), it is no memory to touch, and the copy faults as a kernel does. */
+        allocation *touched[2] = {NULL, NULL};
+        uintptr_t fault = 0;
+        int faulted_copy = 0;
+        for (int i = 0; i < (o->kind == OP_COPY ? 2 : o->kind == OP_SET ? 1 : 0); i++) {
+            if (!o->ends[i].serial) continue;
+            allocation *a = by_serial(o->ends[i].serial);
+            if (!a || o->ends[i].generation <= a->freed_through) {
+                faulted_copy = 1;
+                fault = o->ends[i].address;
+                break;
+            }
+            a->busy++;
+            touched[i] = a;
+            *(i ? &o->src : &o->dst) = a->bytes + (o->ends[i].address - a->base);
+        }
+        pthread_mutex_unlock(&lock);
         if (o->kind == OP_KERNEL) run_kernel(o);
-        for (size_t row = 0; row < o->height; row++) {
+        for (size_t row = 0; row < o->height && !faulted_copy; row++) {
             if (o->kind == OP_COPY)
                 memmove(o->dst + row * o->dst_pitch, o->src + row * o->src_pitch, o->width);
             else if (o->kind == OP_SET)
                 memset(o->dst + row * o->dst_pitch, o->value, o->width);
         }
         pthread_mutex_lock(&lock);
+        for (int i = 0; i < 2; i++)
+            if (touched[i]) unpin(touched[i]);
+        if (faulted_copy) {
+            __atomic_add_fetch(&counters[COUNT_COPY_FAULTS], 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
+            fprintf(stderr, "cudasim: %s: illegal address %#lx (freed memory)\n",
+                    o->kind == OP_COPY ? "copy" : "memset", (unsigned long)fault);
+            o->ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
         if (o->kind == OP_FREE) pool_free_done(o);
         s->head = o->next;
         if (!s->head) s->tail = NULL;
@@ -436,7 +594,7 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute 
     return CUDA_SUCCESS;
 }
 
-/* Each simulated device's memory, as reported (allocations are not limited by it). */
+/* Each simulated device's memory, as reported. */
 #define DEVICE_MEMORY ((size_t)16 << 30)
 /* Each device's memory: DEVICE_MEMORY, or less where cudasim_set_device_memory says (so that
  * a test can run a device out of memory). Device allocations past it fail with
@@ -578,27 +736,35 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
     for (struct CUstream_st *s = streams; s; s = s->next)
         if (s->ctx == ctx) wait_for(s, s->issued);
     CUresult status = ctx->sticky;
+    release_above_thresholds(ctx->device);
     pthread_mutex_unlock(&lock);
     return status;
 }
 
 /* ---- memory --------------------------------------------------------------------------------- */
 
-static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, uintptr_t *out);
+static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
+                            struct CUmemPoolHandle_st *pool, uintptr_t *out);
 
-/* The bytes of device `device` allocated, pools' blocks in use or not (caller holds the lock). */
+/* The bytes of device `device` allocated: ordinary allocations, and the chunks pools
+ * reserve, their blocks in use or not (caller holds the lock). */
 static size_t device_memory_used(int device) {
     size_t used = 0;
     for (allocation *a = allocations; a; a = a->next)
-        if (a->kind == MEM_DEVICE && a->device == device) used += a->capacity;
+        if (a->kind == MEM_DEVICE && a->device == device && !a->pooled) used += a->capacity;
+    for (chunk *c = chunks; c; c = c->next)
+        if (c->device == device) used += c->size;
     return used;
 }
 
 static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
-    return allocate_in(current(), kind, size, out);
+    return allocate_in(current(), kind, size, NULL, out);
 }
 
-static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, uintptr_t *out) {
+/* A new allocation; from `pool` (a block carved from one of its chunks, a new chunk if none
+ * has room) where not NULL. */
+static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
+                            struct CUmemPoolHandle_st *pool, uintptr_t *out) {
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -620,13 +786,39 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, ui
     a->device = kind == MEM_DEVICE ? ctx->device : 0;
     a->ctx = ctx;
     pthread_mutex_lock(&lock);
-    if (kind == MEM_DEVICE && device_memory_used(a->device) + size > device_memory) {
+    chunk *c = NULL;
+    size_t charge = kind == MEM_DEVICE ? size : 0;   /* what the device must find now */
+    if (pool) {
+        for (c = chunks; c; c = c->next)
+            if (c->pool == pool && c->device == a->device && c->size - c->filled >= size) break;
+        charge = c ? 0 : (size + POOL_GRANULARITY - 1) / POOL_GRANULARITY * POOL_GRANULARITY;
+    }
+    chunk *fresh = pool && !c ? calloc(1, sizeof *fresh) : NULL;
+    if ((pool && !c && !fresh) ||
+        (charge && device_memory_used(a->device) + charge > device_memory)) {
         pthread_mutex_unlock(&lock);
+        free(fresh);
         free(a->bytes);
         munmap(base, reserved);
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (fresh) {
+        c = fresh;
+        c->pool = pool;
+        c->device = a->device;
+        c->size = charge;
+        c->next = chunks;
+        chunks = c;
+    }
+    if (c) {
+        c->filled += size;
+        a->chunk = c;
+        a->pooled = 1;
+        a->pool = pool;
+    }
+    a->serial = ++serials;
+    a->generation = ++generations;
     a->next = allocations;
     allocations = a;
     pthread_mutex_unlock(&lock);
@@ -634,29 +826,31 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size, ui
     return CUDA_SUCCESS;
 }
 
+static void pooled_block_freed(allocation *a);
+
+/* cuMemFree, cuMemFreeHost: the memory is freed at once, without waiting for work still
+ * queued that uses it — cuMemFree "may" synchronize, cuMemFreeHost promises nothing, and a
+ * pooled block "will not perform any implicit synchronization" (cuda.h). Work that touches
+ * it afterwards, queued before or after, faults (see "freed memory"). */
 static CUresult release(uintptr_t ptr, mem_kind kind) {
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&lock);
-    /* Freeing synchronizes: work still queued may use the memory (the driver, like
-     * cudaFree, waits for the device before it frees). */
-    int pending = 0;
-    for (struct CUstream_st *s = streams; s; s = s->next) pending |= s->done < s->issued;
-    if (pending) {
-        COUNT(HOST_SYNCS);
-        for (struct CUstream_st *s = streams; s; s = s->next) wait_for(s, s->issued);
-    }
     allocation **link = &allocations;
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
-                                             (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))))
+                                             (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))
+                      && !((*link)->pooled && (*link)->pool_state != POOL_LIVE)))
         link = &(*link)->next;
     allocation *a = *link;
-    if (a) *link = a->next;
+    if (a && a->pooled) {                 /* back to its pool, free for any stream now */
+        a->pool_state = POOL_FREE;
+        a->freed_through = a->generation;
+        pooled_block_freed(a);
+    } else if (a) {
+        *link = a->next;
+        bury(a);
+    }
     pthread_mutex_unlock(&lock);
-    if (!a) return CUDA_ERROR_INVALID_VALUE;
-    if (a->kind == MEM_DEVICE) free(a->bytes);
-    munmap((void *)a->base, a->reserved);
-    free(a);
-    return CUDA_SUCCESS;
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
@@ -800,9 +994,12 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
     int dst_device, src_device = 0;
-    unsigned char *to = bytes_of(dst, dst_span, &dst_device);
-    unsigned char *from = set ? NULL : bytes_of(src, src_span, &src_device);
-    if (s && (!to || (!set && !from))) status = CUDA_ERROR_INVALID_VALUE;
+    unsigned char *to = NULL, *from = NULL;
+    unsigned long serial[2] = {0, 0}, generation[2] = {0, 0};
+    int placed = resolve_end(dst, dst_span, &to, &dst_device, &serial[0], &generation[0]) &&
+                 (set || resolve_end(src, src_span, &from, &src_device, &serial[1],
+                                     &generation[1]));
+    if (s && !placed) status = CUDA_ERROR_INVALID_VALUE;
     if (getenv("CUDASIM_TRACE"))
         fprintf(stderr, "cudasim: %s %#lx <- %#lx, %zu x %zu bytes, stream %p: %d\n",
                 set ? "set" : "copy", (unsigned long)dst, (unsigned long)src, height, width,
@@ -824,8 +1021,12 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     op *o = calloc(1, sizeof *o);
     o->staging = staging;
     o->kind = set ? OP_SET : OP_COPY;
+    o->ctx = s->ctx;
     o->dst = to;
     o->src = from;
+    o->ends[0].address = dst, o->ends[0].serial = serial[0], o->ends[0].generation = generation[0];
+    o->ends[1].address = src, o->ends[1].generation = generation[1];
+    o->ends[1].serial = staging ? 0 : serial[1];
     o->width = width;
     o->height = height;
     o->dst_pitch = dst_pitch;
@@ -835,9 +1036,10 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     if (synchronous) {
         COUNT(HOST_SYNCS);
         wait_for(s, s->issued);
+        status = s->ctx->sticky;   /* a synchronous copy that faulted says so */
     }
     pthread_mutex_unlock(&lock);
-    return CUDA_SUCCESS;
+    return status;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
@@ -1036,6 +1238,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream handle) {
         COUNT(HOST_SYNCS);
         wait_for(s, s->issued);
         status = s->ctx->sticky;
+        release_above_thresholds(s->ctx->device);
     }
     pthread_mutex_unlock(&lock);
     return status;
@@ -1131,6 +1334,7 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
     if (e) COUNT(HOST_SYNCS);
     if (e && e->stream) wait_for(e->stream, e->seq);
     CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : e->ctx ? e->ctx->sticky : CUDA_SUCCESS;
+    if (e && e->ctx) release_above_thresholds(e->ctx->device);
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -1181,9 +1385,15 @@ static void reset_context(struct CUctx_st *ctx) {
         allocation *a = *link;
         if (a->ctx != ctx || a->kind == MEM_PINNED) { link = &a->next; continue; }
         *link = a->next;
-        if (a->kind == MEM_DEVICE) free(a->bytes);
-        munmap((void *)a->base, a->reserved);
-        free(a);
+        bury(a);
+    }
+    for (chunk **link = &chunks; *link;) {   /* the chunks their pools' blocks lay in */
+        chunk *c = *link;
+        allocation *a = allocations;
+        while (a && a->chunk != c) a = a->next;
+        if (a) { link = &c->next; continue; }
+        *link = c->next;
+        free(c);
     }
     pthread_mutex_unlock(&lock);
 }
@@ -1224,14 +1434,8 @@ static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
     struct CUctx_st *ctx = s->ctx;
     pthread_mutex_unlock(&lock);
     uintptr_t address = 0;
-    status = allocate_in(ctx, MEM_DEVICE, bytesize, &address);
+    status = allocate_in(ctx, MEM_DEVICE, bytesize, pool, &address);
     if (status != CUDA_SUCCESS) return status;
-    pthread_mutex_lock(&lock);
-    allocation *a = find(address, 1);
-    a->pooled = 1;
-    a->pool = pool;
-    a->generation = ++generations;
-    pthread_mutex_unlock(&lock);
     *dptr = address;
     return CUDA_SUCCESS;
 }
@@ -1258,7 +1462,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
         a->pool_state = POOL_FREEING;
         a->freed_on = s;
         o->kind = OP_FREE;
-        o->freed = a->base;
+        o->freed = a->serial;
         o->generation = a->generation;
         enqueue(s, o);
     }
@@ -1277,6 +1481,75 @@ struct CUmemPoolHandle_st {
 };
 static struct CUmemPoolHandle_st default_pools[MAX_DEVICES];
 static struct CUmemPoolHandle_st *created_pools;
+
+/* The bytes `pool` reserves: its chunks (caller holds the lock). */
+static size_t pool_reserved(struct CUmemPoolHandle_st *pool) {
+    size_t reserved = 0;
+    for (chunk *c = chunks; c; c = c->next)
+        if (c->pool == pool) reserved += c->size;
+    return reserved;
+}
+
+/* Whether every block of chunk c is free, its free run (caller holds the lock). */
+static int chunk_idle(const chunk *c) {
+    for (allocation *a = allocations; a; a = a->next)
+        if (a->chunk == c && a->pool_state != POOL_FREE) return 0;
+    return 1;
+}
+
+/* Chunk c, idle and unlinked from `chunks`, back to the system with its blocks (caller
+ * holds the lock): what touches them later touches freed memory. */
+static void release_chunk(chunk *c) {
+    for (allocation **link = &allocations; *link;) {
+        allocation *a = *link;
+        if (a->chunk != c) { link = &a->next; continue; }
+        *link = a->next;
+        bury(a);
+    }
+    free(c);
+    __atomic_add_fetch(&counters[COUNT_POOL_CHUNKS_RELEASED], 1, __ATOMIC_RELAXED);
+}
+
+/* The driver's rule for cuMemPoolTrimTo, at the pool's granularity: idle chunks go back
+ * while the pool reserves more than `keep` bytes, never below `keep` (a chunk whose release
+ * would go below stays); a chunk holding a block in use, or one whose stream-ordered free
+ * has not run, stays whole (caller holds the lock). */
+static void trim_pool(struct CUmemPoolHandle_st *pool, size_t keep) {
+    size_t reserved = pool_reserved(pool);
+    for (chunk **link = &chunks; *link && reserved > keep;) {
+        chunk *c = *link;
+        if (c->pool != pool || reserved - c->size < keep || !chunk_idle(c)) {
+            link = &c->next;
+            continue;
+        }
+        *link = c->next;
+        reserved -= c->size;
+        release_chunk(c);
+    }
+}
+
+/* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: "When more than the release threshold bytes of memory
+ * are held by the memory pool, the allocator will try to release memory back to the OS on
+ * the next call to stream, event or context synchronize" — here, device `device`'s pools
+ * trimmed to their thresholds, at those three calls and not before (caller holds the
+ * lock). The default threshold is 0: an idle pool keeps nothing past a synchronization. */
+static void release_above_thresholds(int device) {
+    if (device < 0 || device >= device_count) return;
+    trim_pool(device_pool(device), (size_t)default_pools[device].release_threshold);
+    for (struct CUmemPoolHandle_st *p = created_pools; p; p = p->next)
+        if (p->device == device) trim_pool(p, (size_t)p->release_threshold);
+}
+
+/* A pooled block's free ran, or it was freed with cuMemFree: if its pool was destroyed
+ * meanwhile, its chunk goes once idle (caller holds the lock). */
+static void pooled_block_freed(allocation *a) {
+    chunk *c = a->chunk;
+    if (a->pool || !c || c->pool || !chunk_idle(c)) return;
+    chunk **link = &chunks;
+    while (*link != c) link = &(*link)->next;
+    *link = c->next;
+    release_chunk(c);
+}
 
 static struct CUmemPoolHandle_st *device_pool(int device) {
     default_pools[device].device = device;
@@ -1324,18 +1597,11 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
         return CUDA_ERROR_INVALID_VALUE;   /* a default pool, or none: not destroyable */
     }
     *link = pool->next;
-    for (allocation **a = &allocations; *a;) {
-        allocation *x = *a;
-        if (x->pool == pool && x->pool_state == POOL_FREE) {
-            *a = x->next;   /* a free block goes with its pool */
-            free(x->bytes);
-            munmap((void *)x->base, x->reserved);
-            free(x);
-            continue;
-        }
-        if (x->pool == pool) x->pool = NULL;   /* live: the pool's memory until freed */
-        a = &x->next;
-    }
+    trim_pool(pool, 0);                        /* idle chunks go with their pool */
+    for (chunk *c = chunks; c; c = c->next)    /* the others when their blocks are freed */
+        if (c->pool == pool) c->pool = NULL;
+    for (allocation *x = allocations; x; x = x->next)
+        if (x->pool == pool) x->pool = NULL;
     pthread_mutex_unlock(&lock);
     free(pool);
     return CUDA_SUCCESS;
@@ -1380,44 +1646,29 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_a
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
         *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES]; break;
-    default:   /* the memory figures: what the pool holds (reserved) or hands out (used) */
+    default:   /* the memory figures: what the pool holds (reserved: whole chunks) or hands
+                  out (used: the blocks in use) */
         pthread_mutex_lock(&lock);
-        for (allocation *a = allocations; a; a = a->next)
-            if (a->pooled && a->pool == p &&
-                (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
-                 attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || a->pool_state == POOL_LIVE))
-                used += a->capacity;
+        if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
+            attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+            used = pool_reserved(p);
+        else
+            for (allocation *a = allocations; a; a = a->next)
+                if (a->pooled && a->pool == p && a->pool_state == POOL_LIVE) used += a->capacity;
         pthread_mutex_unlock(&lock);
         *(cuuint64_t *)value = used;
     }
     return CUDA_SUCCESS;
 }
 
-/* The driver's rule: the pool's free blocks go back while it reserves more than `keep`
- * bytes, and never below `keep` (a block whose release would go below stays); blocks in use,
- * and those whose stream-ordered free has not run, stay. */
+/* At the pool's granularity: see trim_pool. */
 SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     COUNT(cuMemPoolTrimTo);
     REQUIRE_INIT();
     struct CUmemPoolHandle_st *p = valid_pool(pool);
     if (!p) return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&lock);
-    size_t reserved = 0;
-    for (allocation *a = allocations; a; a = a->next)
-        if (a->pooled && a->pool == p) reserved += a->capacity;
-    for (allocation **link = &allocations; *link && reserved > keep;) {
-        allocation *a = *link;
-        if (!(a->pooled && a->pool == p && a->pool_state == POOL_FREE) ||
-            reserved - a->capacity < keep) {
-            link = &a->next;
-            continue;
-        }
-        *link = a->next;
-        reserved -= a->capacity;
-        free(a->bytes);
-        munmap((void *)a->base, a->reserved);
-        free(a);
-    }
+    trim_pool(p, keep);
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
@@ -1456,10 +1707,14 @@ SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream handle, CUstreamCapture
 
 /* The worker ran a free: the block is the pool's for any stream (caller holds the lock). */
 static void pool_free_done(const op *o) {
-    for (allocation *a = allocations; a; a = a->next)
-        if (a->base == o->freed && a->generation == o->generation &&
-            a->pool_state == POOL_FREEING)
-            a->pool_state = POOL_FREE;
+    allocation *a = by_serial(o->freed);
+    if (!a) return;
+    /* from now on, work that names this generation of the block touches freed memory */
+    if (a->freed_through < o->generation) a->freed_through = o->generation;
+    if (a->generation == o->generation && a->pool_state == POOL_FREEING) {
+        a->pool_state = POOL_FREE;
+        pooled_block_freed(a);
+    }
 }
 
 /* ---- modules and kernels -------------------------------------------------------------------- */
@@ -1520,6 +1775,10 @@ static __thread int running_device = -1;
 static __thread uintptr_t fault_address;
 static __thread int faulted;
 static __thread unsigned char fault_sink[64];
+/* The allocations the running kernel has touched: kept from poisoning until it ends (a free
+ * while it runs takes effect for what it touches afterwards). */
+static __thread allocation **kernel_touched;
+static __thread size_t kernel_touched_n, kernel_touched_cap;
 
 /* The host bytes of [address, address + size) for a running kernel: device memory of its own
  * device, pinned or managed memory. Anything else — pageable host memory, another device's
@@ -1528,7 +1787,22 @@ SIM_CONTROL void *cudasim_device_bytes(uint64_t address, size_t size) {
     pthread_mutex_lock(&lock);
     allocation *a = faulted ? NULL : find((uintptr_t)address, size);
     if (a && a->kind == MEM_DEVICE && a->device != running_device) a = NULL;
+    size_t i = 0;
+    while (a && i < kernel_touched_n && kernel_touched[i] != a) i++;
+    if (a && i == kernel_touched_n) {
+        if (kernel_touched_n == kernel_touched_cap) {
+            size_t cap = kernel_touched_cap ? 2 * kernel_touched_cap : 8;
+            allocation **grown = realloc(kernel_touched, cap * sizeof *grown);
+            if (grown) kernel_touched = grown, kernel_touched_cap = cap;
+        }
+        if (kernel_touched_n < kernel_touched_cap) {
+            kernel_touched[kernel_touched_n++] = a;
+            a->busy++;
+        } else a = NULL;
+    }
     void *bytes = a ? a->bytes + ((uintptr_t)address - a->base) : NULL;
+    if (!bytes && !faulted && freed_at((uintptr_t)address, size))
+        __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&lock);
     if (bytes) return bytes;
     if (!faulted) fault_address = (uintptr_t)address;
@@ -1545,13 +1819,15 @@ static void run_kernel(const op *o) {
         for (blockIdx.y = 0; blockIdx.y < gridDim.y && !faulted; blockIdx.y++)
             for (blockIdx.x = 0; blockIdx.x < gridDim.x && !faulted; blockIdx.x++)
                 o->kernel->run(o->params);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < kernel_touched_n; i++) unpin(kernel_touched[i]);
+    kernel_touched_n = 0;
+    if (faulted) o->ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    pthread_mutex_unlock(&lock);
     if (!faulted) return;
     __atomic_add_fetch(&counters[COUNT_KERNEL_FAULTS], 1, __ATOMIC_RELAXED);
     fprintf(stderr, "cudasim: kernel %s: illegal address %#lx\n", o->kernel->name,
             (unsigned long)fault_address);
-    pthread_mutex_lock(&lock);
-    o->ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-    pthread_mutex_unlock(&lock);
 }
 
 /* The size of one `.param` declaration of an entry (`.param .align 8 .b8 name[1056]`,

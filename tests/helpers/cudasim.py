@@ -102,7 +102,8 @@ class Simulator:
 
     def set_device_memory(self, nbytes: int) -> None:
         """Every device's memory (0: back to 16 GiB): device allocations past it fail with
-        CUDA_ERROR_OUT_OF_MEMORY, a pool's blocks counted whether in use or not."""
+        CUDA_ERROR_OUT_OF_MEMORY, a pool's chunks (2 MiB each) counted whether their blocks
+        are in use or not."""
         self.cuda.cudasim_set_device_memory(nbytes)
 
     def live(self) -> tuple[int, int, int]:
