@@ -60,8 +60,8 @@
  *     (cuMemPoolTrimTo) gives back only chunks no block in use (or waiting for its free)
  *     lies in. CU_MEMPOOL_ATTR_RELEASE_THRESHOLD is kept as documented: memory a pool holds
  *     past it goes back to the system at the next cuStreamSynchronize, cuEventSynchronize
- *     or cuCtxSynchronize of the device, not before (the default threshold, 0: everything
- *     idle goes at each);
+ *     or cuCtxSynchronize of the device, not before — idle chunks, until the pool reserves
+ *     the threshold or less (the default threshold, 0: everything idle goes at each);
  * What it does not model: timing, PTX it has no C build of (such launches answer
  * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, pools' reuse policies (set
  * and reported, not followed), host pools, graphs, IPC, texture and array objects.
@@ -1512,13 +1512,14 @@ static void release_chunk(chunk *c) {
 
 /* The driver's rule for cuMemPoolTrimTo, at the pool's granularity: idle chunks go back
  * while the pool reserves more than `keep` bytes, never below `keep` (a chunk whose release
- * would go below stays); a chunk holding a block in use, or one whose stream-ordered free
- * has not run, stays whole (caller holds the lock). */
-static void trim_pool(struct CUmemPoolHandle_st *pool, size_t keep) {
+ * would go below stays) — or, `at_most` (the release threshold: memory held past it goes),
+ * until it reserves `keep` or less; a chunk holding a block in use, or one whose
+ * stream-ordered free has not run, stays whole (caller holds the lock). */
+static void trim_pool(struct CUmemPoolHandle_st *pool, size_t keep, int at_most) {
     size_t reserved = pool_reserved(pool);
     for (chunk **link = &chunks; *link && reserved > keep;) {
         chunk *c = *link;
-        if (c->pool != pool || reserved - c->size < keep || !chunk_idle(c)) {
+        if (c->pool != pool || (!at_most && reserved - c->size < keep) || !chunk_idle(c)) {
             link = &c->next;
             continue;
         }
@@ -1531,13 +1532,14 @@ static void trim_pool(struct CUmemPoolHandle_st *pool, size_t keep) {
 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: "When more than the release threshold bytes of memory
  * are held by the memory pool, the allocator will try to release memory back to the OS on
  * the next call to stream, event or context synchronize" — here, device `device`'s pools
- * trimmed to their thresholds, at those three calls and not before (caller holds the
- * lock). The default threshold is 0: an idle pool keeps nothing past a synchronization. */
+ * give back idle chunks until they reserve their threshold or less, at those three calls
+ * and not before (caller holds the lock). The default threshold is 0: an idle pool keeps
+ * nothing past a synchronization. */
 static void release_above_thresholds(int device) {
     if (device < 0 || device >= device_count) return;
-    trim_pool(device_pool(device), (size_t)default_pools[device].release_threshold);
+    trim_pool(device_pool(device), (size_t)default_pools[device].release_threshold, 1);
     for (struct CUmemPoolHandle_st *p = created_pools; p; p = p->next)
-        if (p->device == device) trim_pool(p, (size_t)p->release_threshold);
+        if (p->device == device) trim_pool(p, (size_t)p->release_threshold, 1);
 }
 
 /* A pooled block's free ran, or it was freed with cuMemFree: if its pool was destroyed
@@ -1597,7 +1599,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
         return CUDA_ERROR_INVALID_VALUE;   /* a default pool, or none: not destroyable */
     }
     *link = pool->next;
-    trim_pool(pool, 0);                        /* idle chunks go with their pool */
+    trim_pool(pool, 0, 1);                     /* idle chunks go with their pool */
     for (chunk *c = chunks; c; c = c->next)    /* the others when their blocks are freed */
         if (c->pool == pool) c->pool = NULL;
     for (allocation *x = allocations; x; x = x->next)
@@ -1668,7 +1670,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     struct CUmemPoolHandle_st *p = valid_pool(pool);
     if (!p) return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&lock);
-    trim_pool(p, keep);
+    trim_pool(p, keep, 0);
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
