@@ -146,8 +146,16 @@ class DeviceArray:
         return out
 
     def free(self):
+        """Free the memory in the order of the stream it was written on, as a GPU library's
+        allocator does (CuPy's, PyTorch's): the driver's free calls do not wait for work
+        still using it (the simulator poisons freed memory), so this waits for the write
+        and for what was ordered before the stream's later work (the consumers that made
+        the stream wait for them, as arrayport's copies do)."""
         if self.ptr:
             with Context(self.device):
+                on = self.stream.handle if self.stream is not None else None
+                if on is None or on.value:   # a destroyed stream's work has all run
+                    self.driver.cuStreamSynchronize(on)
                 if self.kind == "pinned":
                     check(self.driver.cuMemFreeHost(self.ptr), "cuMemFreeHost")
                 else:
