@@ -132,7 +132,13 @@ def test_same_device_copy_is_new_memory(cuda):
     del source, copy
 
 
-def test_copy_keeps_its_source_alive_while_transfers_may_read_it(cuda):
+def test_copy_keeps_its_source_alive_while_transfers_may_read_it(cuda, held_budget):
+    # The result holds its source while it lives, and past its death until its block is
+    # returned after the device's work: the copy's transfer may not have run when the result
+    # dies, and the source's owner frees its memory with cuMemFree, which does not wait (the
+    # simulator poisons freed memory: dropped at the result's death, the pending transfer
+    # read freed memory — CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronization).
+    held_budget(1 << 40)                  # deaths alone return nothing
     source = device_array(np.arange(4.0))
     watcher = weakref.ref(source)
     copy = source.copy()
@@ -141,7 +147,38 @@ def test_copy_keeps_its_source_alive_while_transfers_may_read_it(cuda):
     assert watcher() is not None  # the copy's owner holds the source
     del copy
     gc.collect()
+    assert watcher() is not None  # the transfer may still read it: kept with the held block
+    ap.release_device_memory()    # the held block returned, after the device's work
+    gc.collect()
     assert watcher() is None
+
+
+@needs_simulator
+def test_a_dead_result_keeps_its_source_until_the_copy_that_reads_it_has_run(
+        streams, slow_streams, held_budget, nothing_leaks):
+    # A result dying before its copy has run (nobody read it) lets go of its source only
+    # once its block returns, after the device's work: the source's owner frees with
+    # cuMemFree, which does not wait — dropped at the result's death, the copy still queued
+    # on a busy stream would read freed memory (on the simulator: poisoned, a fault).
+    held_budget(1 << 40)                              # deaths alone return nothing
+    source = device_array(np.arange(64.0))            # no pending work: freed at once
+    earlier = Stream(0)
+    try:
+        watcher = weakref.ref(source)
+        ap.view(np.zeros(8)).copy(device="cuda:0")    # the pool made
+        before = simulator.counters()
+        source.copy(stream=int(streams.consumer))     # queued behind nothing: 30 ms late
+        del source
+        gc.collect()
+        assert watcher() is not None                  # kept by the held block
+        streams.consumer.synchronize()
+        assert simulator.counters()["freed_memory_accesses"] == \
+            before["freed_memory_accesses"]
+        ap.release_device_memory()
+        gc.collect()
+        assert watcher() is None
+    finally:
+        earlier.close()
 
 
 def test_copy_to_a_device_without_a_driver_next_to_cuda(cuda):
@@ -206,8 +243,10 @@ def held_budget(monkeypatch):
     from arrayport.gpu import cuda_memory
 
     def return_held():   # earlier tests' dead results: the budget counts from none
-        pool = cuda_driver.driver._result_pool(0)
-        cuda_driver.driver._return_held(pool, pool.take())
+        driver = cuda_driver.driver
+        for holder in (driver._result_pool(0), driver._ordinary_holder()):
+            if holder is not None:   # None: a test's setup without pools
+                driver._return_held(holder, holder.take())
 
     def set_budget(nbytes):
         return_held()
@@ -235,7 +274,7 @@ def test_copy_results_come_from_arrayports_pool_with_no_allocation_once_warm(cud
     for _ in range(3):                     # the pool grows to three blocks, held, returned
         source.copy(stream=consumer)
     cuda_driver.driver.synchronize(0, 1)
-    assert cuda_driver.driver.held_results() == 0
+    assert cuda_driver.driver.held_blocks() == 0
     before = simulator.counters()
     waits = []
     for _ in range(6):
@@ -267,7 +306,7 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
     held_budget(1 << 30)                       # nothing returned by deaths alone
     for _ in range(3):
         source.copy()
-    assert cuda_driver.driver.held_results() == 3
+    assert cuda_driver.driver.held_blocks() == 3
     driver = cuda_driver.driver
     real = driver._optional("cuMemAllocFromPoolAsync")
     refusals = []
@@ -282,7 +321,7 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
                         if name == "cuMemAllocFromPoolAsync" else type(driver)._optional(
                             driver, name))
     copy = source.copy()
-    assert refusals and driver.held_results() == 0
+    assert refusals and driver.held_blocks() == 0
     assert contents(copy) == np.arange(32.0).tobytes()
     del copy, source
 
@@ -304,7 +343,7 @@ def test_a_device_out_of_memory_gets_the_held_blocks_back_for_a_copy_on_another_
     # so that the copy, on a stream of its own, gets one of them — a block freed in one
     # stream's order is not another stream's until the free has run, and a retry at once
     # failed for want of memory again.
-    values = np.arange(1 << 17, dtype=np.float64)          # 1 MiB
+    values = np.arange(1 << 18, dtype=np.float64)          # 2 MiB: a pool chunk each
     source = device_array(values)
     consumer = int(streams.consumer)
     source.copy(stream=consumer)                            # the pool, made
@@ -313,7 +352,7 @@ def test_a_device_out_of_memory_gets_the_held_blocks_back_for_a_copy_on_another_
     copy = source.copy(stream=consumer)
     counts = {name: simulator.counters()[name] - before[name] for name in before}
     assert counts["cuMemAllocFromPoolAsync"] == 2 and counts["pool_reuses"] == 1
-    assert cuda_driver.driver.held_results() == 0
+    assert cuda_driver.driver.held_blocks() == 0
     assert contents(copy) == values.tobytes()
     del copy, source
 
@@ -332,9 +371,78 @@ def full_device(held_budget):
         for _ in range(count):
             source.copy(stream=stream)
         gc.collect()
-        assert cuda_driver.driver.held_results() == count
+        assert cuda_driver.driver.held_blocks() == count
     yield fill
     simulator.set_device_memory(0)
+
+
+@needs_simulator
+@needs_two_devices
+def test_a_strided_copy_to_another_device_on_its_stream_gets_room_like_any_other(
+        full_device, nothing_leaks):
+    # A strided copy from device 0 to device 1 on a stream of device 1 packs on device 0
+    # into cuMemAlloc memory (the stream is not device 0's, so not the pool's); with device
+    # 0 full of arrayport's dead results that allocation asks for room as every other does
+    # — the held results go back — where it once failed with "cuMemAlloc_v2(...) failed
+    # with error 2" (the same copy on the default stream got room).
+    array = np.arange(512 * 512, dtype=np.float64).reshape(512, 512)   # 2 MiB: a chunk
+    results = device_array(array)
+    source = device_array(array.T)
+    destination = Stream(1)
+    try:
+        results.copy()                                           # the pool, made
+        full_device(results, 1, 3, room=array.nbytes // 2)
+        assert device_memory_in_use(1) + array.nbytes <= device_memory_in_use(0) + \
+            array.nbytes // 2 + 3 * array.nbytes                 # device 1 has room
+        before = simulator.counters()
+        copy = source.copy(device="cuda:1", stream=int(destination))
+        counts = {name: simulator.counters()[name] - before[name] for name in before}
+        assert counts["cuMemAlloc"] == 3          # refused, refused, served (see below)
+        assert cuda_driver.driver.held_blocks() == 0
+        assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
+        del copy
+    finally:
+        destination.synchronize()
+        destination.close()
+    del source, results
+    ap.release_device_memory()           # device 1's held result too: later tests count
+    gc.collect()
+
+
+@needs_simulator
+def test_arrayports_pool_keeps_little_idle_memory_past_a_synchronization(
+        monkeypatch, held_budget, nothing_leaks):
+    # Its release threshold: min(256 MiB, an eighth of the device), or
+    # ARRAYPORT_POOL_KEEP_BYTES; memory the pool holds past it goes back to the driver at
+    # the next synchronization (the driver's rule), for other libraries' allocators.
+    from arrayport.gpu import cuda_memory
+    driver = cuda_driver.driver
+    assert cuda_memory.pool_keep_bytes(80 << 30) == 256 << 20          # an H100
+    assert cuda_memory.pool_keep_bytes(1 << 30) == 128 << 20
+    ap.view(np.zeros(1)).copy(device="cuda:0")                        # the pool, made
+    threshold = ctypes.c_uint64()
+    assert driver._optional("cuMemPoolGetAttribute")(
+        driver._result_pool(0).handle, 4, ctypes.byref(threshold)) == 0
+    assert threshold.value == min(256 << 20, driver._device_memory(0) // 8)
+    monkeypatch.setenv("ARRAYPORT_POOL_KEEP_BYTES", "nonsense")
+    with pytest.raises(ValueError, match="ARRAYPORT_POOL_KEEP_BYTES must be a number"):
+        cuda_memory.pool_keep_bytes(1 << 30)
+    monkeypatch.setenv("ARRAYPORT_POOL_KEEP_BYTES", str(5 << 20))
+    monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
+    try:
+        values = np.arange(1 << 18, dtype=np.float64)                  # 2 MiB: a chunk
+        held_budget(1 << 40)                      # a pool of its own: the setting's
+        pool = driver._result_pool(0)
+        results = [ap.view(values).copy(device="cuda:0") for _ in range(4)]
+        assert driver._reserved(pool) == 4 * values.nbytes
+        del results
+        gc.collect()
+        driver._return_held(pool, pool.take())    # back to the pool, frees enqueued
+        assert driver._reserved(pool) == 4 * values.nbytes            # not before...
+        driver.synchronize(0, 1)                                      # ...a synchronization
+        assert driver._reserved(pool) == 2 * values.nbytes <= 5 << 20
+    finally:
+        driver._close_result_pools()              # the test's pool, destroyed
 
 
 @needs_simulator
@@ -344,14 +452,14 @@ def test_a_request_larger_than_any_held_block_gets_the_pools_memory_trimmed_back
     # result needs memory the pool does not map. After the returned blocks, the pool is
     # trimmed (its idle memory back to the driver) and the allocation tried once more
     # (found by a review: a 2 MiB copy failed with 3 MiB of dead 1 MiB results held).
-    small = device_array(np.arange(1 << 17, dtype=np.float64))     # 1 MiB
-    large = np.arange(1 << 18, dtype=np.float64)                   # 2 MiB
+    small = device_array(np.arange(1 << 18, dtype=np.float64))     # 2 MiB: a chunk
+    large = np.arange(1 << 19, dtype=np.float64)                   # 4 MiB
     consumer = int(streams.consumer)
     small.copy(stream=consumer)
     full_device(small, consumer, 3, room=small.nbytes // 2)
     copy = ap.view(large).copy(device="cuda:0", stream=consumer)
     assert contents(copy) == large.tobytes()
-    assert cuda_driver.driver.held_results() == 0
+    assert cuda_driver.driver.held_blocks() == 0
     del copy, small
 
 
@@ -361,14 +469,14 @@ def test_a_request_no_room_can_serve_is_refused_with_the_drivers_error(streams, 
     # Every step taken and still too little memory: a BufferError naming the allocation
     # and the driver's error, the held blocks returned, nothing left allocated; the device
     # serves again once it has the memory.
-    small = device_array(np.arange(1 << 17, dtype=np.float64))     # 1 MiB
-    huge = np.arange(1 << 19, dtype=np.float64)                    # 4 MiB
+    small = device_array(np.arange(1 << 18, dtype=np.float64))     # 2 MiB: a chunk
+    huge = np.arange(1 << 20, dtype=np.float64)                    # 8 MiB
     consumer = int(streams.consumer)
     small.copy(stream=consumer)
     full_device(small, consumer, 1, room=small.nbytes // 2)
-    with pytest.raises(BufferError, match=r"cuMemAllocFromPoolAsync\(4194304\) failed"):
+    with pytest.raises(BufferError, match=r"cuMemAllocFromPoolAsync\(8388608\) failed"):
         ap.view(huge).copy(device="cuda:0", stream=consumer)
-    assert cuda_driver.driver.held_results() == 0
+    assert cuda_driver.driver.held_blocks() == 0
     simulator.set_device_memory(0)
     copy = ap.view(huge).copy(device="cuda:0", stream=consumer)
     assert contents(copy) == huge.tobytes()
@@ -378,15 +486,15 @@ def test_a_request_no_room_can_serve_is_refused_with_the_drivers_error(streams, 
 @needs_simulator
 def test_a_staging_allocation_refused_memory_gets_room_from_arrayports_pool(
         streams, full_device, nothing_leaks):
-    # A strided copy to the host stages its packed bytes in the device's default pool
-    # (cuMemAllocAsync); with the device full of arrayport's pool's blocks (dead results),
-    # the refusal returns them and trims that pool, and the staging is tried again.
+    # A strided copy to the host stages its packed bytes in arrayport's pool on the device
+    # (cuMemAllocFromPoolAsync); with the device full of that pool's blocks (dead results),
+    # the refusal returns them and trims the pool, and the staging is tried again.
     library = cuda_driver.driver.library.get()
     default = ctypes.c_void_p()
     with cuda_driver.driver.on_device(0):                   # the default pool's idle blocks: gone
         assert library.cuDeviceGetDefaultMemPool(ctypes.byref(default), 0) == 0
         assert cuda_driver.driver._optional("cuMemPoolTrimTo")(default, 0) == 0
-    array = np.arange(256 * 512, dtype=np.float64).reshape(256, 512)
+    array = np.arange(512 * 512, dtype=np.float64).reshape(512, 512)   # 2 MiB: a chunk
     source = device_array(array.T)                          # strided: staged on the device
     results = device_array(array)
     consumer = int(streams.consumer)
@@ -394,7 +502,7 @@ def test_a_staging_allocation_refused_memory_gets_room_from_arrayports_pool(
     full_device(results, consumer, 3, room=array.nbytes // 2)
     copy = source.copy(device="cpu", stream=consumer)
     np.testing.assert_array_equal(ap.to_numpy(copy), array.T)
-    assert cuda_driver.driver.held_results() == 0
+    assert cuda_driver.driver.held_blocks() == 0
     del copy, source, results
 
 
@@ -404,7 +512,7 @@ def test_out_of_memory_waits_for_a_return_under_way_on_another_thread(streams, f
     # Another thread has taken the held blocks and is returning them (waiting for the
     # device) when this thread's copy is refused memory: the copy waits for that return,
     # then for the device, and gets a block — it once found nothing held and failed.
-    values = np.arange(1 << 17, dtype=np.float64)          # 1 MiB
+    values = np.arange(1 << 18, dtype=np.float64)          # 2 MiB: a pool chunk each
     source = device_array(values)
     consumer = int(streams.consumer)
     source.copy(stream=consumer)
@@ -459,16 +567,16 @@ def test_release_device_memory_gives_back_what_the_pool_keeps_and_spares_live_re
     held_budget(1 << 40)                              # deaths alone return nothing
     ap.release_device_memory()                        # earlier tests' idle blocks: gone
     pool = driver._result_pool(0)
-    values = np.arange(1 << 16, dtype=np.float64)
+    values = np.arange(1 << 18, dtype=np.float64)        # 2 MiB: a chunk of the pool each
     live = ap.view(values).copy(device="cuda:0")
     for _ in range(3):
         ap.view(values).copy(device="cuda:0")         # dead at once: held
     gc.collect()
-    assert driver.held_results() == 3
+    assert driver.held_blocks() == 3
     reserved = driver._reserved(pool)
     assert reserved >= 4 * values.nbytes
     released = ap.release_device_memory()
-    assert driver.held_results() == 0
+    assert driver.held_blocks() == 0
     assert released == reserved - driver._reserved(pool)
     if SIMULATED:
         assert released >= 3 * values.nbytes
@@ -523,6 +631,45 @@ def test_a_results_memory_returns_to_the_pool_only_after_a_consumers_pending_rea
 
 
 @needs_simulator
+def test_a_cumemalloc_result_is_freed_only_after_a_consumers_pending_reads(
+        cuda, slow_streams, monkeypatch, held_budget):
+    # Without a pool a result is cuMemAlloc memory, and cuMemFree does not wait for work
+    # still reading it (it "may" synchronize): a dead result's memory is held, and freed
+    # after every device's work — never at its death on the belief that the free waits (the
+    # simulator poisons freed memory: the consumer's pending read would fault).
+    driver = cuda_driver.driver
+    held_budget(1 << 40)
+    monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(driver, "_make_result_pool", lambda ordinal: None)   # no pools
+    first = np.arange(64.0)
+    reader = Stream(0)
+    library = driver.library.get()
+    out = device_array(np.zeros(64))
+    try:
+        result = ap.view(first).copy(device="cuda:0")
+        assert cuda.calls("allocate_device")[-1] == (0, first.nbytes)
+        driver.synchronize(0, 1)
+        with driver.on_device(0):                     # the consumer's read, 30 ms long
+            assert library.cuMemcpyAsync(ctypes.c_uint64(out.ptr), ctypes.c_uint64(result.ptr),
+                                         ctypes.c_size_t(first.nbytes),
+                                         ctypes.c_void_p(int(reader))) == 0
+        before = simulator.counters()
+        del result
+        gc.collect()
+        counts = {name: simulator.counters()[name] - before[name] for name in before}
+        assert counts["cuMemFree"] == counts["host_synchronizations"] == 0   # held
+        ap.release_device_memory()                    # after every device's work: freed
+        assert simulator.counters()["cuMemFree"] - before["cuMemFree"] == 1
+        assert np.frombuffer(contents(out), np.float64).tolist() == first.tolist()
+        assert simulator.counters()["freed_memory_accesses"] == \
+            before["freed_memory_accesses"]
+    finally:
+        reader.synchronize()
+        reader.close()
+        del out
+
+
+@needs_simulator
 def test_results_held_or_alive_when_the_driver_closes_are_all_freed(nothing_leaks):
     # At the driver's close (exit) the held blocks go back before the pool is destroyed;
     # a result still alive then and dying later (interpreter shutdown) is freed at once,
@@ -531,14 +678,14 @@ def test_results_held_or_alive_when_the_driver_closes_are_all_freed(nothing_leak
     held = driver.allocate_result(0, 256, 1)
     alive = driver.allocate_result(0, 256, 1)
     del held
-    assert driver.held_results() == 1
+    assert driver.held_blocks() == 1
     frees = simulator.counters()["cuMemFreeAsync"]
     driver.close()
-    assert driver.held_results() == 0
+    assert driver.held_blocks() == 0
     assert simulator.counters()["cuMemFreeAsync"] - frees == 1
     del alive
     gc.collect()
-    assert driver.held_results() == 0
+    assert driver.held_blocks() == 0
     assert simulator.counters()["cuMemFreeAsync"] - frees == 2
     cuda_driver.driver.synchronize(0, 1)
 
@@ -572,7 +719,8 @@ def test_a_dead_result_is_held_without_a_lock_a_collection_could_reenter():
     worker.join(10)
     assert not worker.is_alive(), "a release nested in a release waited on itself"
     assert outcome == [[]] and nested and all(blocks == [] for blocks in nested)
-    assert sorted(pool.take()) == sorted([0x1000] + [0x2000 + i for i in range(len(nested))])
+    assert sorted(pointer for pointer, _, _ in pool.take()) == sorted(
+        [0x1000] + [0x2000 + i for i in range(len(nested))])
     assert pool.take() == [] and pool.held() == 0
 
 
@@ -625,6 +773,27 @@ def test_a_large_pageable_upload_goes_chunk_by_chunk_through_the_pinned_ring(
     assert not cuda.calls("allocate_pinned")[2:]                       # the ring is reused
     assert contents(again) == values[::-1].tobytes()
     del copy, again
+
+
+@needs_simulator
+def test_the_rings_chunks_are_freed_only_after_the_transfers_that_read_them(
+        cuda, streams, small_ring, slow_streams):
+    # Draining the ring (at the driver's close, or when its shape changes) waits for each
+    # chunk's last transfer (its event) and then frees the chunk at once: cuMemFreeHost
+    # does not wait for the transfers, and the simulator poisons freed pinned memory, so a
+    # drain that did not wait would have the pending transfers read freed memory.
+    values = np.arange(5.5 * 4096 // 8)
+    consumer = int(streams.consumer)
+    small_ring.release(cuda_driver.driver)                   # a ring of this shape
+    copy = ap.view(values).copy(device="cuda:0", stream=consumer)   # transfers still queued
+    before = simulator.counters()
+    small_ring.release(cuda_driver.driver)
+    counts = {name: simulator.counters()[name] - before[name] for name in before}
+    assert small_ring.held(cuda_driver.driver) == (0, 0)
+    assert counts["cuMemFreeHost"] == 2                       # freed, not held
+    assert contents(copy) == values.tobytes()
+    assert simulator.counters()["freed_memory_accesses"] == before["freed_memory_accesses"]
+    del copy
 
 
 def test_small_uploads_and_pinned_sources_skip_the_ring(cuda, small_ring):

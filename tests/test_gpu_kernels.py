@@ -25,7 +25,7 @@ from on_simulator import needs_two_devices  # noqa: E402
 from driver_log import DriverLog, contents, device_array  # noqa: E402
 from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
                           slow_streams)
-from sim_arrays import Stream  # noqa: E402
+from sim_arrays import DeviceArray, Stream  # noqa: E402
 
 DTYPES = [np.uint8, np.float16, np.int32, np.float64, np.complex128]
 
@@ -115,9 +115,11 @@ def test_a_strided_copy_to_the_host_on_another_contexts_stream_takes_the_dma_pat
 
 @needs_simulator
 def test_strided_copies_to_the_host_stage_in_stream_order(cuda):
-    # The packed staging comes from the device's pool and goes back to it in the copy's
-    # stream order: after the first copy, no cuMemAlloc, no cuMemFree, and the host waits
-    # only for the copy itself (its result is host memory, readable on return).
+    # The packed staging comes from arrayport's pool on the device and goes back to it in
+    # the copy's stream order: after the first copy, no cuMemAlloc, no cuMemFree, and the
+    # host waits only for the copy itself (its result is host memory, readable on return).
+    # (From the device's default pool, whose release threshold is 0, the block would go
+    # back to the driver at each copy's synchronization: no reuse.)
     array = np.arange(48 * 40, dtype=np.float32).reshape(48, 40).T
     source = device_array(array)
     source.copy(device="cpu")                     # the first: the pool grows
@@ -126,10 +128,38 @@ def test_strided_copies_to_the_host_stage_in_stream_order(cuda):
         assert ap.to_numpy(source.copy(device="cpu")).tobytes() == array.T.T.tobytes()
     counts = {name: simulator.counters()[name] - before[name] for name in before}
     assert counts["cuMemAlloc"] == counts["cuMemFree"] == 0
-    assert counts["cuMemAllocAsync"] == counts["cuMemFreeAsync"] == counts["pool_reuses"] == 3
+    assert counts["cuMemAllocFromPoolAsync"] == counts["cuMemFreeAsync"] == 3
+    assert counts["pool_reuses"] == 3 and counts["cuMemAllocAsync"] == 0
     # into pageable memory the transfer returns only when done (the API's rule); then the
     # copy's own wait, which finds nothing left
     assert counts["cuStreamSynchronize"] == 3 and counts["host_synchronizations"] == 2 * 3
+    del source
+
+
+@needs_simulator
+def test_a_strided_copys_staging_is_freed_in_its_own_streams_order(cuda, slow_streams):
+    # The packed staging of a strided copy to the host is freed with cuMemFreeAsync on the
+    # copy's own stream, after the kernel that fills it and the transfer that reads it. On
+    # a busy non-blocking stream a free on the legacy stream (which does not wait for it)
+    # would run first: the kernel and the transfer would touch freed memory — a use after
+    # free on a GPU, CUDA_ERROR_ILLEGAL_ADDRESS on the simulator (which poisons it). Into
+    # pinned memory: the transfer is asynchronous (into pageable memory it would return
+    # only once done, and the free after it could not overtake it).
+    busy = Stream(0)
+    array = np.arange(48 * 40, dtype=np.float32).reshape(48, 40)
+    source = device_array(array.T)
+    earlier = DeviceArray(np.zeros(8, np.uint8), device=0, stream=busy, busy=3)  # 120 ms
+    try:
+        before = simulator.counters()
+        copy = source.copy(device="cuda_host", stream=int(busy))
+        assert cuda.calls("launch_kernel") == [(0, "arrayport_transpose_tiles", int(busy))]
+        assert ap.to_numpy(copy).tobytes() == np.ascontiguousarray(array.T).tobytes()
+        counts = {name: simulator.counters()[name] - before[name] for name in before}
+        assert counts["cuMemFreeAsync"] == 1 and counts["freed_memory_accesses"] == 0
+        del copy
+    finally:
+        earlier.free()
+        busy.close()
     del source
 
 

@@ -137,8 +137,12 @@ def numba_cuda():
 def release(cuda):
     """numba-cuda defers freeing memory and streams until its lists of pending frees (the
     context's, and its memory manager's) are long enough: free them now, so that the
-    simulator can say whether anything leaked."""
+    simulator can say whether anything leaked. arrayport's held memory goes back first: a
+    dead copy result keeps numba's source array alive until then (its transfer may not have
+    run), and numba's free of it joins the pending list only when it goes."""
     import gc
+    gc.collect()
+    ap.release_device_memory()
     gc.collect()
     context = cuda.current_context()
     for pending in (context.deallocations, context.memory_manager.deallocations):

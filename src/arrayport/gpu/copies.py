@@ -99,8 +99,9 @@ def _driver_copy(view, source, target, driver, stream):
           and not gpu.is_device_memory(target.type) and strided_copy.available(driver, ordinal)):
         # Device to host: packed on the device by the kernel, then one transfer (2-D DMA
         # would move a transposed matrix one element per row).
-        staging = _packed_on_device(view, source, driver, stream)
-        packed = view if staging is None else staging
+        packing = _packed_on_device(view, source, driver, stream)
+        packed = view if packing is None else packing
+        packing = None   # the staging's one reference is `packed`, let go below
     elif not view.is_c_contiguous and source.id != ordinal:
         packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
         _core.order_transfer_after_packing(driver, ordinal, stream, source.id)
@@ -115,7 +116,11 @@ def _driver_copy(view, source, target, driver, stream):
     lands_on_host = not gpu.is_device_memory(target.type)
     stream = _core.finish_copy(driver, ordinal, stream, lands_on_host)
     # The result keeps the source (and what was packed, while a transfer may read it)
-    # alive as long as it lives.
+    # alive as long as it lives, and a result on a device longer: its transfers may still
+    # be pending when it dies, so its memory's release keeps them until the memory is
+    # really freed — after the work that may use it (gpu.cuda_memory).
+    if not lands_on_host and source.type is not DeviceType.CPU and hasattr(memory, "keep"):
+        memory.keep = (view,) if packed is view else (view, packed)
     result = _core.view_from_pointer(
         memory.address, view.shape, None, view.dtype, readonly=False,
         owner=_CopyOwner(memory, view, None if lands_on_host else packed),

@@ -31,7 +31,7 @@ from arrayport.devices import DeviceType
 from arrayport.gpu.cuda_memory import CudaStreamOrderedMemory
 from arrayport.gpu.kernels import KernelCache
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
-from arrayport.gpu.library import NativeLibrary, OwnedMemory, c_address, c_handle, c_size
+from arrayport.gpu.library import NativeLibrary, c_address, c_handle, c_size
 
 __all__ = ["CudaUnavailable", "CudaDriver", "driver"]
 
@@ -46,7 +46,6 @@ _CUDA_ERROR_INVALID_CONTEXT = 201
 _CUDA_ERROR_INVALID_HANDLE = 400
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
-_CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
 _CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11
 
 # DLPack device types this module reports.
@@ -221,6 +220,7 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         self.kernels.close()   # modules and pools first: they live in the contexts
         self._close_result_pools()   # released below
         super().close()
+        self._close_ordinary_holder()   # after the pinned ring let its memory go
         with self._contexts_lock:
             contexts = self._contexts.pop(self.library, {})
         for ordinal in contexts:
@@ -251,17 +251,6 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         streams do: they are the current context's)."""
         return self.is_default_stream(stream) or \
             self._context_of_stream(stream).value == self.primary_context(ordinal).value
-
-    def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
-        address = c_address(0)
-        with self.on_device(ordinal):
-            self._call("cuMemAllocManaged", ctypes.byref(address), max(nbytes, 1),
-                       _CU_MEM_ATTACH_GLOBAL, what=f"cuMemAllocManaged({nbytes})")
-
-        def release(pointer: int) -> None:
-            with self.on_device(ordinal):
-                self._call("cuMemFree_v2", pointer, what=f"cuMemFree_v2({pointer:#x})")
-        return OwnedMemory(address.value, nbytes, release)
 
     def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
                       width: int, height: int, stream: int) -> None:

@@ -1,11 +1,19 @@
-"""CUDA's stream-ordered memory, as arrayport's copies use it: the part of ``CudaDriver``
-that allocates from memory pools (``cuMemAllocAsync`` and kin, CUDA 11.2 and later; entry
-points declared on first use, so an older driver still serves everything else).
+"""CUDA memory as arrayport's copies use it: the part of ``CudaDriver`` that allocates and
+frees device and pinned memory — from memory pools (``cuMemAllocAsync`` and kin, CUDA 11.2
+and later; entry points declared on first use, so an older driver still serves everything
+else) or not (``cuMemAlloc``, ``cuMemHostAlloc``).
+
+The driver's frees do not wait for work still using the memory: ``cuMemFree`` "may"
+synchronize, ``cuMemFreeHost`` promises nothing, and a pooled block freed with either "will
+not perform any implicit synchronization" (cuda.h). So no memory is freed here on the belief
+that the free waits: each free is ordered after the work that may use the memory — by the
+stream it is freed on (``cuMemFreeAsync``), or by a synchronization of every device that may
+read it (below).
 
 Two kinds of memory, two promises (docs/devices.md, "Copies"):
 - a copy's *staging* (``allocate_temporary``): only the copy's own stream touches it, so it is
-  allocated and freed in that stream's order from the device's default pool — no host wait,
-  and the next copy on the stream reuses the block;
+  allocated and freed in that stream's order, from arrayport's pool on the device (else the
+  device's default pool) — no host wait, and the next copy on the stream reuses the block;
 - a copy's *result* (``allocate_result``): handed to consumers on streams arrayport never
   sees, and outliving the stream it was made on. Allocated in the copy stream's order from
   arrayport's own pool on the device (its blocks stay mapped up to a release threshold, so a
@@ -21,6 +29,17 @@ Two kinds of memory, two promises (docs/devices.md, "Copies"):
   the driver closes, one synchronization of those devices returns every held block to the
   pool. Where the pool cannot be made (a setup without pools), results keep ``cuMemAlloc``.
 
+Memory from ``cuMemAlloc`` (results without a pool, staging on another device's stream),
+managed memory and pinned memory (``cuMemHostAlloc``: results, the pinned ring) is held the
+same way when its last View goes, beside the pools' blocks: any device may read it (peer
+access, portable pinned memory), so its free (``cuMemFree``, ``cuMemFreeHost``) comes after
+one synchronization of every device, paid once for many. What a dead result's copy read (its
+source, when GPU memory) is kept alive until then too: the transfer may not have run.
+
+Every allocation asks for room the same way (``_with_room``, the one place owning the rule):
+refused for want of memory, the memory held on the device goes back and the device finishes
+its work, then arrayport's pool is trimmed, trying again after each step.
+
 What the pools keep (held blocks, and idle memory up to their release threshold) goes back
 to the driver on request: ``release_cached_memory``, behind ``ap.release_device_memory()``.
 """
@@ -30,6 +49,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import os
 import threading
 import time
 import weakref
@@ -47,9 +67,15 @@ _CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
 _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
 _CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5
 _CU_STREAM_LEGACY = 1
-# What arrayport's pool keeps mapped when idle: an eighth of the device's memory (the rest
-# goes back to the driver at the next synchronization, for other libraries' allocators).
+_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11
+_CU_MEM_ATTACH_GLOBAL = 0x1             # managed memory any stream may use
+_CU_MEMHOSTALLOC_PORTABLE = 0x1         # pinned memory usable from every context
+# What arrayport's pool keeps mapped when idle (its release threshold: the driver gives the
+# rest back at the next synchronization, for other libraries' allocators): 256 MiB, or an
+# eighth of a smaller device's memory; ARRAYPORT_POOL_KEEP_BYTES, in bytes, overrides it.
+POOL_KEEP_BYTES = 256 << 20
 _POOL_KEEPS_FRACTION = 8
+POOL_KEEP_VARIABLE = "ARRAYPORT_POOL_KEEP_BYTES"
 # How much of a device's memory dead results may hold before one synchronization returns
 # them to the pool: a 64th (1.25 GB of an 80 GB H100; a loop of 1 MiB copies waits on the
 # host once per 1,280 results instead of once per result).
@@ -96,10 +122,32 @@ _OPTIONAL_SIGNATURES = {
 }
 
 
+def pool_keep_bytes(device_memory: int) -> int:
+    """The release threshold of arrayport's pool on a device of ``device_memory`` bytes:
+    ARRAYPORT_POOL_KEEP_BYTES where set (bytes, 0 and up), else min(256 MiB, an eighth)."""
+    setting = os.environ.get(POOL_KEEP_VARIABLE, "").strip()
+    if setting:
+        try:
+            value = int(setting)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ValueError(f"{POOL_KEEP_VARIABLE} must be a number of bytes (0 or more), "
+                             f"not {setting!r}")
+        return value
+    return min(POOL_KEEP_BYTES, device_memory // _POOL_KEEPS_FRACTION)
+
+
 class _ResultPool:
     """arrayport's pool on one device: its handle, the devices that may read its blocks
     (its own first), the device's memory, and the blocks whose last View has gone but
-    that have not gone back to the pool yet (see the module).
+    that have not gone back to the pool yet (see the module). With no handle (``None``):
+    the holder of memory freed by the driver's ordinary frees (``cuMemFree``,
+    ``cuMemFreeHost``), whose readers are every device.
+
+    A held entry is (address, free, keep): ``free`` None for a pool block (it goes back
+    with ``cuMemFreeAsync``), else the call that frees it; ``keep``, what stays alive until
+    then (a dead result's source, which its copy may still be reading).
 
     ``hold`` runs in a finalizer — inside a garbage collection, on any thread, maybe while
     this thread is in ``hold`` or ``take`` already — so it takes no lock: the held blocks
@@ -124,17 +172,18 @@ class _ResultPool:
     def ordinal(self) -> int:
         return self.readers[0]
 
-    def hold(self, pointer: int, nbytes: int) -> list[int]:
-        """Hold a dead result's block; the blocks to return now (all of them) once the
-        held bytes reach the budget or the pool is closed, else none."""
-        self._held.append(pointer)
+    def hold(self, pointer: int, nbytes: int, free=None, keep=()) -> list[tuple]:
+        """Hold a dead result's block (see the class for ``free`` and ``keep``); the
+        entries to return now (all of them) once the held bytes reach the budget or the
+        pool is closed, else none."""
+        self._held.append((pointer, free, keep))
         self._held_bytes += max(nbytes, 1)
         if self.closed or self._held_bytes >= self.device_memory // HELD_FRACTION:
             return self.take()
         return []
 
-    def take(self) -> list[int]:
-        """Every held block, no longer held (the caller returns them to the pool)."""
+    def take(self) -> list[tuple]:
+        """Every held entry, no longer held (the caller returns them: ``_return_held``)."""
         self._held_bytes = 0
         blocks = []
         while True:
@@ -145,6 +194,9 @@ class _ResultPool:
 
     def held(self) -> int:
         return len(self._held)
+
+    def entries(self) -> tuple:
+        return tuple(self._held)
 
     @contextlib.contextmanager
     def returning(self):
@@ -182,6 +234,9 @@ class CudaStreamOrderedMemory:
         self._result_pools_lock = threading.Lock()
         # Every pool made, closed ones too (tests swap the table above): what is held
         self._pools_made: weakref.WeakSet = weakref.WeakSet()
+        # Per library: the holder of memory the driver's ordinary frees release (see the
+        # module), made on first use.
+        self._ordinary_holders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _optional(self, name: str):
         """Entry point ``name`` of ``_OPTIONAL_SIGNATURES``, declared; None where the driver
@@ -204,23 +259,33 @@ class CudaStreamOrderedMemory:
 
     def allocate_temporary(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
         """``nbytes`` of device memory that only work on ``stream`` (of device ``ordinal``)
-        will touch — a copy's staging — allocated and freed in that stream's order from
-        the device's memory pool (``cuMemAllocAsync`` / ``cuMemFreeAsync``): no host wait
-        either way, and a block freed on the stream is reused by its next allocation. The
-        free is enqueued when the returned memory goes, which must be while ``stream``
-        still exists (the caller's call). Devices without memory pools, and a stream of
-        another device: an ordinary allocation."""
+        will touch — a copy's staging — allocated and freed in that stream's order
+        (``cuMemFreeAsync`` on ``stream``, after the work that uses it): no host wait either
+        way, and a block freed on the stream is reused by its next allocation. From
+        arrayport's pool on the device where there is one (``cuMemAllocFromPoolAsync``: its
+        release threshold keeps the block mapped across synchronizations, where the default
+        pool's, 0, gives it back at each), else the device's default pool
+        (``cuMemAllocAsync``). The free is enqueued when the returned memory goes, which
+        must be while ``stream`` still exists (the caller's call). Devices without memory
+        pools, and a stream of another device: an ordinary allocation (``allocate_device``:
+        freed after every device's work)."""
         if not (self._has_memory_pools(ordinal) and self.stream_is_on(stream, ordinal)):
             return self.allocate_device(ordinal, nbytes)
-        allocate = self._optional("cuMemAllocAsync")
+        pool = self._result_pool(ordinal)
         address = c_address(0)
         with self.on_device(ordinal):
-            # Refused for want of memory: arrayport's own pool on the device gives room.
-            status = self._with_room(self._made_pool(ordinal), lambda: allocate(
-                ctypes.byref(address), max(nbytes, 1), stream))
-            self.library.check(status, f"cuMemAllocAsync({nbytes})")
+            if pool is not None:
+                name, allocate = "cuMemAllocFromPoolAsync", self._optional(
+                    "cuMemAllocFromPoolAsync")
+                status = self._with_room(ordinal, lambda: allocate(
+                    ctypes.byref(address), max(nbytes, 1), pool.handle, stream))
+            else:
+                name, allocate = "cuMemAllocAsync", self._optional("cuMemAllocAsync")
+                status = self._with_room(ordinal, lambda: allocate(
+                    ctypes.byref(address), max(nbytes, 1), stream))
+            self.library.check(status, f"{name}({nbytes})")
 
-        def release(pointer: int) -> None:
+        def release(pointer: int, keep=()) -> None:
             with self.on_device(ordinal):
                 self._call("cuMemFreeAsync", pointer, stream,
                            what=f"cuMemFreeAsync({pointer:#x})")
@@ -239,20 +304,79 @@ class CudaStreamOrderedMemory:
         allocate = self._optional("cuMemAllocFromPoolAsync")
         address = c_address(0)
         with self.on_device(ordinal):
-            status = self._with_room(pool, lambda: allocate(
+            status = self._with_room(ordinal, lambda: allocate(
                 ctypes.byref(address), max(nbytes, 1), pool.handle, stream))
             if status != 0 and pool.closed:   # the driver closed meanwhile (exit)
                 return self.allocate_device(ordinal, nbytes)
             self.library.check(status, f"cuMemAllocFromPoolAsync({nbytes})")
 
-        def release(pointer: int) -> None:
-            self._return_held(pool, pool.hold(pointer, nbytes))
+        def release(pointer: int, keep=()) -> None:
+            self._return_held(pool, pool.hold(pointer, nbytes, None, keep))
         return OwnedMemory(address.value, nbytes, release)
 
-    def _return_held(self, pool: _ResultPool, blocks: list[int]) -> None:
-        """Return held ``blocks`` to ``pool``: every device that may read them (its own, and
-        the peers granted access) finishes its work first — the one host wait — then each
-        goes back in the legacy stream's order. No blocks: nothing, no wait."""
+    def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
+        """``nbytes`` of device memory on device ``ordinal`` (``cuMemAlloc``; managed
+        memory, ``cuMemAllocManaged``, where asked), room asked for as every allocation
+        does; when the last View on it goes, held, and freed after every device's work (the
+        module: ``cuMemFree`` does not wait for it)."""
+        name = "cuMemAllocManaged" if managed else "cuMemAlloc_v2"
+        entry = getattr(self.library.get(), name)
+        address = c_address(0)
+        with self.on_device(ordinal):
+            status = self._with_room(ordinal, lambda: entry(
+                ctypes.byref(address), max(nbytes, 1),
+                *((_CU_MEM_ATTACH_GLOBAL,) if managed else ())))
+            self.library.check(status, f"{name}({nbytes})")
+        return self._ordinary_memory(address.value, nbytes, ordinal, "cuMemFree_v2")
+
+    def allocate_pinned(self, nbytes: int) -> OwnedMemory:
+        """``nbytes`` of page-locked host memory, portable (usable from every device),
+        ``cuMemHostAlloc``; when the last View on it goes, held, and freed after every
+        device's work (``cuMemFreeHost`` promises no wait)."""
+        address = ctypes.c_void_p()
+        entry = self.library.get().cuMemHostAlloc
+        # Pinned allocations and their free need a current context (any: the memory is
+        # portable), which a thread that never touched the GPU does not have.
+        with self.on_device(0):
+            status = self._with_room(None, lambda: entry(
+                ctypes.byref(address), max(nbytes, 1), _CU_MEMHOSTALLOC_PORTABLE))
+            self.library.check(status, f"cuMemHostAlloc({nbytes})")
+        return self._ordinary_memory(address.value or 0, nbytes, 0, "cuMemFreeHost")
+
+    def _ordinary_memory(self, address: int, nbytes: int, ordinal: int,
+                         free_name: str) -> OwnedMemory:
+        """OwnedMemory for ``address``, freed by ``free_name`` in device ``ordinal``'s
+        context once held and returned (see the module)."""
+        holder = self._ordinary_holder()
+
+        def free(pointer: int) -> None:
+            with self.on_device(ordinal):   # the driver frees in a context, and says so
+                self._call(free_name, pointer, what=f"{free_name}({pointer:#x})")
+
+        def release(pointer: int, keep=()) -> None:
+            self._return_held(holder, holder.hold(pointer, nbytes, free, keep))
+        return OwnedMemory(address, nbytes, release, free)
+
+    def _ordinary_holder(self) -> _ResultPool:
+        """The holder of memory freed by ``cuMemFree``/``cuMemFreeHost`` (per library):
+        every device may read it, so every device finishes its work before it goes."""
+        holder = self._ordinary_holders.get(self.library)
+        if holder is None:
+            with self._result_pools_lock:
+                holder = self._ordinary_holders.get(self.library)
+                if holder is None:
+                    holder = _ResultPool(None, tuple(range(self.device_count())),
+                                         self._device_memory(0))
+                    self._ordinary_holders[self.library] = holder
+                    self._pools_made.add(holder)
+        return holder
+
+    def _return_held(self, pool: _ResultPool, blocks: list[tuple]) -> None:
+        """Return held ``blocks`` (entries of ``pool``): every device that may read them
+        (the pool's own, and the peers granted access; every device for the ordinary
+        holder) finishes its work first — the one host wait — then each goes: a pool block
+        back in the legacy stream's order, other memory by its own free; what they kept
+        alive goes last. No blocks: nothing, no wait."""
         if not blocks:
             return
         with pool.returning():
@@ -260,34 +384,48 @@ class CudaStreamOrderedMemory:
                 with self.on_device(device):
                     self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
             with self.on_device(pool.ordinal):
-                for pointer in blocks:
-                    self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
-                               what=f"cuMemFreeAsync({pointer:#x})")
+                for pointer, free, _ in blocks:
+                    if free is None:
+                        self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
+                                   what=f"cuMemFreeAsync({pointer:#x})")
+                    else:
+                        free(pointer)
 
-    def _with_room(self, pool: _ResultPool | None, attempt) -> int:
-        """``attempt()``'s driver status; where it is refused for want of memory, tried
-        again after each step that makes room in ``pool`` (arrayport's pool on the device
-        current; None: none made, nothing to give): its held blocks back and their frees
-        run (``_make_room``), then its idle memory back to the driver (``_trim``: a request
-        larger than any block the pool keeps needs memory the pool does not map). Host
-        waits, on a path that was about to fail."""
+    def _with_room(self, ordinal: int | None, attempt) -> int:
+        """``attempt()``'s driver status — an allocation on device ``ordinal`` (None: pinned
+        host memory), its device current; where it is refused for want of memory, tried
+        again after each step that makes room: the memory arrayport holds goes back and the
+        frees run (``_make_room``), then arrayport's pool on the device gives its idle
+        memory back to the driver (``_trim``: a request larger than any block the pool
+        keeps needs memory the pool does not map). Host waits, on a path that was about to
+        fail. Every allocation of device or pinned memory comes through here."""
         status = attempt()
-        for make_room in (self._make_room, self._trim):
-            if status != _CUDA_ERROR_OUT_OF_MEMORY or pool is None or pool.closed:
-                break
-            make_room(pool)
+        if status != _CUDA_ERROR_OUT_OF_MEMORY:
+            return status
+        pool = self._made_pool(ordinal) if ordinal is not None else None
+        holders = [holder for holder in (pool, self._ordinary_holders.get(self.library))
+                   if holder is not None and not holder.closed]
+        if holders:
+            self._make_room(holders)
+            status = attempt()
+        if status == _CUDA_ERROR_OUT_OF_MEMORY and pool is not None and not pool.closed:
+            self._trim(pool)
             status = attempt()
         return status
 
-    def _make_room(self, pool: _ResultPool) -> None:
-        """Room in ``pool`` (its device current): the held blocks go back; the returns under
-        way on other threads are waited for (up to _RETURN_WAIT_S); then the device
-        finishes its work, so that every free enqueued, this thread's or another's, has run
-        and its block is the pool's for any stream — a block freed in one stream's order is
-        not another stream's until then: a retry at once failed again."""
-        under_way = pool.returns_under_way()
-        self._return_held(pool, pool.take())
-        pool.wait_for_returns(under_way, _RETURN_WAIT_S)
+    def _make_room(self, holders) -> None:
+        """Room (the allocation's device current): each of ``holders``' held entries go back;
+        the returns under way on other threads are waited for (up to _RETURN_WAIT_S); then
+        the device finishes its work, so that every free enqueued, this thread's or
+        another's, has run and its block is the pool's for any stream — a block freed in
+        one stream's order is not another stream's until then: a retry at once failed
+        again."""
+        if isinstance(holders, _ResultPool):
+            holders = [holders]
+        for holder in holders:
+            under_way = holder.returns_under_way()
+            self._return_held(holder, holder.take())
+            holder.wait_for_returns(under_way, _RETURN_WAIT_S)
         self._call("cuCtxSynchronize", what="cuCtxSynchronize (room in the pool)")
 
     def _trim(self, pool: _ResultPool) -> None:
@@ -312,6 +450,10 @@ class CudaStreamOrderedMemory:
         so that the driver's close cannot destroy a pool under it (copies on other threads
         that need a pool wait for it too)."""
         released = 0
+        holder = self._ordinary_holders.get(self.library)
+        if holder is not None and not holder.closed:   # memory cuMemFree releases
+            with self.on_device(holder.ordinal):
+                self._make_room([holder])
         with self._result_pools_lock:
             for pool in self._result_pools.get(self.library, {}).values():
                 if pool is None or pool.closed:
@@ -334,8 +476,29 @@ class CudaStreamOrderedMemory:
         return value.value
 
     def held_results(self) -> int:
-        """How many dead results' blocks wait to go back to arrayport's pools: memory the
-        driver counts as allocated, kept on purpose."""
+        """How many allocations arrayport keeps alive on purpose until its next return: the
+        held blocks (``held_blocks``) and the distinct objects their entries keep (a dead
+        result's source, which its copy may still read) — memory the driver counts as
+        allocated."""
+        entries = [entry for pool in list(self._pools_made) for entry in pool.entries()]
+        kept = {id(item): item for _, _, keep in entries for item in keep}
+        # a kept View's memory counts once per allocation, and only while the driver still
+        # has it (its owner may have freed it itself)
+        return len(entries) + len({start for start in map(self._allocation_start, (
+            item.ptr for item in kept.values())) if start})
+
+    def _allocation_start(self, pointer: int) -> int:
+        """Where the driver allocation holding ``pointer`` starts; 0 where it knows none."""
+        start = c_address(0)
+        attribute = (ctypes.c_int * 1)(_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        data = (ctypes.c_void_p * 1)(ctypes.addressof(start))
+        with self.on_device(0):
+            status = self.library.get().cuPointerGetAttributes(1, attribute, data, pointer)
+        return start.value if status == 0 else 0
+
+    def held_blocks(self) -> int:
+        """How many dead results' blocks (and other memory arrayport freed) wait to go back
+        to the driver, held until one synchronization returns many."""
         return sum(pool.held() for pool in list(self._pools_made))
 
     def _result_pool(self, ordinal: int) -> _ResultPool | None:
@@ -353,8 +516,9 @@ class CudaStreamOrderedMemory:
             return pools[ordinal]
 
     def _make_result_pool(self, ordinal: int) -> _ResultPool | None:
-        """A pool of ordinary memory on device ``ordinal`` that keeps an eighth of the
-        device's memory mapped when idle, readable by every peer device that can read
+        """A pool of ordinary memory on device ``ordinal`` that keeps at most
+        ``pool_keep_bytes`` mapped when idle (the rest goes back to the driver at the next
+        synchronization: the release threshold), readable by every peer device that can read
         this one's memory (as ``cuMemAlloc`` memory is, once peer access is on); with the
         devices that may read its blocks. None, leaving nothing made, where the driver
         refuses a step (a vGPU or MPS setup without pools)."""
@@ -391,7 +555,7 @@ class CudaStreamOrderedMemory:
 
     def _configure_result_pool(self, pool, ordinal: int, device_memory: int) -> list[int]:
         """The new pool's release threshold and peer access; the peers granted it."""
-        keeps = ctypes.c_uint64(device_memory // _POOL_KEEPS_FRACTION)
+        keeps = ctypes.c_uint64(pool_keep_bytes(device_memory))
         self._call("cuMemPoolSetAttribute", pool, _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                    ctypes.byref(keeps), what="cuMemPoolSetAttribute(release threshold)")
         peers = [peer for peer in range(self.device_count())
@@ -425,3 +589,15 @@ class CudaStreamOrderedMemory:
                         self._optional("cuMemPoolDestroy")(pool.handle)
                     except Exception:   # at exit: the library may be gone
                         pass
+
+    def _close_ordinary_holder(self) -> None:
+        """At the driver's close, after everything that frees memory has let it go: the
+        held memory freed (after every device's work); memory dying later is freed at once
+        (after the same wait)."""
+        holder = self._ordinary_holders.pop(self.library, None)
+        if holder is not None:
+            holder.closed = True
+            try:
+                self._return_held(holder, holder.take())
+            except Exception:   # at exit: the library may be gone
+                pass

@@ -77,18 +77,39 @@ class NativeLibrary:
 
 
 class OwnedMemory:
-    """Memory a driver allocated for arrayport (device or pinned host), freed by
-    ``release(address)`` when the last View on it goes. The vendors' free calls wait for
-    work still using the memory, so freeing is always safe."""
+    """Memory a driver allocated for arrayport (device or pinned host), released by
+    ``release(address)`` when the last View on it goes — ``release(address, keep)`` where
+    ``keep`` (a tuple) was set: what must stay alive until the memory is really freed (a
+    copy's source, which the copy's transfer may still read).
 
-    def __init__(self, address: int, nbytes: int, release: Callable[[int], None]):
+    Releasing is not freeing at once: a free call does not promise to wait for work still
+    using the memory (CUDA's ``cuMemFree`` "may" synchronize, ``cuMemFreeHost`` promises
+    nothing), so each driver's ``release`` orders the free after that work — in a stream's
+    order, or after a synchronization of the devices that may read it (``gpu.cuda_memory``);
+    HIP's ``hipFree``/``hipHostFree`` document an implicit device synchronization."""
+
+    def __init__(self, address: int, nbytes: int, release: Callable[..., None],
+                 free: Callable[[int], None] | None = None):
         self.address, self.nbytes, self._release = address, nbytes, release
+        self._free = free   # the driver's free itself, for free_now (None: release)
+        self.keep: tuple = ()
+
+    def free_now(self) -> None:
+        """Free the memory at once — for an owner that has itself waited for all the work
+        using it (the pinned ring, after its transfers' events): nothing held, no wait."""
+        if self.address:
+            address, self.address, self.keep = self.address, 0, ()
+            (self._free or self._release)(address)
 
     def __del__(self):
         if self.address:
             with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
-                self._release(self.address)
+                if self.keep:
+                    self._release(self.address, self.keep)
+                else:
+                    self._release(self.address)
             self.address = 0
+            self.keep = ()
 
 
 class OwnedEvent:

@@ -106,11 +106,16 @@ def release(driver) -> None:
 
 
 def _drain(driver, ring: _Ring) -> None:
-    """Free the ring's chunks once no transfer reads them (the caller holds its lock)."""
+    """Free the ring's chunks once no transfer reads them (the caller holds its lock): the
+    host waits for each chunk's last transfer (its event), then frees it at once — the
+    driver's free does not wait for the transfers itself (``cuMemFreeHost`` promises
+    nothing), the events are what order it."""
     for slot in ring.slots:
-        if slot.event is not None:
-            try:
+        try:
+            if slot.event is not None:
                 driver.synchronize_event(slot.event[0], slot.event[1].handle)
-            except Exception:   # at exit: the driver may be gone, and its memory with it
-                pass
+            slot.event = None
+            slot.memory.free_now()
+        except Exception:   # at exit: the driver may be gone, and its memory with it
+            pass
     ring.slots.clear()

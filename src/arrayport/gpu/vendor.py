@@ -177,7 +177,10 @@ class VendorDriver:
 
     def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
         """``nbytes`` of device memory on device ``ordinal`` (or managed memory where the
-        vendor has it), freed on the same device when the last View on it goes."""
+        vendor has it), freed on the same device when the last View on it goes: at once,
+        where the vendor's free waits for the device's work (HIP's ``hipFree`` documents an
+        implicit device synchronization). CUDA's ``cuMemFree`` does not promise to:
+        ``CudaDriver`` replaces this (``gpu.cuda_memory``)."""
         if managed:
             return self._allocate_managed(ordinal, nbytes)
         address = c_address(0)
@@ -186,7 +189,7 @@ class VendorDriver:
                        what=f"{self.symbols.allocate}({nbytes})")
         free = self.symbols.free
 
-        def release(pointer: int) -> None:
+        def release(pointer: int, keep=()) -> None:
             with self.on_device(ordinal):   # the driver frees in a context, and says so
                 self._call(free, pointer, what=f"{free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
@@ -207,7 +210,10 @@ class VendorDriver:
         raise self.unavailable(f"{self.library.label}: managed allocations are not available")
 
     def allocate_pinned(self, nbytes: int) -> OwnedMemory:
-        """``nbytes`` of page-locked host memory, portable: usable from every device."""
+        """``nbytes`` of page-locked host memory, portable: usable from every device; freed
+        at once when the last View on it goes, where the vendor's free waits for the
+        device's work (HIP's ``hipHostFree`` documents an implicit device synchronization;
+        ``CudaDriver`` replaces this: ``cuMemFreeHost`` promises no wait)."""
         names = self.symbols
         address = ctypes.c_void_p()
         # Pinned allocations and their free need a current context (any: the memory is
@@ -216,7 +222,7 @@ class VendorDriver:
             self._call(names.host_allocate, ctypes.byref(address), max(nbytes, 1),
                        names.host_allocate_portable, what=f"{names.host_allocate}({nbytes})")
 
-        def release(pointer: int) -> None:
+        def release(pointer: int, keep=()) -> None:
             with self.on_device(0):
                 self._call(names.host_free, pointer, what=f"{names.host_free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
