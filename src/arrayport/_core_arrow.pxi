@@ -498,10 +498,18 @@ cdef uintptr_t _before_bitmap_read(const APArrowArray* a, int64_t count, bint on
     return 0
 
 
-class _ArrowNulls(BufferError):
-    """A refusal because the data holds nulls, which no View can carry: the one refusal of
-    an Arrow column's reader that stands over its ``__array__``'s copy (which would turn
-    them into NaN); other refusals (a type with no strided form) leave that copy to speak."""
+cdef object _nulls_refusal(str message):
+    """The refusal of data that holds nulls, which no View can carry: a plain BufferError
+    (what users catch), marked ``holds_nulls`` — the one refusal of an Arrow column's reader
+    that stands over its ``__array__``'s copy (which would turn them into NaN); other
+    refusals (a type with no strided form) leave that copy to speak (_core_dispatch.pxi)."""
+    refusal = BufferError(message)
+    refusal.holds_nulls = True
+    return refusal
+
+
+cdef inline bint _holds_nulls(refusal):
+    return getattr(refusal, "holds_nulls", False) is True
 
 
 cdef int64_t _arrow_null_count(const APArrowArray* a, int64_t first, int64_t count,
@@ -522,7 +530,7 @@ cdef int64_t _arrow_null_count(const APArrowArray* a, int64_t first, int64_t cou
 
 cdef int _refuse_arrow_nulls(const APArrowArray* a, int64_t first, int64_t count,
                              bint on_host, str protocol) except -1:
-    """_ArrowNulls when elements [first, first + count) of ``a`` hold a null (the bitmap
+    """_nulls_refusal when elements [first, first + count) of ``a`` hold a null (the bitmap
     is read only in host memory: elsewhere an uncounted null count is refused); a
     BufferError when ``a`` is malformed (_arrow_null_count)."""
     cdef int64_t nulls
@@ -531,13 +539,13 @@ cdef int _refuse_arrow_nulls(const APArrowArray* a, int64_t first, int64_t count
             _arrow_null_count(a, first, count, protocol)        # malformed: refused
         if a.null_count != 0 and a.buffers[0] != NULL and count:
             if a.null_count > 0:
-                raise _ArrowNulls(_arrow_nulls_message(a.null_count, protocol))
-            raise _ArrowNulls(f"{protocol}: a device array with a validity bitmap and no "
+                raise _nulls_refusal(_arrow_nulls_message(a.null_count, protocol))
+            raise _nulls_refusal(f"{protocol}: a device array with a validity bitmap and no "
                               f"null count; arrayport cannot count its nulls on the host")
         return 0
     nulls = _arrow_null_count(a, first, count, protocol)
     if nulls:
-        raise _ArrowNulls(_arrow_nulls_message(nulls, protocol))
+        raise _nulls_refusal(_arrow_nulls_message(nulls, protocol))
     return 0
 
 
@@ -679,7 +687,7 @@ cdef int _refuse_stream_nulls(APArrowArrayStream* stream, const APArrowSchema* s
 cdef int _refuse_nulls_before_array(const APArrowArray* array, const APArrowSchema* schema,
                                     str protocol) except -1:
     """Before an Arrow object is left to its ``__array__`` — NumPy's reading, which turns a
-    null into NaN and an integer column into floats, silently — _ArrowNulls naming what
+    null into NaN and an integer column into floats, silently — _nulls_refusal naming what
     holds a null (host memory, nothing moved): a table's (a struct's) first column with one
     (a row null as a whole counts for every column), or the column ``array`` itself."""
     cdef const APArrowArray* column
@@ -688,7 +696,7 @@ cdef int _refuse_nulls_before_array(const APArrowArray* array, const APArrowSche
         _check_arrow_struct(array, "column's")
         nulls = _arrow_column_nulls(array, schema, array.offset, array.length, protocol)
         if nulls:
-            raise _ArrowNulls(_arrow_nulls_message(nulls, protocol))
+            raise _nulls_refusal(_arrow_nulls_message(nulls, protocol))
         return 0
     _check_arrow_struct(array, "table's")
     if array.n_children != schema.n_children or (schema.n_children and schema.children == NULL):
@@ -706,7 +714,7 @@ cdef int _refuse_nulls_before_array(const APArrowArray* array, const APArrowSche
         if nulls:
             name = schema.children[i].name if schema.children[i] != NULL \
                 and schema.children[i].name != NULL else b"?"
-            raise _ArrowNulls(
+            raise _nulls_refusal(
                 f"{protocol}: column {(<bytes>name).decode('utf-8', 'replace')!r} of the "
                 f"table holds {nulls} null{'s' if nulls != 1 else ''}; reading the table as "
                 f"one array (its __array__, as NumPy does) would turn them into NaN and "
@@ -802,9 +810,11 @@ cdef View _view_from_arrow_stream_after(object obj, object failure, bint tables)
     try:
         return _view_from_arrow_stream_capsule(_arrow_call(obj, "__arrow_c_stream__"),
                                                "arrow", tables)
-    except (NeedsCopy, _ArrowTableDeferred, _ArrowNulls):
+    except (NeedsCopy, _ArrowTableDeferred):
         raise                            # the stream's answer (its arrays joined by a copy)
     except BufferError as error:
+        if _holds_nulls(error):
+            raise
         raise BufferError(f"{error}; before it, {failure}") from failure
 
 

@@ -15,7 +15,7 @@
 #      shape (a table's stream is its columns). When __array__ cannot share (pyarrow's
 #      ChunkedArray never can; a Polars Series with nulls refuses), a column's stream
 #      decides where it can: its View (one chunk), its NeedsCopy (several: joined, the
-#      type kept); and a null anywhere in the column or table (_ArrowNulls) is refused,
+#      type kept); and a null anywhere in the column or table (_holds_nulls) is refused,
 #      whatever the type, before __array__'s copy could turn it into NaN. A type the
 #      stream cannot give (dictionary-encoded, booleans) leaves __array__'s copy to speak;
 #      so does a table (its (rows, columns) shape): a table is read as its column only
@@ -32,7 +32,7 @@
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_arrow.pxi: _ArrowNulls, _ArrowTableDeferred, _view_from_arrow_protocol
+#   _core_arrow.pxi: _ArrowTableDeferred, _holds_nulls, _view_from_arrow_protocol
 #   _core_buffer.pxi: _view_from_buffer, _view_of_byte_string
 #   _core_dlpack.pxi: _dlpack_view, _view_from_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_via_exchange_api
@@ -273,9 +273,9 @@ cdef View _view(obj, stream):
             raise
         except _ArrowTableDeferred:
             continue            # a table with __array__: its array was asked there
-        except _ArrowNulls:
-            raise               # nulls: any copy through __array__ would make NaN of them
         except BufferError as refusal:
+            if _holds_nulls(refusal):
+                raise           # nulls: any copy through __array__ would make NaN of them
             if protocol == _P_ARROW_STREAM and array_copies is not None:
                 continue        # a type the stream cannot give: __array__'s copy may
             if first_refusal is None or protocol == _P_ARROW:
