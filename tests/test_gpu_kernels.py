@@ -268,19 +268,6 @@ def test_a_module_the_driver_cannot_load_leaves_the_copy_to_dma(cuda, monkeypatc
     del copy
 
 
-@needs_simulator
-def test_a_function_gone_with_its_module_is_loaded_again_once(nothing_leaks):
-    driver = fresh_driver()
-    array = np.arange(12, dtype=np.uint8).reshape(3, 4).T
-    assert copy_with(driver, array)[0]
-    # Behind the cache's back, as a context reset by another library would: the module goes.
-    module = next(iter(next(iter(driver.kernels._modules[driver.library].values())).values()))
-    driver.unload_module(driver.primary_context(0).value, module[0])
-    launched, out = copy_with(driver, array)
-    assert launched and out.tobytes() == np.ascontiguousarray(array).tobytes()
-    driver.close()
-
-
 def test_hip_cannot_load_ptx_and_says_so_by_launching_nothing():
     assert hip_driver.driver.launch_kernel(0, "strided_copy", "arrayport_strided_copy",
                                            (1, 1, 1), (256, 1, 1), None, 0) is False

@@ -43,7 +43,6 @@ _CU_MEMORYTYPE_HOST = 1
 _CU_MEMORYTYPE_DEVICE = 2
 _CU_MEMORYTYPE_UNIFIED = 4
 _CUDA_ERROR_INVALID_CONTEXT = 201
-_CUDA_ERROR_INVALID_HANDLE = 400
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11
@@ -283,10 +282,24 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         self._call("cuModuleGetFunction", ctypes.byref(function), module, name.encode())
         return function.value
 
-    def unload_module(self, context: int, module: int) -> None:
-        """Unload ``module``, with its ``context`` current."""
+    def context_id(self, context: int) -> int | None:
+        """``context``'s id (``cuCtxGetId``, CUDA 12.0): unique in the process and new each
+        time the context is made again — after another library reset the device
+        (``cuDevicePrimaryCtxReset``), the handle may be the same pointer, the id is not.
+        None where the driver has no ids (older than the PTX the kernels need)."""
+        ask = self._optional("cuCtxGetId")
+        identity = ctypes.c_ulonglong(0)
+        if ask is None or ask(c_handle(context), ctypes.byref(identity)) != 0:
+            return None
+        return identity.value
+
+    def unload_module(self, context: int, module: int, context_id: int | None) -> None:
+        """Unload ``module``, with its ``context`` current — only while the context is the
+        one the module was loaded into (``context_id``): a module of a context destroyed
+        since went with it, and its handle is no longer the driver's to take."""
         with self._made_current(c_handle(context)):
-            self._call("cuModuleUnload", module)
+            if self.context_id(context) == context_id:
+                self._call("cuModuleUnload", module)
 
     def has_kernel(self, ordinal: int, module: str, kernel: str) -> bool:
         """Whether ``kernel`` of arrayport's kernel module ``module`` can be launched on
@@ -306,20 +319,16 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
             # not read this device's memory without peer access; DMA can
             return False
         with self.on_device(ordinal):   # once: the lookups below find it current
-            for attempt in range(2):
-                function = self.kernels.function(ordinal, module, kernel)
-                if function is None:
-                    return False
-                status = self.library.get().cuLaunchKernel(function, *grid, *block, 0, stream,
-                                                           arguments, None)
-                if status == _CUDA_ERROR_INVALID_HANDLE and attempt == 0:
-                    # the context was destroyed and made again (another library reset the
-                    # device): its modules went with it; load them again, once
-                    self.kernels.forget(ordinal)
-                    continue
-                self.library.check(status, f"cuLaunchKernel({kernel})")
-                return True
-        return False
+            # Looked up by the context's id: a context made again (another library reset
+            # the device) loads its modules again, and no function of a destroyed module is
+            # ever passed to the driver (undefined behaviour on a GPU).
+            function = self.kernels.function(ordinal, module, kernel)
+            if function is None:
+                return False
+            self.library.check(self.library.get().cuLaunchKernel(
+                function, *grid, *block, 0, stream, arguments, None),
+                f"cuLaunchKernel({kernel})")
+            return True
 
 
 class _MadeCurrent:

@@ -119,6 +119,8 @@ _OPTIONAL_SIGNATURES = {
                                              ctypes.c_int]),
     "cuDeviceTotalMem_v2": (ctypes.c_int, [ctypes.POINTER(c_size), ctypes.c_int]),
     "cuCtxSynchronize": (ctypes.c_int, []),
+    # CUDA 12.0: a context's id, new at each (re)creation (the kernel cache's key)
+    "cuCtxGetId": (ctypes.c_int, [c_handle, ctypes.POINTER(ctypes.c_ulonglong)]),
 }
 
 

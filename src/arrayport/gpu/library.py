@@ -3,14 +3,17 @@
 Shared by ``gpu.cuda`` and ``gpu.hip`` (through ``gpu.vendor.VendorDriver``): both open their library lazily — importing
 arrayport never loads one — once per process under a lock, declare the C signatures they
 call, and turn a missing library or a failed initialisation into one remembered message,
-raised (as the driver's ``…Unavailable`` error, a ``BufferError``) on every request.
+raised (as the driver's ``…Unavailable`` error, a ``BufferError``) on every request. The
+child of a fork refuses a library its parent had opened (``NativeLibrary._forked``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
+import weakref
 from collections.abc import Callable
 
 # C types the drivers' signatures use.
@@ -38,6 +41,7 @@ class NativeLibrary:
         self._lock = threading.Lock()
         self._library: ctypes.CDLL | None = None
         self._failure: str | None = None
+        _libraries.add(self)
 
     def get(self) -> ctypes.CDLL:
         """The initialised library; the ``unavailable`` error when there is none."""
@@ -70,10 +74,36 @@ class NativeLibrary:
         return None, (f"{self.description} ({' or '.join(self._names)}) cannot be loaded: "
                       f"{'; '.join(errors)}")
 
+    def _forked(self) -> None:
+        """In the child of a fork: a library the parent had opened is not this process's to
+        use — CUDA's state does not survive a fork (any use is undefined; HIP's the same) —
+        so every later request is refused, saying why and what to do. One the parent never
+        opened the child may open as its own."""
+        self._lock = threading.Lock()   # the parent's may have been held by another thread
+        if self._library is not None:
+            self._library = None
+            self._failure = (f"this process is a fork of one that had already used "
+                             f"{self.description}, which a forked child cannot use (its state "
+                             f"does not survive a fork); start worker processes with "
+                             f"multiprocessing's 'spawn' or 'forkserver' method")
+
     def check(self, status: int, call: str) -> None:
         """BufferError naming ``call`` when a driver call did not succeed."""
         if status != 0:
             raise BufferError(f"{self.label}: {call} failed with error {status}")
+
+
+# Every vendor library made, so that a fork's child refuses the ones its parent had opened.
+_libraries: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for library in list(_libraries):
+        library._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class OwnedMemory:

@@ -6,7 +6,10 @@ Who owns what:
 - a kernel's source (``<module>.cu``, in the dialect of ``dialect.h``) and its PTX
   (``<module>.ptx``, written by ``scripts/build_ptx.py``, shipped as package data);
 - ``KernelCache`` (here): one ``cuModuleLoadData`` per context and module, functions looked
-  up once, everything unloaded when its driver closes (at exit). A module that cannot be
+  up once, everything unloaded when its driver closes (at exit). A context is known by its
+  handle and its id (``cuCtxGetId``): one reset by another library and made again has the
+  same handle and a new id, so its modules are loaded again and the dead ones' handles are
+  never used — not launched, not unloaded. A module that cannot be
   loaded — a driver older than the PTX, a vendor that cannot load PTX (HIP) — is
   remembered as such, with why, and ``function`` answers None: the caller keeps its DMA
   path (the decision is recorded in docs/decisions.md, "Device kernels ship as PTX");
@@ -37,13 +40,14 @@ def ptx_image(module: str) -> bytes:
 class KernelCache:
     """The kernel modules a CUDA driver has loaded, per context (see the module).
 
-    ``driver`` provides ``on_device``, ``load_module``, ``module_function`` and
-    ``unload_module``. Entries are kept per library, as the driver's own caches are (tests
-    swap the library for stand-ins)."""
+    ``driver`` provides ``on_device``, ``context_id``, ``load_module``, ``module_function``
+    and ``unload_module``. Entries are kept per library, as the driver's own caches are
+    (tests swap the library for stand-ins)."""
 
     def __init__(self, driver):
         self._driver = driver
-        # {library: {context: {module: (module handle, {kernel: function}) | why not}}}
+        # {library: {(context, its id): {module: (module handle, {kernel: function}) | why
+        # not}}}
         self._modules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
@@ -53,7 +57,7 @@ class KernelCache:
         driver = self._driver
         with driver.on_device(ordinal) as context, self._lock:
             loaded = self._modules.setdefault(driver.library, {}).setdefault(
-                getattr(context, "value", context), {})
+                self._key(context), {})
             entry = loaded.get(module)
             if entry is None:
                 try:
@@ -76,15 +80,14 @@ class KernelCache:
         never tried)."""
         with self._driver.on_device(ordinal) as context, self._lock:
             entry = self._modules.get(self._driver.library, {}).get(
-                getattr(context, "value", context), {}).get(module)
+                self._key(context), {}).get(module)
         return entry if isinstance(entry, str) else None
 
-    def forget(self, ordinal: int) -> None:
-        """Drop device ``ordinal``'s entries without unloading them: its context was
-        destroyed (reset by another library), and its modules with it."""
-        with self._driver.on_device(ordinal) as context, self._lock:
-            self._modules.get(self._driver.library, {}).pop(getattr(context, "value", context),
-                                                             None)
+    def _key(self, context) -> tuple:
+        """(the context's handle, its id): the id tells a context made again from the one
+        destroyed, whose handle it may reuse."""
+        handle = getattr(context, "value", context)
+        return handle, self._driver.context_id(handle)
 
     def loaded(self) -> int:
         """How many modules are loaded now (all contexts)."""
@@ -98,11 +101,11 @@ class KernelCache:
         that the driver sees everything released. Never raises."""
         with self._lock:
             contexts = self._modules.pop(self._driver.library, {})
-        for context, modules in contexts.items():
+        for (context, context_id), modules in contexts.items():
             for entry in modules.values():
                 if isinstance(entry, str):
                     continue
-                try:
-                    self._driver.unload_module(context, entry[0])
+                try:   # only where the context is still the one it was loaded into
+                    self._driver.unload_module(context, entry[0], context_id)
                 except Exception:   # at exit: the library may be gone; nothing to save
                     pass
