@@ -284,8 +284,8 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
 
     def context_id(self, context: int) -> int | None:
         """``context``'s id (``cuCtxGetId``, CUDA 12.0): unique in the process and new each
-        time the context is made again — after another library reset the device
-        (``cuDevicePrimaryCtxReset``), the handle may be the same pointer, the id is not.
+        time the context is made again — after another library reset the device, the
+        handle may be the same pointer, the id is not.
         None where the driver has no ids (older than the PTX the kernels need)."""
         ask = self._optional("cuCtxGetId")
         identity = ctypes.c_ulonglong(0)

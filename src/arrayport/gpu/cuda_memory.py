@@ -244,7 +244,8 @@ class CudaStreamOrderedMemory:
         """Entry point ``name`` of ``_OPTIONAL_SIGNATURES``, declared; None where the driver
         is too old to have it."""
         entry = getattr(self.library.get(), name, None)
-        if entry is not None and entry.argtypes is None:
+        # (a stand-in library's entry may be a Python function: nothing to declare)
+        if entry is not None and getattr(entry, "argtypes", ()) is None:
             entry.restype, entry.argtypes = _OPTIONAL_SIGNATURES[name]
         return entry
 
@@ -367,7 +368,8 @@ class CudaStreamOrderedMemory:
             with self._result_pools_lock:
                 holder = self._ordinary_holders.get(self.library)
                 if holder is None:
-                    holder = _ResultPool(None, tuple(range(self.device_count())),
+                    # every device (device 0 at least: a driver that answers has one)
+                    holder = _ResultPool(None, tuple(range(max(self.device_count(), 1))),
                                          self._device_memory(0))
                     self._ordinary_holders[self.library] = holder
                     self._pools_made.add(holder)
