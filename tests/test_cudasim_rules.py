@@ -98,6 +98,13 @@ def in_fresh_thread(call):
     return result[0]
 
 
+def reset_after_fault(cuda, device):
+    """After a deliberate fault: the fault is sticky (every call in the context fails with
+    it, as on a GPU), so the test resets the device's primary context — its memory, streams,
+    events and modules gone with it — and the next test finds it usable."""
+    assert cuda.cuDevicePrimaryCtxReset_v2(device) == SUCCESS
+
+
 def alloc(cuda, nbytes=64):
     address = u64()
     assert cuda.cuMemAlloc_v2(ctypes.byref(address), nbytes) == SUCCESS
@@ -504,6 +511,9 @@ def test_a_free_does_not_wait_for_work_that_reads_the_memory(cuda, sim, slow_str
     # which reads memory freed before it ran faults (CUDA_ERROR_ILLEGAL_ADDRESS at the next
     # synchronization, a sticky error) instead of reading what was there — the use after
     # free a waiting free would hide. Waiting for the work first is the correct program.
+    # The fault is sticky: the context runs nothing more (the copy queued behind the faulted
+    # memset is dropped) and refuses every call, the free of the pinned buffer included,
+    # until it is reset — which frees that buffer with everything else of the context.
     stream, _ = slow_stream
     victim = alloc(cuda, 8)
     pinned, host = pinned_bytes(cuda, 8, 1)
@@ -518,27 +528,31 @@ def test_a_free_does_not_wait_for_work_that_reads_the_memory(cuda, sim, slow_str
     faults = sim.counters()["freed_memory_accesses"] - before["freed_memory_accesses"]
     if wait_first:
         assert (status, host.tolist(), faults) == (SUCCESS, [7] * 8, 0)
+        assert cuda.cuMemFreeHost(pinned) == SUCCESS
     else:
-        assert (status, host.tolist(), faults) == (ILLEGAL_ADDRESS, [1] * 8, 2)  # set, copy
+        assert (status, host.tolist(), faults) == (ILLEGAL_ADDRESS, [1] * 8, 1)  # the set
         assert cuda.cuCtxSynchronize() == ILLEGAL_ADDRESS                      # sticky
-    assert cuda.cuMemFreeHost(pinned) == SUCCESS
+        assert cuda.cuMemFreeHost(pinned) == ILLEGAL_ADDRESS
+        reset_after_fault(cuda, 0)
 
 
 def test_freed_pinned_memory_is_poisoned_for_the_gpu(cuda, sim, slow_stream):
     # cuMemFreeHost promises no wait either: a transfer queued from pinned memory that is
-    # freed before it runs faults, and the device keeps what it had.
-    stream, device = slow_stream
-    assert cuda.cuMemsetD8Async(device, 2, 8, stream) == SUCCESS
+    # freed before it runs faults, and the destination keeps what it had (managed memory:
+    # the host reads it without a driver call, which the faulted context would refuse).
+    stream, _ = slow_stream
+    managed = u64()
+    assert cuda.cuMemAllocManaged(ctypes.byref(managed), 8, 1) == SUCCESS
+    assert cuda.cuMemsetD8Async(managed.value, 2, 8, stream) == SUCCESS
     pinned, _ = pinned_bytes(cuda, 8, 9)
-    assert cuda.cuMemcpyHtoDAsync_v2(device, pinned, 8, stream) == SUCCESS
+    assert cuda.cuMemcpyHtoDAsync_v2(managed.value, pinned, 8, stream) == SUCCESS
     before = sim.counters()
     assert cuda.cuMemFreeHost(pinned) == SUCCESS
     assert sim.counters()["host_synchronizations"] == before["host_synchronizations"]
     assert cuda.cuStreamSynchronize(stream) == ILLEGAL_ADDRESS
     assert sim.counters()["copy_faults"] - before["copy_faults"] == 1
-    out = np.zeros(8, np.uint8)
-    cuda.cuMemcpyDtoH_v2(out.ctypes.data, device, 8)
-    assert out.tolist() == [2] * 8
+    assert (ctypes.c_uint8 * 8).from_address(managed.value)[:] == [2] * 8
+    reset_after_fault(cuda, 0)   # sticky: the context is usable again only once reset
 
 
 def test_freed_pinned_memory_cannot_be_read_by_the_host():
@@ -573,6 +587,10 @@ NOT_FOUND = 500
     ("cuDeviceGetUuid", 11000, "cuDeviceGetUuid", PROC_SUCCESS),      # ... older callers
     ("cuMemAlloc", 3000, None, PROC_VERSION_NOT_SUFFICIENT),          # only the 64-bit ABI
     ("cuGraphLaunch", 12000, None, PROC_SYMBOL_NOT_FOUND),            # not simulated
+    ("cuDevicePrimaryCtxReset", 12000, "cuDevicePrimaryCtxReset_v2", PROC_SUCCESS),
+    ("cuDeviceCanAccessPeer", 12000, "cuDeviceCanAccessPeer", PROC_SUCCESS),
+    ("cuCtxEnablePeerAccess", 3020, None, PROC_VERSION_NOT_SUFFICIENT),   # from 4.0
+    ("cuMemPoolSetAccess", 11020, "cuMemPoolSetAccess", PROC_SUCCESS),
 ])
 def test_get_proc_address_answers_by_name_and_version(sim, symbol, version, exported, status):
     lookup = GET_PROC(("cuGetProcAddress_v2", sim.cuda))
@@ -898,11 +916,11 @@ def test_a_pooled_block_is_poisoned_once_its_free_has_run(pool, sim):
         assert sim.counters()["freed_memory_accesses"] - before == 1
     finally:
         sim.set_delay_us(2000)
-        pool.cuMemFreeAsync(scratch, other)
-        for stream in (freeing, other):
-            pool.cuStreamSynchronize(stream)
-            pool.cuStreamDestroy_v2(stream)
-        pool.cuMemFreeHost(pinned)
+        # The fault is sticky: the context refuses every call until it is reset, which takes
+        # its streams and pinned memory; the pool's block stays (a pool is its device's).
+        reset_after_fault(pool, 0)
+        assert pool.cuMemFreeAsync(scratch, None) == SUCCESS
+        assert pool.cuCtxSynchronize() == SUCCESS
 
 
 @pytest.mark.parametrize("synchronize", ["stream", "event", "context"])
@@ -968,3 +986,274 @@ def test_a_pool_reserves_and_trims_whole_chunks(pool):
 
 def test_pool_tests_leave_nothing_in_use(sim):
     assert sim.live()[0] == 0
+
+
+# ---- sticky faults: a context that faulted refuses everything until it is reset ------------
+
+MISALIGNED_ADDRESS = 716
+PEER_ACCESS_UNSUPPORTED, PEER_ACCESS_ALREADY_ENABLED, PEER_ACCESS_NOT_ENABLED = 217, 704, 705
+
+
+def fault_the_context(cuda, stream):
+    """A deliberate fault in the current context: a memset, queued on ``stream``, of memory
+    freed before it runs (the simulator's poisoned frees); waited for."""
+    victim = alloc(cuda, 8)
+    assert cuda.cuMemFree_v2(victim) == SUCCESS
+    assert cuda.cuMemsetD8Async(victim, 1, 8, stream) == SUCCESS   # enqueued: faults later
+    assert cuda.cuStreamSynchronize(stream) == ILLEGAL_ADDRESS
+
+
+def context_id(cuda, context=None):
+    cuda.cuCtxGetId.argtypes = [handle, ctypes.POINTER(ctypes.c_ulonglong)]
+    identity = ctypes.c_ulonglong()
+    assert cuda.cuCtxGetId(context, ctypes.byref(identity)) == SUCCESS
+    return identity.value
+
+
+def test_a_fault_is_sticky_for_every_call_in_its_context(cuda, sim, on_device):
+    # On a GPU a fault of a context's work (an illegal address, a misaligned one, a copy of
+    # freed memory) is sticky: every later call that works in that context fails with the
+    # same error — the primary context is shared with every library of the process (PyTorch,
+    # CuPy), so one fault breaks the device for all of them — until the context is reset.
+    context = on_device(0)
+    stream, event, pinned, function = handle(), handle(), handle(), handle()
+    assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), 0) == SUCCESS
+    assert cuda.cuMemHostAlloc(ctypes.byref(pinned), 8, 0) == SUCCESS
+    live_memory = alloc(cuda, 8)
+    from arrayport.gpu.kernels import ptx_image
+    module = handle()
+    cuda.cuModuleLoadData.argtypes = [ctypes.POINTER(handle), ctypes.c_char_p]
+    cuda.cuModuleGetFunction.argtypes = [ctypes.POINTER(handle), handle, ctypes.c_char_p]
+    cuda.cuModuleUnload.argtypes = [handle]
+    cuda.cuLaunchKernel.argtypes = [handle] + [ctypes.c_uint] * 7 + [
+        handle, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+    assert cuda.cuModuleLoadData(ctypes.byref(module), ptx_image("strided_copy")) == SUCCESS
+    assert cuda.cuModuleGetFunction(ctypes.byref(function), module,
+                                    b"arrayport_strided_copy") == SUCCESS
+    before_id = context_id(cuda)
+    host = np.zeros(8, np.uint8)
+    fault_the_context(cuda, stream)
+    refused = sim.counters()["sticky_refusals"]
+    cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle]
+    cuda.cuMemGetInfo_v2.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
+    cuda.cuStreamGetCtx.argtypes = [handle, ctypes.POINTER(handle)]
+    params = (ctypes.c_void_p * 1)(ctypes.addressof(ctypes.create_string_buffer(2048)))
+    calls = {
+        "cuMemAlloc": lambda: cuda.cuMemAlloc_v2(ctypes.byref(u64()), 8),
+        "cuMemAllocManaged": lambda: cuda.cuMemAllocManaged(ctypes.byref(u64()), 8, 1),
+        "cuMemHostAlloc": lambda: cuda.cuMemHostAlloc(ctypes.byref(handle()), 8, 0),
+        "cuMemAllocAsync": lambda: cuda.cuMemAllocAsync(ctypes.byref(u64()), 8, stream),
+        "cuMemFree": lambda: cuda.cuMemFree_v2(live_memory),
+        "cuMemFreeHost": lambda: cuda.cuMemFreeHost(pinned),
+        "cuMemGetInfo": lambda: cuda.cuMemGetInfo_v2(ctypes.byref(ctypes.c_size_t()),
+                                                     ctypes.byref(ctypes.c_size_t())),
+        "cuPointerGetAttribute": lambda: cuda.cuPointerGetAttribute(
+            ctypes.byref(ctypes.c_uint()), ATTR_MEMORY_TYPE, live_memory),
+        "cuMemcpyHtoD": lambda: cuda.cuMemcpyHtoD_v2(live_memory, host.ctypes.data, 8),
+        "cuMemcpyDtoHAsync": lambda: cuda.cuMemcpyDtoHAsync_v2(pinned, live_memory, 8, stream),
+        "cuMemsetD8Async": lambda: cuda.cuMemsetD8Async(live_memory, 0, 8, None),
+        "cuStreamCreate": lambda: cuda.cuStreamCreate(ctypes.byref(handle()), NON_BLOCKING),
+        "cuStreamGetCtx": lambda: cuda.cuStreamGetCtx(stream, ctypes.byref(handle())),
+        "cuStreamQuery": lambda: cuda.cuStreamQuery(stream),
+        "cuStreamSynchronize": lambda: cuda.cuStreamSynchronize(stream),
+        "cuStreamWaitEvent": lambda: cuda.cuStreamWaitEvent(stream, event, 0),
+        "cuStreamDestroy": lambda: cuda.cuStreamDestroy_v2(stream),
+        "cuEventCreate": lambda: cuda.cuEventCreate(ctypes.byref(handle()), 0),
+        "cuEventRecord": lambda: cuda.cuEventRecord(event, stream),
+        "cuEventQuery": lambda: cuda.cuEventQuery(event),
+        "cuEventSynchronize": lambda: cuda.cuEventSynchronize(event),
+        "cuEventDestroy": lambda: cuda.cuEventDestroy_v2(event),
+        "cuCtxSynchronize": lambda: cuda.cuCtxSynchronize(),
+        "cuModuleLoadData": lambda: cuda.cuModuleLoadData(ctypes.byref(handle()),
+                                                          ptx_image("strided_copy")),
+        "cuModuleGetFunction": lambda: cuda.cuModuleGetFunction(
+            ctypes.byref(handle()), module, b"arrayport_strided_copy"),
+        "cuLaunchKernel": lambda: cuda.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, stream,
+                                                      params, None),
+        "cuModuleUnload": lambda: cuda.cuModuleUnload(module),
+    }
+    answers = {name: call() for name, call in calls.items()}
+    assert answers == {name: ILLEGAL_ADDRESS for name in calls}
+    assert sim.counters()["sticky_refusals"] - refused == len(calls)
+    # What still answers: the context stack, the devices, the error's own name.
+    current, device, name = handle(), ctypes.c_int(), ctypes.c_char_p()
+    assert cuda.cuCtxGetCurrent(ctypes.byref(current)) == SUCCESS
+    assert current.value == context.value
+    assert cuda.cuCtxGetDevice(ctypes.byref(device)) == SUCCESS and device.value == 0
+    assert context_id(cuda) == before_id
+    cuda.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    assert cuda.cuGetErrorName(ILLEGAL_ADDRESS, ctypes.byref(name)) == SUCCESS
+    assert name.value == b"CUDA_ERROR_ILLEGAL_ADDRESS"
+    assert cuda.cuDeviceGetCount(ctypes.byref(ctypes.c_int())) == SUCCESS
+    # Another device's context is another context: untouched.
+    def on_device_1():
+        one, memory = handle(), u64()
+        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(one), 1) == SUCCESS
+        assert cuda.cuCtxPushCurrent_v2(one) == SUCCESS
+        try:
+            return (cuda.cuMemAlloc_v2(ctypes.byref(memory), 8), cuda.cuMemFree_v2(memory))
+        finally:
+            cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
+            cuda.cuDevicePrimaryCtxRelease_v2(1)
+    assert in_fresh_thread(on_device_1) == (SUCCESS, SUCCESS)
+    # Reset: everything of the context went with it, and it works again, a new context.
+    reset_after_fault(cuda, 0)
+    assert context_id(cuda) != before_id
+    assert cuda.cuStreamQuery(stream) == INVALID_HANDLE
+    assert cuda.cuEventQuery(event) == INVALID_HANDLE
+    assert cuda.cuMemFree_v2(live_memory) == INVALID_VALUE
+    assert cuda.cuCtxSynchronize() == SUCCESS
+    assert cuda.cuMemFree_v2(alloc(cuda, 8)) == SUCCESS
+
+
+def test_a_primary_context_reset_destroys_its_state_but_not_its_retain(cuda, sim, on_device):
+    # cuDevicePrimaryCtxReset: "destroys and cleans up all resources associated with the
+    # current device in the current process" — memory (device, managed, pinned), streams,
+    # events, modules; "Resetting the primary context does not release it": the handle stays
+    # retained, and its next use is a new context (a new cuCtxGetId). A memory pool's block
+    # is its device's, not the context's: it stays (as on a GPU), its owner's to free.
+    context = on_device(0)
+    before = sim.live()
+    modules_before = sim.live_modules()
+    stream, event, pinned, module = handle(), handle(), handle(), handle()
+    managed = u64()
+    assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), 0) == SUCCESS
+    assert cuda.cuEventRecord(event, stream) == SUCCESS
+    assert cuda.cuMemHostAlloc(ctypes.byref(pinned), 8, 0) == SUCCESS
+    assert cuda.cuMemAllocManaged(ctypes.byref(managed), 8, 1) == SUCCESS
+    device = alloc(cuda, 8)
+    cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle]
+    block = u64()
+    assert cuda.cuMemAllocAsync(ctypes.byref(block), 64, stream) == SUCCESS
+    from arrayport.gpu.kernels import ptx_image
+    cuda.cuModuleLoadData.argtypes = [ctypes.POINTER(handle), ctypes.c_char_p]
+    cuda.cuModuleUnload.argtypes = [handle]
+    assert cuda.cuModuleLoadData(ctypes.byref(module), ptx_image("strided_copy")) == SUCCESS
+    assert sim.live() == (before[0] + 4, before[1] + 1, before[2] + 1)
+    identity = context_id(cuda)
+    assert cuda.cuDevicePrimaryCtxReset_v2(7) == INVALID_DEVICE
+    assert cuda.cuDevicePrimaryCtxReset_v2(0) == SUCCESS
+    assert sim.live() == (before[0] + 1, *before[1:])          # the pool's block, only
+    assert sim.live_modules() == modules_before
+    assert context_id(cuda) != identity                        # a new context ...
+    again = handle()
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(again), 0) == SUCCESS
+    assert again.value == context.value                        # ... behind the same handle
+    assert cuda.cuDevicePrimaryCtxRelease_v2(0) == SUCCESS     # still retained: the fixture's
+    assert cuda.cuStreamSynchronize(stream) == INVALID_HANDLE  # what went is gone
+    assert cuda.cuEventDestroy_v2(event) == INVALID_HANDLE
+    assert cuda.cuModuleUnload(module) == INVALID_HANDLE
+    for free, pointer in ((cuda.cuMemFree_v2, device), (cuda.cuMemFree_v2, managed.value),
+                          (cuda.cuMemFreeHost, pinned)):
+        assert free(pointer) == INVALID_VALUE
+    assert cuda.cuMemsetD8Async(block.value, 1, 64, None) == SUCCESS   # still memory
+    assert cuda.cuMemFreeAsync(block.value, None) == SUCCESS
+    assert cuda.cuCtxSynchronize() == SUCCESS                  # usable
+    assert sim.live() == before
+    assert cuda.cuMemFree_v2(alloc(cuda, 8)) == SUCCESS
+
+
+# ---- peer access ---------------------------------------------------------------------------
+
+def test_peer_access_is_asked_enabled_and_disabled_as_documented(cuda, sim, on_device):
+    can = ctypes.c_int(-1)
+    cuda.cuDeviceCanAccessPeer.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                                           ctypes.c_int]
+    assert cuda.cuDeviceCanAccessPeer(ctypes.byref(can), 1, 0) == SUCCESS and can.value == 1
+    assert cuda.cuDeviceCanAccessPeer(ctypes.byref(can), 0, 0) == SUCCESS and can.value == 0
+    assert cuda.cuDeviceCanAccessPeer(ctypes.byref(can), 0, 2) == INVALID_DEVICE
+    assert cuda.cuDeviceCanAccessPeer(None, 0, 1) == INVALID_VALUE
+    cuda.cuCtxEnablePeerAccess.argtypes = [handle, ctypes.c_uint]
+    cuda.cuCtxDisablePeerAccess.argtypes = [handle]
+    zero = on_device(0)
+    assert in_fresh_thread(lambda: cuda.cuCtxEnablePeerAccess(zero, 0)) == INVALID_CONTEXT
+    one = on_device(1)                                    # current: device 1's context
+    assert cuda.cuCtxEnablePeerAccess(zero, 1) == INVALID_VALUE        # flags must be 0
+    assert cuda.cuCtxEnablePeerAccess(one, 0) == INVALID_CONTEXT       # itself
+    assert cuda.cuCtxEnablePeerAccess(handle(12345), 0) == INVALID_CONTEXT
+    assert cuda.cuCtxDisablePeerAccess(zero) == PEER_ACCESS_NOT_ENABLED
+    assert cuda.cuCtxEnablePeerAccess(zero, 0) == SUCCESS
+    assert cuda.cuCtxEnablePeerAccess(zero, 0) == PEER_ACCESS_ALREADY_ENABLED
+    assert cuda.cuCtxDisablePeerAccess(zero) == SUCCESS
+    assert cuda.cuCtxDisablePeerAccess(zero) == PEER_ACCESS_NOT_ENABLED
+    sim.set_peer_access(False)                            # a machine without a P2P path
+    try:
+        assert cuda.cuDeviceCanAccessPeer(ctypes.byref(can), 1, 0) == SUCCESS
+        assert can.value == 0
+        assert cuda.cuCtxEnablePeerAccess(zero, 0) == PEER_ACCESS_UNSUPPORTED
+    finally:
+        sim.set_peer_access(True)
+
+
+def test_peer_access_cannot_be_asked_for_from_the_environment_when_the_machine_has_none():
+    code = CHILD_ON_DEVICE_0 + textwrap.dedent("""
+        can = ctypes.c_int(-1)
+        print(cuda.cuDeviceCanAccessPeer(ctypes.byref(can), 0, 1), can.value)
+        one = ctypes.c_void_p()
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(one), 1)
+        print(cuda.cuCtxEnablePeerAccess(one, 0))
+    """)
+    import os
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "CUDASIM_PEER_ACCESS": "0"})
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["0", "0", str(PEER_ACCESS_UNSUPPORTED)]
+
+
+class MemLocation(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class MemAccessDesc(ctypes.Structure):
+    _fields_ = [("location", MemLocation), ("flags", ctypes.c_int)]
+
+
+PROT_NONE, PROT_READ, PROT_READWRITE, LOCATION_DEVICE = 0, 1, 3, 1
+
+
+def pool_access(cuda, pool, device):
+    cuda.cuMemPoolGetAccess.argtypes = [ctypes.POINTER(ctypes.c_int), handle,
+                                        ctypes.POINTER(MemLocation)]
+    flags = ctypes.c_int(-1)
+    status = cuda.cuMemPoolGetAccess(ctypes.byref(flags), pool,
+                                     ctypes.byref(MemLocation(LOCATION_DEVICE, device)))
+    return status, flags.value
+
+
+def set_pool_access(cuda, pool, *grants):
+    cuda.cuMemPoolSetAccess.argtypes = [handle, ctypes.POINTER(MemAccessDesc), ctypes.c_size_t]
+    descriptors = (MemAccessDesc * len(grants))(*(
+        MemAccessDesc(MemLocation(LOCATION_DEVICE, device), flags) for device, flags in grants))
+    return cuda.cuMemPoolSetAccess(pool, descriptors, len(grants))
+
+
+def test_a_pools_access_is_recorded_per_device(pool, sim):
+    status, own = create_pool(pool, device=0)
+    assert status == SUCCESS
+    try:
+        assert pool_access(pool, own, 0) == (SUCCESS, PROT_READWRITE)   # its own device
+        assert pool_access(pool, own, 1) == (SUCCESS, PROT_NONE)        # a peer: not yet
+        assert pool_access(pool, own, 2)[0] == INVALID_VALUE
+        assert set_pool_access(pool, own, (1, PROT_READWRITE)) == SUCCESS
+        assert pool_access(pool, own, 1) == (SUCCESS, PROT_READWRITE)
+        # refused, and nothing changed: the owner's access, read-only (pools have none), a
+        # device past the count
+        for grants in ([(1, PROT_NONE), (0, PROT_NONE)], [(1, PROT_NONE), (1, PROT_READ)],
+                       [(1, PROT_NONE), (5, PROT_READWRITE)]):
+            assert set_pool_access(pool, own, *grants) == INVALID_VALUE
+            assert pool_access(pool, own, 1) == (SUCCESS, PROT_READWRITE)
+        assert set_pool_access(pool, own, (1, PROT_NONE)) == SUCCESS
+        assert pool_access(pool, own, 1) == (SUCCESS, PROT_NONE)
+        sim.set_peer_access(False)                         # no P2P path: no peer grant
+        try:
+            assert set_pool_access(pool, own, (1, PROT_READWRITE)) == INVALID_VALUE
+        finally:
+            sim.set_peer_access(True)
+        default = handle()
+        assert pool.cuDeviceGetDefaultMemPool(ctypes.byref(default), 1) == SUCCESS
+        assert pool_access(pool, default, 1) == (SUCCESS, PROT_READWRITE)
+        assert pool_access(pool, default, 0) == (SUCCESS, PROT_NONE)
+    finally:
+        assert pool.cuMemPoolDestroy(own) == SUCCESS

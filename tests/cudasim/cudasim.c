@@ -10,6 +10,19 @@
  * breaks each on purpose):
  *   - devices (CUDASIM_DEVICES, default 2), primary contexts, a per-thread context stack;
  *     calls that need a current context return CUDA_ERROR_INVALID_CONTEXT without one;
+ *     cuDevicePrimaryCtxReset destroys a primary context's memory (not pools' blocks: a pool
+ *     is its device's), streams, events and modules, and the context it gives next has a new
+ *     cuCtxGetId behind the same handle; a launch of a function whose module went is
+ *     CUDA_ERROR_INVALID_HANDLE (counted: dead_function_launches);
+ *   - sticky faults: once a context's work faulted (an illegal or misaligned address, freed
+ *     memory), it runs no more work and every call that works in it returns that error
+ *     until it is reset (see "sticky faults");
+ *   - peer access: cuDeviceCanAccessPeer says yes between distinct devices
+ *     (CUDASIM_PEER_ACCESS=0: no), cuCtxEnablePeerAccess / cuCtxDisablePeerAccess with their
+ *     errors, cuMemPoolSetAccess / cuMemPoolGetAccess per pool and device; a kernel touching
+ *     another device's memory faults unless its context enabled access to that memory's
+ *     context (cuMemAlloc memory) or the pool granted its device access (a pool's blocks).
+ *     Copies between devices need neither (the driver stages them);
  *   - device memory the host cannot read: a device pointer is an address reserved with no
  *     access (PROT_NONE), its bytes kept elsewhere — a host read is a SIGSEGV, as on a
  *     GPU; pinned and managed memory are ordinary host memory; pointer attributes answer
@@ -30,8 +43,10 @@
  *     refused), launch limits (grid, block, shared memory), parameters captured at launch,
  *     launches ordered on their stream like any other work; arrayport's own kernels run
  *     from their source, compiled as C into this library (see "modules and kernels"), and
- *     an address outside device, pinned or managed memory faults the launch, after which
- *     every synchronization of its context returns CUDA_ERROR_ILLEGAL_ADDRESS;
+ *     an address outside device, pinned or managed memory faults the launch with the
+ *     context's sticky CUDA_ERROR_ILLEGAL_ADDRESS; a 2-, 4-, 8- or 16-byte access at an
+ *     address not a multiple of its size with CUDA_ERROR_MISALIGNED_ADDRESS (counted:
+ *     misaligned_accesses);
  *   - at exit, a report of allocations, streams, events and modules never released (to
  *     stderr, or to the file CUDASIM_REPORT names).
  * What it counts (cudasim_counters): driver calls by name, host synchronizations, kernel
@@ -63,8 +78,9 @@
  *     or cuCtxSynchronize of the device, not before — idle chunks, until the pool reserves
  *     the threshold or less (the default threshold, 0: everything idle goes at each);
  * What it does not model: timing, PTX it has no C build of (such launches answer
- * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits, pools' reuse policies (set
- * and reported, not followed), host pools, graphs, IPC, texture and array objects.
+ * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits (CUDA_ERROR_TOO_MANY_PEERS),
+ * pools' reuse policies (set and reported, not followed), host pools, graphs, IPC, texture
+ * and array objects.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -99,7 +115,10 @@ struct CUctx_st {
     int magic, device;
     unsigned long long id;            /* unique in the process, new at each (re)creation */
     struct CUstream_st *legacy;       /* this context's NULL / CU_STREAM_LEGACY stream */
-    CUresult sticky;                  /* a kernel's fault: every later synchronization says so */
+    CUresult sticky;                  /* a fault of its work: every later call in it says so
+                                         (see "sticky faults"), until the context goes */
+    int peers[MAX_DEVICES];           /* cuCtxEnablePeerAccess: this context's kernels may
+                                         touch device d's primary context's cuMemAlloc memory */
 };
 
 typedef struct op op;
@@ -124,6 +143,7 @@ struct CUstream_st {
 struct CUevent_st {
     int magic;
     struct CUctx_st *ctx;
+    struct CUevent_st *next;          /* every live event, to go with its context */
     struct CUstream_st *stream;       /* where it was last recorded, or NULL */
     uint64_t seq;                     /* the work item that completes it */
 };
@@ -206,6 +226,7 @@ static long delay_us = 2000;
 static size_t max_pitch = 2147483647u;
 static struct CUctx_st primary[MAX_DEVICES];
 static int primary_retained[MAX_DEVICES];
+static unsigned long long contexts_created;   /* context ids given (lock held) */
 static struct CUstream_st *streams;
 /* Destroyed streams, their work done, kept (never freed, never reused) because events
  * recorded on them and other streams' waits still name them: a freed stream read through
@@ -219,6 +240,7 @@ static allocation *allocations;
 static allocation *graveyard;
 static long graves;
 static long live_events;
+static struct CUevent_st *events;     /* the live ones (lock held) */
 
 /* The per-thread context stack. */
 #define STACK_DEPTH 32
@@ -242,20 +264,52 @@ static __thread int ctx_depth;
     X(cuDeviceTotalMem) X(cuMemGetInfo) X(cuMemGetAddressRange) X(cuCtxGetId) X(cuStreamGetId) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
     X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) X(cuMemPoolCreate) \
-    X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemPoolTrimTo)
+    X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemPoolTrimTo) \
+    X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
+    X(cuMemPoolSetAccess) X(cuMemPoolGetAccess) X(cuDevicePrimaryCtxReset)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES,
-       COUNT_COPY_FAULTS, COUNT_FREED_ACCESSES, COUNT_POOL_CHUNKS_RELEASED, COUNT_N };
+       COUNT_COPY_FAULTS, COUNT_FREED_ACCESSES, COUNT_POOL_CHUNKS_RELEASED,
+       COUNT_MISALIGNED, COUNT_PEER_FAULTS, COUNT_STICKY_REFUSALS, COUNT_DEAD_LAUNCHES,
+       COUNT_N };
 static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations",
                                             "kernel_faults", "pool_reuses", "copy_faults",
-                                            "freed_memory_accesses", "pool_chunks_released"};
+                                            "freed_memory_accesses", "pool_chunks_released",
+                                            "misaligned_accesses", "peer_access_faults",
+                                            "sticky_refusals", "dead_function_launches"};
 static long counters[COUNT_N];
 #define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
 static struct CUctx_st *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+/* Sticky faults. A fault of a context's work (a kernel's illegal or misaligned address, a
+ * copy touching freed memory) is sticky, as on a GPU: from then on every call that works in
+ * that context — allocations and frees, copies and memsets, stream and event calls, module
+ * loads, launches, synchronizations — returns the fault's error, until the context goes
+ * (cuDevicePrimaryCtxReset, or its last cuDevicePrimaryCtxRelease). The primary context is
+ * shared by every library of the process: after one fault, nobody's work on that device
+ * runs. What still answers: the devices' own queries, the context stack (push, pop, set,
+ * get current, cuCtxGetDevice, cuCtxGetId), retain/release/reset of primary contexts, pool
+ * handles' attributes and access, cuGetErrorName/String and cuGetProcAddress.
+ * Counted: sticky_refusals. */
+static CUresult sticky_of(const struct CUctx_st *ctx) {
+    CUresult status = ctx ? __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE) : CUDA_SUCCESS;
+    if (status != CUDA_SUCCESS) COUNT(STICKY_REFUSALS);
+    return status;
+}
+
+/* The first of the contexts' sticky errors, or CUDA_SUCCESS (NULLs skipped). */
+static CUresult sticky2(const struct CUctx_st *a, const struct CUctx_st *b) {
+    CUresult status = sticky_of(a);
+    return status != CUDA_SUCCESS ? status : sticky_of(b);
+}
+
+/* Peer access (cuDeviceCanAccessPeer): between distinct devices, unless CUDASIM_PEER_ACCESS=0
+ * or cudasim_set_peer_access(0) says the machine has no peer-to-peer path. */
+static int peer_access_possible = 1;
 
 static int valid_ctx(CUcontext c) {
     for (int i = 0; i < device_count; i++)
@@ -271,6 +325,8 @@ static void configure(void) {
     if (delay) delay_us = atol(delay);
     const char *pitch = getenv("CUDASIM_MAX_PITCH");
     if (pitch && atol(pitch) > 0) max_pitch = (size_t)atol(pitch);
+    const char *peer = getenv("CUDASIM_PEER_ACCESS");
+    if (peer && *peer) peer_access_possible = atoi(peer) != 0;
 }
 
 /* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). */
@@ -363,6 +419,11 @@ static void bury(allocation *a) {
         }
         old = next;
     }
+}
+
+/* A fault of ctx's work: sticky from now on, the first one kept (caller holds the lock). */
+static void set_sticky(struct CUctx_st *ctx, CUresult status) {
+    if (ctx && ctx->sticky == CUDA_SUCCESS) __atomic_store_n(&ctx->sticky, status, __ATOMIC_RELEASE);
 }
 
 /* Work stops touching `a` (caller holds the lock). */
@@ -473,7 +534,12 @@ static void *worker(void *arg) {
         allocation *touched[2] = {NULL, NULL};
         uintptr_t fault = 0;
         int faulted_copy = 0;
-        for (int i = 0; i < (o->kind == OP_COPY ? 2 : o->kind == OP_SET ? 1 : 0); i++) {
+        /* A context that faulted runs no more work: what was queued behind the fault (or in
+         * its other streams) is dropped, as a GPU drops a faulted context's work. */
+        int dropped = s->ctx->sticky != CUDA_SUCCESS &&
+                      (o->kind == OP_COPY || o->kind == OP_SET || o->kind == OP_KERNEL);
+        for (int i = 0; i < (dropped ? 0 : o->kind == OP_COPY ? 2 : o->kind == OP_SET ? 1 : 0);
+             i++) {
             if (!o->ends[i].serial) continue;
             allocation *a = by_serial(o->ends[i].serial);
             if (!a || o->ends[i].generation <= a->freed_through) {
@@ -486,8 +552,8 @@ static void *worker(void *arg) {
             *(i ? &o->src : &o->dst) = a->bytes + (o->ends[i].address - a->base);
         }
         pthread_mutex_unlock(&lock);
-        if (o->kind == OP_KERNEL) run_kernel(o);
-        for (size_t row = 0; row < o->height && !faulted_copy; row++) {
+        if (o->kind == OP_KERNEL && !dropped) run_kernel(o);
+        for (size_t row = 0; row < o->height && !faulted_copy && !dropped; row++) {
             if (o->kind == OP_COPY)
                 memmove(o->dst + row * o->dst_pitch, o->src + row * o->src_pitch, o->width);
             else if (o->kind == OP_SET)
@@ -501,7 +567,7 @@ static void *worker(void *arg) {
             __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
             fprintf(stderr, "cudasim: %s: illegal address %#lx (freed memory)\n",
                     o->kind == OP_COPY ? "copy" : "memset", (unsigned long)fault);
-            o->ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            set_sticky(o->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
         }
         if (o->kind == OP_FREE) pool_free_done(o);
         s->head = o->next;
@@ -637,7 +703,6 @@ SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice de
     if (!ctx) return CUDA_ERROR_INVALID_VALUE;
     if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&lock);
-    static unsigned long long contexts_created;
     if (primary_retained[device]++ == 0) primary[device].id = ++contexts_created;
     *ctx = &primary[device];
     pthread_mutex_unlock(&lock);
@@ -659,6 +724,25 @@ SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device) {
      * regardless of how many threads it is current to": its memory and streams go too. */
     if (last) reset_context(&primary[device]);
     return status;
+}
+
+/* "Explicitly destroys and cleans up all resources associated with the current device in the
+ * current process": the primary context's memory (device, managed and pinned), streams,
+ * events and modules go, its peer access both ways, its sticky error; it stays retained by
+ * whoever retained it ("Resetting the primary context does not release it"), and its next
+ * use is a new context: the same handle (as on a GPU: the same pointer), a new cuCtxGetId.
+ * Handles to what went are invalid; a launch of a function of a destroyed module is
+ * CUDA_ERROR_INVALID_HANDLE (undefined behaviour on a GPU; the simulator is the strict side,
+ * and counts it: dead_function_launches). */
+SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice device) {
+    COUNT(cuDevicePrimaryCtxReset);
+    REQUIRE_INIT();
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    reset_context(&primary[device]);
+    pthread_mutex_lock(&lock);
+    primary[device].id = ++contexts_created;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) {
@@ -735,8 +819,60 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
     pthread_mutex_lock(&lock);
     for (struct CUstream_st *s = streams; s; s = s->next)
         if (s->ctx == ctx) wait_for(s, s->issued);
-    CUresult status = ctx->sticky;
+    CUresult status = sticky_of(ctx);
     release_above_thresholds(ctx->device);
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+/* ---- peer access ---------------------------------------------------------------------------- */
+
+/* "Returns in *canAccessPeer a value of 1 if contexts on dev are capable of directly accessing
+ * memory from contexts on peerDev": between distinct devices, unless CUDASIM_PEER_ACCESS=0 (or
+ * cudasim_set_peer_access(0)) makes this a machine without a peer-to-peer path; never a
+ * device to itself. */
+SIM_EXPORT CUresult CUDAAPI cuDeviceCanAccessPeer(int *can_access, CUdevice device,
+                                                  CUdevice peer) {
+    COUNT(cuDeviceCanAccessPeer);
+    REQUIRE_INIT();
+    if (!can_access) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count || peer < 0 || peer >= device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *can_access = device != peer && peer_access_possible;
+    return CUDA_SUCCESS;
+}
+
+/* Access from the current context's kernels to the peer context's memory (cuMemAlloc
+ * memory; pools' blocks follow cuMemPoolSetAccess instead): one way only, once. Copies
+ * between devices need none (the driver stages them). */
+SIM_EXPORT CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+    COUNT(cuCtxEnablePeerAccess);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult status = sticky_of(ctx);
+    if (status != CUDA_SUCCESS) return status;
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (!valid_ctx(peer) || peer == ctx) status = CUDA_ERROR_INVALID_CONTEXT;
+    else if (!peer_access_possible) status = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    else if (ctx->peers[peer->device]) status = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    else ctx->peers[peer->device] = 1;
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer) {
+    COUNT(cuCtxDisablePeerAccess);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult status = sticky_of(ctx);
+    if (status != CUDA_SUCCESS) return status;
+    pthread_mutex_lock(&lock);
+    if (!valid_ctx(peer)) status = CUDA_ERROR_INVALID_CONTEXT;
+    else if (!ctx->peers[peer->device]) status = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    else ctx->peers[peer->device] = 0;
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -766,6 +902,8 @@ static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
 static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
                             struct CUmemPoolHandle_st *pool, uintptr_t *out) {
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(ctx);
+    if (broken != CUDA_SUCCESS) return broken;
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -834,6 +972,8 @@ static void pooled_block_freed(allocation *a);
  * it afterwards, queued before or after, faults (see "freed memory"). */
 static CUresult release(uintptr_t ptr, mem_kind kind) {
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
     pthread_mutex_lock(&lock);
     allocation **link = &allocations;
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
@@ -906,6 +1046,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total_bytes
     REQUIRE_INIT();
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(ctx);
+    if (broken != CUDA_SUCCESS) return broken;
     if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     size_t used = device_memory_used(ctx->device);
@@ -921,6 +1063,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *base, size_t *size
     COUNT(cuMemGetAddressRange);
     REQUIRE_INIT();
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
     pthread_mutex_lock(&lock);
     allocation *a = find((uintptr_t)ptr, 0);
     int found = a && a->kind != MEM_PINNED && (uintptr_t)ptr < a->base + a->size;
@@ -956,6 +1100,8 @@ SIM_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribut
     REQUIRE_INIT();
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
     pthread_mutex_lock(&lock);
     allocation *a = find((uintptr_t)ptr, 0);
     if (a) set_attribute(attribute, data, a);
@@ -969,6 +1115,8 @@ SIM_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_att
     REQUIRE_INIT();
     if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
     pthread_mutex_lock(&lock);
     allocation *a = find((uintptr_t)ptr, 0);              /* unknown: defaults, no error */
     for (unsigned i = 0; i < n; i++) set_attribute(attributes[i], data[i], a);
@@ -983,6 +1131,8 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
                           size_t width, size_t height, CUstream handle, int synchronous,
                           int set, unsigned char value) {
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
     if (height == 0 || width == 0) return CUDA_SUCCESS;
     if (height > 1 && (width > dst_pitch || (!set && width > src_pitch)))
         return CUDA_ERROR_INVALID_VALUE;
@@ -993,6 +1143,7 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s && s->ctx != current()) status = sticky_of(s->ctx);   /* the stream's context */
     int dst_device, src_device = 0;
     unsigned char *to = NULL, *from = NULL;
     unsigned long serial[2] = {0, 0}, generation[2] = {0, 0};
@@ -1036,7 +1187,7 @@ static CUresult copy_rows(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t
     if (synchronous) {
         COUNT(HOST_SYNCS);
         wait_for(s, s->issued);
-        status = s->ctx->sticky;   /* a synchronous copy that faulted says so */
+        status = sticky_of(s->ctx);   /* a synchronous copy that faulted says so */
     }
     pthread_mutex_unlock(&lock);
     return status;
@@ -1118,6 +1269,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx
     int placed = to && from && to->ctx == dst_ctx && from->ctx == src_ctx;
     pthread_mutex_unlock(&lock);
     if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky2(dst_ctx, src_ctx);
+    if (broken != CUDA_SUCCESS) return broken;
     if (!placed) return CUDA_ERROR_INVALID_VALUE;
     return copy_rows(dst, n, src, n, n, 1, stream, 0, 0, 0);
 }
@@ -1131,7 +1284,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream handle, unsigned long long *i
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    if (s) *id = s->id;
+    if (s) status = sticky_of(s->ctx);
+    if (s && status == CUDA_SUCCESS) *id = s->id;
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -1143,6 +1297,8 @@ SIM_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greates
     COUNT(cuCtxGetStreamPriorityRange);
     REQUIRE_INIT();
     if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
     if (least) *least = LEAST_PRIORITY;
     if (greatest) *greatest = GREATEST_PRIORITY;
     return CUDA_SUCCESS;
@@ -1155,6 +1311,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *stream, unsigne
     if (!stream || (flags & ~CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(ctx);
+    if (broken != CUDA_SUCCESS) return broken;
     /* Outside the range the driver clamps (documented), it does not fail. */
     if (priority > LEAST_PRIORITY) priority = LEAST_PRIORITY;
     if (priority < GREATEST_PRIORITY) priority = GREATEST_PRIORITY;
@@ -1177,6 +1335,8 @@ static CUresult stream_property(CUstream handle, int which, void *out) {
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
+    if (s) status = sticky_of(s->ctx);
+    if (status != CUDA_SUCCESS) s = NULL;
     if (s && which == 0) *(unsigned *)out = s->flags;
     if (s && which == 1) *(int *)out = s->priority;
     pthread_mutex_unlock(&lock);
@@ -1201,7 +1361,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream handle) {
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    if (!s) { pthread_mutex_unlock(&lock); return status; }
+    if (s) status = sticky_of(s->ctx);
+    if (status != CUDA_SUCCESS) { pthread_mutex_unlock(&lock); return status; }
     /* Work already enqueued still runs (documented); then the stream goes. */
     struct CUstream_st **link = &streams;
     while (*link != s) link = &(*link)->next;
@@ -1223,7 +1384,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream handle, CUcontext *ctx) {
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    if (s) *ctx = s->ctx;
+    if (s) status = sticky_of(s->ctx);
+    if (s && status == CUDA_SUCCESS) *ctx = s->ctx;
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -1237,7 +1399,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream handle) {
     if (s) {
         COUNT(HOST_SYNCS);
         wait_for(s, s->issued);
-        status = s->ctx->sticky;
+        status = sticky_of(s->ctx);
         release_above_thresholds(s->ctx->device);
     }
     pthread_mutex_unlock(&lock);
@@ -1250,7 +1412,8 @@ SIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream handle) {
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    if (s && s->done < s->issued) status = CUDA_ERROR_NOT_READY;
+    if (s) status = sticky_of(s->ctx);
+    if (s && status == CUDA_SUCCESS && s->done < s->issued) status = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -1268,6 +1431,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream handle, CUevent event, un
     struct CUstream_st *s = resolve_stream(handle, &status);
     struct CUevent_st *e = valid_event(event);
     if (s && !e) status = CUDA_ERROR_INVALID_HANDLE;
+    if (s && e) status = sticky_of(s->ctx);
     if (status == CUDA_SUCCESS && e->stream) {    /* never recorded: nothing to wait for */
         op *barrier = calloc(1, sizeof *barrier);   /* may cross contexts and devices */
         barrier->kind = OP_MARK;
@@ -1287,10 +1451,16 @@ SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int flags) {
     (void)flags;
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(ctx);
+    if (broken != CUDA_SUCCESS) return broken;
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
     e->magic = EVENT_MAGIC;
     e->ctx = ctx;
+    pthread_mutex_lock(&lock);
+    e->next = events;
+    events = e;
+    pthread_mutex_unlock(&lock);
     __atomic_add_fetch(&live_events, 1, __ATOMIC_RELAXED);
     *event = e;
     return CUDA_SUCCESS;
@@ -1304,6 +1474,7 @@ SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream handle) {
     struct CUstream_st *s = resolve_stream(handle, &status);
     struct CUevent_st *e = valid_event(event);
     if (s && (!e || e->ctx != s->ctx)) status = CUDA_ERROR_INVALID_HANDLE;   /* same context */
+    if (status == CUDA_SUCCESS) status = sticky_of(s->ctx);
     if (status == CUDA_SUCCESS) {
         op *mark = calloc(1, sizeof *mark);
         mark->kind = OP_MARK;
@@ -1320,8 +1491,9 @@ SIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
     REQUIRE_INIT();
     pthread_mutex_lock(&lock);
     struct CUevent_st *e = valid_event(event);
-    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE
-                    : e->stream && e->stream->done < e->seq ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : sticky_of(e->ctx);
+    if (status == CUDA_SUCCESS && e->stream && e->stream->done < e->seq)
+        status = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&lock);
     return status;
 }
@@ -1333,7 +1505,7 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
     struct CUevent_st *e = valid_event(event);
     if (e) COUNT(HOST_SYNCS);
     if (e && e->stream) wait_for(e->stream, e->seq);
-    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : e->ctx ? e->ctx->sticky : CUDA_SUCCESS;
+    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : sticky_of(e->ctx);
     if (e && e->ctx) release_above_thresholds(e->ctx->device);
     pthread_mutex_unlock(&lock);
     return status;
@@ -1344,20 +1516,41 @@ SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
     REQUIRE_INIT();
     pthread_mutex_lock(&lock);
     struct CUevent_st *e = valid_event(event);
-    if (e) e->magic = 0;     /* a record still pending completes on its own (documented) */
+    CUresult status = e ? sticky_of(e->ctx) : CUDA_ERROR_INVALID_HANDLE;
+    if (status == CUDA_SUCCESS) {
+        e->magic = 0;        /* a record still pending completes on its own (documented) */
+        struct CUevent_st **link = &events;
+        while (*link != e) link = &(*link)->next;
+        *link = e->next;
+    }
     pthread_mutex_unlock(&lock);
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (status != CUDA_SUCCESS) return status;
     __atomic_sub_fetch(&live_events, 1, __ATOMIC_RELAXED);
     free(e);
     return CUDA_SUCCESS;
 }
 
-/* A destroyed context's memory is freed and its streams stop (their queued work runs
- * first); handles to them are invalid from then on. Events are left to their owners, who
- * get CUDA_ERROR_INVALID_HANDLE... from a real driver; here they stay usable, complete
- * (their stream retired), never recorded again. */
+/* A destroyed context's memory (cuMemAlloc device memory, managed and pinned memory) is
+ * freed, its streams stop (their queued work runs first), its events and modules go, and
+ * peer access to it or from it ends; handles to all of them are invalid from then on
+ * (CUDA_ERROR_INVALID_HANDLE). Its sticky error goes with it. Streams, events and modules stay
+ * allocated, dead (never reused: a stale handle is never mistaken for a new object). Memory
+ * pools' blocks stay: a pool is its device's, not a context's ("memory pool pointers do not
+ * have a device context associated with them"; on a GPU a pool's memory outlives
+ * cuDevicePrimaryCtxReset), so a block in use is still its owner's to free. */
 static void reset_context(struct CUctx_st *ctx) {
     pthread_mutex_lock(&lock);
+    for (struct CUevent_st **link = &events; *link;) {
+        struct CUevent_st *e = *link;
+        if (e->ctx != ctx) { link = &e->next; continue; }
+        *link = e->next;
+        e->magic = 0;                       /* a dead handle; its memory is never reused */
+        __atomic_sub_fetch(&live_events, 1, __ATOMIC_RELAXED);
+    }
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        ctx->peers[d] = 0;
+        primary[d].peers[ctx->device] = 0;
+    }
     struct CUstream_st *gone = NULL;
     for (struct CUstream_st **link = &streams; *link;) {
         struct CUstream_st *s = *link;
@@ -1368,7 +1561,6 @@ static void reset_context(struct CUctx_st *ctx) {
         gone = s;
     }
     ctx->legacy = NULL;
-    ctx->sticky = CUDA_SUCCESS;
     drop_modules(ctx);
     pthread_cond_broadcast(&progress);
     pthread_mutex_unlock(&lock);
@@ -1383,7 +1575,7 @@ static void reset_context(struct CUctx_st *ctx) {
     pthread_mutex_lock(&lock);
     for (allocation **link = &allocations; *link;) {
         allocation *a = *link;
-        if (a->ctx != ctx || a->kind == MEM_PINNED) { link = &a->next; continue; }
+        if (a->ctx != ctx || a->pooled) { link = &a->next; continue; }
         *link = a->next;
         bury(a);
     }
@@ -1395,6 +1587,8 @@ static void reset_context(struct CUctx_st *ctx) {
         *link = c->next;
         free(c);
     }
+    /* last: its streams' queued work, which ran above, may have faulted */
+    __atomic_store_n(&ctx->sticky, CUDA_SUCCESS, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
 }
 
@@ -1410,7 +1604,8 @@ static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
     pthread_mutex_lock(&lock);
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
-    if (!s) {
+    if (s) status = sticky_of(s->ctx);
+    if (status != CUDA_SUCCESS) {
         pthread_mutex_unlock(&lock);
         return status;
     }
@@ -1453,6 +1648,8 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
     CUresult status;
     struct CUstream_st *s = resolve_stream(handle, &status);
     allocation *a = NULL;
+    if (s) status = sticky_of(s->ctx);
+    if (status != CUDA_SUCCESS) s = NULL;
     for (allocation *x = allocations; s && x; x = x->next)
         if (x->base == dptr && x->pooled && x->pool_state == POOL_LIVE) a = x;
     op *o = a ? calloc(1, sizeof *o) : NULL;
@@ -1476,6 +1673,9 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
  * whatever they say). A destroyed pool's free blocks go at once; its live blocks when freed. */
 struct CUmemPoolHandle_st {
     int device; cuuint64_t release_threshold; int reuse[3];
+    /* cuMemPoolSetAccess: which devices' kernels may touch its blocks — its own device always
+     * (CU_MEM_ACCESS_FLAGS_PROT_READWRITE), a peer once granted it (PROT_NONE by default) */
+    CUmemAccess_flags access[MAX_DEVICES];
     int created;                                  /* by cuMemPoolCreate (destroyable) */
     struct CUmemPoolHandle_st *next;              /* the created ones, listed */
 };
@@ -1555,6 +1755,7 @@ static void pooled_block_freed(allocation *a) {
 
 static struct CUmemPoolHandle_st *device_pool(int device) {
     default_pools[device].device = device;
+    default_pools[device].access[device] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     return &default_pools[device];
 }
 
@@ -1579,6 +1780,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolP
     struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     p->device = props->location.id;
+    p->access[p->device] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     p->created = 1;
     pthread_mutex_lock(&lock);
     p->next = created_pools;
@@ -1675,15 +1877,50 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     return CUDA_SUCCESS;
 }
 
+/* Which devices' kernels may touch a pool's blocks (existing and future ones), recorded per
+ * pool and device and acted on: a kernel of another device touching a block faults unless
+ * the pool granted that device access (see kernel_may_touch). Each descriptor names a
+ * device; its flags are PROT_READWRITE or PROT_NONE (pools have no read-only access); the
+ * pool's own device keeps its access, and a peer that cuDeviceCanAccessPeer says cannot
+ * read the pool's device is refused. Nothing is changed unless every descriptor is valid. */
 SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
                                                size_t count) {
-    return valid_pool(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    COUNT(cuMemPoolSetAccess);
+    REQUIRE_INIT();
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p) return CUDA_ERROR_INVALID_HANDLE;
+    if (count && !map) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        const CUmemAccessDesc *d = &map[i];
+        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id < 0 ||
+            d->location.id >= device_count)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+            d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (d->location.id == p->device && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (d->location.id != p->device && d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            !peer_access_possible)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < count; i++) p->access[map[i].location.id] = map[i].flags;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool,
                                                CUmemLocation *location) {
-    if (!valid_pool(pool) || !flags) return CUDA_ERROR_INVALID_VALUE;
-    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    COUNT(cuMemPoolGetAccess);
+    REQUIRE_INIT();
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p || !flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        location->id < 0 || location->id >= device_count)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    *flags = p->access[location->id];
+    pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
 
@@ -1702,8 +1939,9 @@ SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream handle, CUstreamCapture
     pthread_mutex_lock(&lock);
     CUresult result;
     struct CUstream_st *s = resolve_stream(handle, &result);
+    if (s) result = sticky_of(s->ctx);
     pthread_mutex_unlock(&lock);
-    if (s) *status = CU_STREAM_CAPTURE_STATUS_NONE;   /* graphs are not modelled: never */
+    if (s && result == CUDA_SUCCESS) *status = CU_STREAM_CAPTURE_STATUS_NONE;   /* graphs are not modelled: never */
     return result;
 }
 
@@ -1773,22 +2011,66 @@ SIM_CONTROL void cudasim_register_kernel(const char *name, size_t param_size,
 
 /* The thread-local state of a kernel running on a stream's worker (dialect.h names it). */
 __thread struct { unsigned x, y, z; } threadIdx, blockIdx, blockDim, gridDim;
-static __thread int running_device = -1;
+static __thread struct CUctx_st *running_ctx;
 static __thread uintptr_t fault_address;
 static __thread int faulted;
-static __thread unsigned char fault_sink[64];
+static __thread CUresult fault_status;
+static __thread const char *fault_kind, *fault_reason;
+static __thread unsigned char fault_sink[64] __attribute__((aligned(16)));
 /* The allocations the running kernel has touched: kept from poisoning until it ends (a free
  * while it runs takes effect for what it touches afterwards). */
 static __thread allocation **kernel_touched;
 static __thread size_t kernel_touched_n, kernel_touched_cap;
 
-/* The host bytes of [address, address + size) for a running kernel: device memory of its own
- * device, pinned or managed memory. Anything else — pageable host memory, another device's
- * memory, past an allocation's end — is the GPU's illegal address: the launch stops there. */
+/* The running kernel faults at `address`: the first fault is the launch's (its error becomes
+ * the context's sticky error when the launch ends); the rest of the block runs harmlessly on
+ * fault_sink, and the launch stops there. */
+static void *kernel_fault(uintptr_t address, CUresult status, const char *kind,
+                          const char *reason) {
+    if (!faulted) {
+        fault_address = address;
+        fault_status = status;
+        fault_kind = kind;
+        fault_reason = reason;
+    }
+    faulted = 1;
+    return fault_sink;
+}
+
+/* Whether the running kernel may touch allocation `a` (caller holds the lock): memory of its
+ * own device, pinned or managed memory; another device's memory only through peer access —
+ * a pool's block where the pool granted the kernel's device access (cuMemPoolSetAccess;
+ * pools do not follow cuCtxEnablePeerAccess), other device memory (cuMemAlloc) where the
+ * kernel's context enabled access to the memory's context (cuCtxEnablePeerAccess). A block
+ * of a destroyed pool is its own device's only. */
+static int kernel_may_touch(const allocation *a) {
+    if (a->kind != MEM_DEVICE || a->device == running_ctx->device) return 1;
+    if (a->pooled)
+        return a->pool && a->pool->access[running_ctx->device] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return running_ctx->peers[a->device];
+}
+
+/* The host bytes of one load or store of `size` bytes at `address` by a running kernel
+ * (dialect.h's AP_GLOBAL_BYTES): device memory of its own device (or of a peer it was given
+ * access to), pinned or managed memory. Anything else — pageable host memory, another
+ * device's memory without peer access, freed memory, past an allocation's end — is the GPU's
+ * illegal address. And a GPU moves a 2-, 4-, 8- or 16-byte unit (a short, an int, a uint2 or
+ * double, a uint4) in one access that must be aligned to its size: at any other address the
+ * access faults with CUDA_ERROR_MISALIGNED_ADDRESS (counted: misaligned_accesses). Either
+ * fault stops the launch, and is sticky for its context. */
 SIM_CONTROL void *cudasim_device_bytes(uint64_t address, size_t size) {
+    if (faulted) return fault_sink;
+    if (size > 1 && size <= 16 && !(size & (size - 1)) && address % size) {
+        __atomic_add_fetch(&counters[COUNT_MISALIGNED], 1, __ATOMIC_RELAXED);
+        return kernel_fault((uintptr_t)address, CUDA_ERROR_MISALIGNED_ADDRESS,
+                            "misaligned address", size == 16 ? " (a 16-byte access)"
+                            : size == 8 ? " (an 8-byte access)" : size == 4
+                            ? " (a 4-byte access)" : " (a 2-byte access)");
+    }
     pthread_mutex_lock(&lock);
-    allocation *a = faulted ? NULL : find((uintptr_t)address, size);
-    if (a && a->kind == MEM_DEVICE && a->device != running_device) a = NULL;
+    allocation *a = find((uintptr_t)address, size);
+    int peer = a && !kernel_may_touch(a);
+    if (peer) a = NULL;
     size_t i = 0;
     while (a && i < kernel_touched_n && kernel_touched[i] != a) i++;
     if (a && i == kernel_touched_n) {
@@ -1803,17 +2085,18 @@ SIM_CONTROL void *cudasim_device_bytes(uint64_t address, size_t size) {
         } else a = NULL;
     }
     void *bytes = a ? a->bytes + ((uintptr_t)address - a->base) : NULL;
-    if (!bytes && !faulted && freed_at((uintptr_t)address, size))
-        __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
+    int freed = !bytes && !peer && freed_at((uintptr_t)address, size);
     pthread_mutex_unlock(&lock);
     if (bytes) return bytes;
-    if (!faulted) fault_address = (uintptr_t)address;
-    faulted = 1;
-    return fault_sink;            /* the rest of the block runs harmlessly, then stops */
+    if (freed) __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
+    if (peer) __atomic_add_fetch(&counters[COUNT_PEER_FAULTS], 1, __ATOMIC_RELAXED);
+    return kernel_fault((uintptr_t)address, CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address",
+                        peer ? " (another device's memory, no peer access)"
+                        : freed ? " (freed memory)" : "");
 }
 
 static void run_kernel(const op *o) {
-    running_device = o->ctx->device;
+    running_ctx = o->ctx;
     faulted = 0;
     blockDim.x = o->block[0], blockDim.y = o->block[1], blockDim.z = o->block[2];
     gridDim.x = o->grid[0], gridDim.y = o->grid[1], gridDim.z = o->grid[2];
@@ -1824,12 +2107,12 @@ static void run_kernel(const op *o) {
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < kernel_touched_n; i++) unpin(kernel_touched[i]);
     kernel_touched_n = 0;
-    if (faulted) o->ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (faulted) set_sticky(o->ctx, fault_status);
     pthread_mutex_unlock(&lock);
     if (!faulted) return;
     __atomic_add_fetch(&counters[COUNT_KERNEL_FAULTS], 1, __ATOMIC_RELAXED);
-    fprintf(stderr, "cudasim: kernel %s: illegal address %#lx\n", o->kernel->name,
-            (unsigned long)fault_address);
+    fprintf(stderr, "cudasim: kernel %s: %s %#lx%s\n", o->kernel->name, fault_kind,
+            (unsigned long)fault_address, fault_reason);
 }
 
 /* The size of one `.param` declaration of an entry (`.param .align 8 .b8 name[1056]`,
@@ -1848,15 +2131,35 @@ static size_t param_bytes(const char *text) {
     return 0;
 }
 
+/* A module that was never handed out (its load failed). */
 static void free_module(struct CUmod_st *m) {
     while (m->functions) {
         struct CUfunc_st *f = m->functions;
         m->functions = f->next;
-        f->magic = 0;
         free(f);
     }
-    m->magic = 0;
     free(m);
+}
+
+/* Modules unloaded, or gone with their context: dead, their functions too, and kept (never
+ * freed, never reused), so that a stale handle is recognised as one — never mistaken for a
+ * new module's that took its memory. */
+static struct CUmod_st *dead_modules;
+
+/* Module m, unlinked from `modules`, dead from now on (caller holds the lock). */
+static void bury_module(struct CUmod_st *m) {
+    for (struct CUfunc_st *f = m->functions; f; f = f->next) f->magic = 0;
+    m->magic = 0;
+    m->next = dead_modules;
+    dead_modules = m;
+}
+
+/* Whether a handle names a function of a dead module (caller holds the lock). */
+static int dead_function(CUfunction handle) {
+    for (struct CUmod_st *m = dead_modules; m; m = m->next)
+        for (struct CUfunc_st *f = m->functions; f; f = f->next)
+            if (f == handle) return 1;
+    return 0;
 }
 
 /* A destroyed context's modules go with it (caller holds the lock). */
@@ -1865,7 +2168,7 @@ static void drop_modules(struct CUctx_st *ctx) {
         struct CUmod_st *m = *link;
         if (m->ctx != ctx) { link = &m->next; continue; }
         *link = m->next;
-        free_module(m);
+        bury_module(m);
     }
 }
 
@@ -1911,6 +2214,8 @@ SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image
     if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(ctx);
+    if (broken != CUDA_SUCCESS) return broken;
     struct CUmod_st *m = calloc(1, sizeof *m);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     m->magic = MODULE_MAGIC;
@@ -1940,15 +2245,16 @@ SIM_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule handle) {
     REQUIRE_INIT();
     pthread_mutex_lock(&lock);
     struct CUmod_st *m = valid_module(handle);
-    if (m) {
+    CUresult status = m ? sticky_of(m->ctx) : CUDA_ERROR_INVALID_HANDLE;
+    if (status == CUDA_SUCCESS) {
         struct CUmod_st **link = &modules;
         while (*link != m) link = &(*link)->next;
         *link = m->next;
         /* a launch still queued keeps running: it holds its kernel and parameters */
-        free_module(m);
+        bury_module(m);
     }
     pthread_mutex_unlock(&lock);
-    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return status;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *function, CUmodule handle,
@@ -1958,11 +2264,13 @@ SIM_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *function, CUmodule h
     if (!function || !name) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     struct CUmod_st *m = valid_module(handle);
+    CUresult broken = m ? sticky_of(m->ctx) : CUDA_SUCCESS;
     struct CUfunc_st *found = NULL;
     for (struct CUfunc_st *f = m ? m->functions : NULL; f; f = f->next)
         if (!strcmp(f->name, name)) found = f;
     pthread_mutex_unlock(&lock);
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    if (broken != CUDA_SUCCESS) return broken;
     if (!found) return CUDA_ERROR_NOT_FOUND;
     *function = found;
     return CUDA_SUCCESS;
@@ -1993,7 +2301,11 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned gx, uns
     struct CUfunc_st *f = valid_function(function);
     struct CUstream_st *s = f ? resolve_stream(handle, &status) : NULL;
     if (!f) status = CUDA_ERROR_INVALID_HANDLE;
-    else if (s && s->ctx != f->module->ctx) status = CUDA_ERROR_INVALID_CONTEXT;
+    if (!f && dead_function(function))   /* unloaded, or gone with its context: never run */
+        __atomic_add_fetch(&counters[COUNT_DEAD_LAUNCHES], 1, __ATOMIC_RELAXED);
+    if (s) status = sticky_of(s->ctx);
+    if (!s || status != CUDA_SUCCESS) { /* refused above */ }
+    else if (s->ctx != f->module->ctx) status = CUDA_ERROR_INVALID_CONTEXT;
     else if (s && f->static_shared + shared > MAX_STATIC_SHARED)
         status = CUDA_ERROR_INVALID_VALUE;
     else if (s && f->param_size && !params) status = CUDA_ERROR_INVALID_VALUE;
@@ -2042,6 +2354,10 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char **name) {
     NAME(CUDA_ERROR_NOT_INITIALIZED) NAME(CUDA_ERROR_INVALID_DEVICE)
     NAME(CUDA_ERROR_INVALID_CONTEXT) NAME(CUDA_ERROR_INVALID_HANDLE)
     NAME(CUDA_ERROR_NOT_READY) NAME(CUDA_ERROR_NOT_SUPPORTED) NAME(CUDA_ERROR_NOT_FOUND)
+    NAME(CUDA_ERROR_ILLEGAL_ADDRESS) NAME(CUDA_ERROR_MISALIGNED_ADDRESS)
+    NAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) NAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+    NAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) NAME(CUDA_ERROR_INVALID_IMAGE)
+    NAME(CUDA_ERROR_INVALID_PTX) NAME(CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
 #undef NAME
     default: *name = NULL; return CUDA_ERROR_INVALID_VALUE;
     }
@@ -2082,7 +2398,9 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
     X(cuMemPoolSetAttribute, 11020) X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020) \
     X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020) X(cuMemAllocFromPoolAsync, 11020) \
     X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020) \
-    X(cuStreamIsCapturing, 10000)
+    X(cuStreamIsCapturing, 10000) X(cuDeviceCanAccessPeer, 4000) \
+    X(cuCtxEnablePeerAccess, 4000) X(cuCtxDisablePeerAccess, 4000) \
+    X(cuDevicePrimaryCtxReset, 11000)
 
 /* Entry points whose newer variant has a name of its own in the header rather than a macro
  * (cuDeviceGetUuid_v2): the base name, the variant, the version that introduced it. */
@@ -2140,6 +2458,11 @@ SIM_CONTROL int cudasim_counters(const char **names, long *values, int n) {
 }
 
 SIM_CONTROL void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
+
+/* Whether distinct devices can reach each other's memory (cuDeviceCanAccessPeer); 1 by
+ * default, CUDASIM_PEER_ACCESS=0 at cuInit or this with 0 for a machine without a
+ * peer-to-peer path. Access already enabled or granted stays. */
+SIM_CONTROL void cudasim_set_peer_access(int possible) { peer_access_possible = possible != 0; }
 
 /* Every device's memory, in bytes (0: back to DEVICE_MEMORY). */
 SIM_CONTROL void cudasim_set_device_memory(long bytes) {

@@ -9,7 +9,10 @@ folder on ``LD_LIBRARY_PATH`` runs on the simulator) whose soname is ``libcudasi
 ``dlopen("libcuda.so.1")`` — the other tests still see a machine without CUDA), and returns
 its path, or None with ``unavailable()`` saying why
 (no compiler, no header). ``Simulator`` wraps the simulator's own controls: its call
-counters, the delay of asynchronous work, what is still alive.
+counters (driver calls by name, and the faults it found: ``kernel_faults``,
+``misaligned_accesses``, ``peer_access_faults``, ``copy_faults``, ``freed_memory_accesses``,
+``sticky_refusals``, ``dead_function_launches``…), the delay of asynchronous work, whether
+devices are peers, what is still alive.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class Simulator:
         self.cuda.cudasim_set_delay_us.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_max_pitch.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_device_memory.argtypes = [ctypes.c_long]
+        self.cuda.cudasim_set_peer_access.argtypes = [ctypes.c_int]
         self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
         self.cuda.cudasim_live_modules.restype = ctypes.c_long
 
@@ -105,6 +109,12 @@ class Simulator:
         CUDA_ERROR_OUT_OF_MEMORY, a pool's chunks (2 MiB each) counted whether their blocks
         are in use or not."""
         self.cuda.cudasim_set_device_memory(nbytes)
+
+    def set_peer_access(self, possible: bool) -> None:
+        """Whether distinct devices can reach each other's memory (``cuDeviceCanAccessPeer``;
+        True by default, as ``CUDASIM_PEER_ACCESS=0`` makes it False from the start): False
+        for a machine without a peer-to-peer path. Access already enabled or granted stays."""
+        self.cuda.cudasim_set_peer_access(1 if possible else 0)
 
     def live(self) -> tuple[int, int, int]:
         """(allocations, events, user streams) not released."""
