@@ -48,8 +48,13 @@ typedef struct { ap_u64 lo, hi; } __attribute__((aligned(16))) ap_u128;
 
 typedef struct { unsigned x, y, z; } ap_dim3;
 extern __thread ap_dim3 threadIdx, blockIdx, blockDim, gridDim;
-/* The host bytes behind [address, address + size) of memory a kernel may touch (device,
- * pinned or managed); a fault stops the launch (see cudasim.c). */
+/* The host bytes behind one load or store of `size` bytes at `address`, of memory a kernel
+ * may touch (device memory of its device or of a peer it was given access to, pinned or
+ * managed): as on a GPU, an access of 2, 4, 8 or 16 bytes (a short, an int, a uint2 or
+ * double, a uint4) at an address not a multiple of its size is CUDA_ERROR_MISALIGNED_ADDRESS,
+ * and an address outside such memory CUDA_ERROR_ILLEGAL_ADDRESS; either fault stops the
+ * launch and is sticky for its context (see cudasim.c). So every AP_GLOBAL_BYTES is one
+ * access, of the size the kernel loads or stores there. */
 void *cudasim_device_bytes(ap_u64 address, size_t size);
 void cudasim_register_kernel(const char *name, size_t param_size, void (*run)(const void *));
 
