@@ -238,8 +238,9 @@ def test_copy_result_has_work_pending_on_its_stream(cuda, streams):
 
 @pytest.fixture
 def held_budget(monkeypatch):
-    """Set how many bytes of dead results arrayport's pool on device 0 holds before one
-    wait returns them (0: every death returns its block at once, waiting)."""
+    """Set how many bytes of dead results arrayport's pools and its holder of ordinary
+    memory hold before one wait returns them (0: every death returns its block at once,
+    waiting), and how many entries at most (``entries``; default: no limit)."""
     from arrayport.gpu import cuda_memory
 
     def return_held():   # earlier tests' dead results: the budget counts from none
@@ -248,11 +249,10 @@ def held_budget(monkeypatch):
             if holder is not None:   # None: a test's setup without pools
                 driver._return_held(holder, holder.take())
 
-    def set_budget(nbytes):
+    def set_budget(nbytes, entries=None):
         return_held()
-        device_memory = cuda_driver.driver._result_pool(0).device_memory
-        monkeypatch.setattr(cuda_memory, "HELD_FRACTION",
-                            device_memory // nbytes if nbytes else 2 * device_memory)
+        monkeypatch.setattr(cuda_memory._ResultPool, "budget", lambda pool: nbytes)
+        monkeypatch.setattr(cuda_memory, "_HELD_ENTRIES_MAX", entries or 1 << 40)
     yield set_budget
     return_held()
 
@@ -270,7 +270,7 @@ def test_copy_results_come_from_arrayports_pool_with_no_allocation_once_warm(cud
     source = device_array(array if layout == "contiguous" else array.T)
     consumer = int(streams.consumer)
     source.copy(stream=consumer)           # the first: the pool is made
-    held_budget(3 * array.nbytes)          # three results' blocks, then one wait
+    held_budget(1 << 40, entries=3)        # three results' blocks, then one wait
     for _ in range(3):                     # the pool grows to three blocks, held, returned
         source.copy(stream=consumer)
     cuda_driver.driver.synchronize(0, 1)

@@ -165,3 +165,149 @@ def test_a_forked_child_that_touches_a_gpu_view_gets_a_clear_error():
     assert ("refused: copy: cannot copy cuda:0 memory to cpu: cuda: this process is a fork "
             "of one that had already used") in output
     assert "spawn" in output and "host: [0, 1, 2]" in output
+
+
+# ---- a review of the held frees: what they keep, whom they wait for, what a fault leaves --------
+
+@needs_simulator
+def test_a_small_view_of_a_large_allocation_counts_all_of_it_while_its_dead_copy_keeps_it():
+    # A dead result keeps its source until its copy surely ran; a 4-byte View of a 4 MiB
+    # allocation keeps 4 MiB, and that counts toward the return: the sources do not pile up.
+    output = run_on_the_simulator("""
+        import gc, numpy as np, arrayport as ap
+        from arrayport.gpu import cuda_memory
+        from sim_arrays import DeviceArray
+        cuda_memory._ResultPool.budget = lambda pool: 10 << 20   # a 10 MiB budget
+        alive = []
+
+        class Foreign:   # frees its memory when it goes, as a framework's tensor does
+            def __init__(self):
+                self.array = DeviceArray(np.zeros(1 << 20, np.float32))    # 4 MiB
+                self.__cuda_array_interface__ = {
+                    "shape": (1,), "typestr": "<f4", "data": (self.array.ptr, False),
+                    "version": 3, "stream": None}
+                alive.append(1)
+
+            def __del__(self):
+                self.array.free()
+                alive.pop()
+
+        most = 0
+        for _ in range(12):
+            foreign = Foreign()
+            result = ap.view(foreign).copy()
+            del foreign, result
+            gc.collect()
+            most = max(most, len(alive))
+        print("most alive", most)
+    """)
+    most = int(output.split("most alive")[1])
+    assert most <= 3, output        # 3 x 4 MiB reach the budget; before: 12, never returned
+
+
+def test_a_tiny_result_counts_a_page_at_least(monkeypatch):
+    # Dead 4-byte results were held by the million before a return (~0.5 KiB of host memory
+    # each, and a page of the driver's): each counts a page at least.
+    from arrayport.gpu import cuda_memory
+    monkeypatch.setattr(cuda_memory._ResultPool, "budget", lambda pool: 3 * 4096)
+    pool = cuda_memory._ResultPool(None, (0,), 1 << 30)
+    assert pool.hold(0x1000, 4) == [] and pool.hold(0x2000, 4) == []
+    assert [entry[0] for entry in pool.hold(0x3000, 4)] == [0x1000, 0x2000, 0x3000]
+
+
+def test_held_entries_have_a_most(monkeypatch):
+    from arrayport.gpu import cuda_memory
+    monkeypatch.setattr(cuda_memory, "_HELD_ENTRIES_MAX", 2)
+    pool = cuda_memory._ResultPool(None, (0,), 1 << 30)
+    assert pool.hold(0x1000, 4096) == [] and len(pool.hold(0x2000, 4096)) == 2
+
+
+@needs_simulator
+def test_the_return_of_ordinary_memory_wakes_no_device_nobody_uses_and_cannot_deadlock():
+    output = run_on_the_simulator("""
+        import gc, numpy as np, arrayport as ap, cudasim
+        from arrayport.gpu import cuda as cuda_driver, cuda_memory
+        simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
+        driver = cuda_driver.driver
+        cuda_memory._ResultPool.budget = lambda pool: 0      # every death returns at once
+        pinned = ap.view(np.arange(4.0)).copy(device="cuda_host")
+        retains = simulator.counters()["cuDevicePrimaryCtxRetain"]
+        del pinned
+        gc.collect()                                         # returned: device 0's work only
+        print("retained", sorted(driver.retained_devices()),
+              simulator.counters()["cuDevicePrimaryCtxRetain"] - retains)
+        # A finalizer's return while this thread retains device 1 (a collection at any
+        # allocation there): it must not wait for a lock this thread holds.
+        dying = [ap.view(np.arange(4.0)).copy(device="cuda_host")]
+        call = driver._call
+
+        def collecting(symbol, *args, **kwargs):
+            if symbol == "cuDevicePrimaryCtxRetain" and dying:
+                dying.clear()
+                gc.collect()                                  # the pinned result dies here
+            return call(symbol, *args, **kwargs)
+
+        driver._call = collecting
+        ap.view(np.arange(4.0)).copy(device="cuda:1")
+        print("no deadlock")
+    """)
+    assert "retained [0] 0" in output and "no deadlock" in output
+
+
+@needs_simulator
+def test_a_faulted_device_does_not_keep_the_others_memory_from_being_freed():
+    output = run_on_the_simulator("""
+        import gc, numpy as np, arrayport as ap, cudasim
+        from arrayport.gpu import cuda as cuda_driver
+        from sim_arrays import Context, DeviceArray, Stream, check
+        simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
+        driver = cuda_driver.driver
+        ap.view(np.arange(4.0)).copy(device="cuda:1")        # arrayport uses device 1 too
+        # Device 1's context faults: its upload runs on memory freed before it ran.
+        stream = Stream(1)
+        doomed = DeviceArray(np.zeros(1024, np.uint8), device=1, stream=stream, busy=3)
+        with Context(1):
+            check(doomed.driver.cuMemFree_v2(doomed.ptr), "cuMemFree")
+        doomed.ptr = 0
+        try:
+            stream.synchronize()
+            print("no fault")
+        except RuntimeError as fault:
+            print("device 1 faulted:", fault)
+        results = [ap.view(np.arange(4.0)).copy(device="cuda_host") for _ in range(20)]
+        live = simulator.live()[0]
+        del results
+        gc.collect()
+        try:
+            ap.release_device_memory()
+            print("released")
+        except BufferError as error:
+            print("raised:", error)
+        print("held", driver.held_blocks(), "freed", live - simulator.live()[0])
+        os._exit(0)   # device 1's context is broken for good: no exit-time release
+    """)
+    assert "device 1 faulted" in output and "raised:" in output, output
+    assert "held 0 freed 20" in output, output
+
+
+@needs_simulator
+def test_a_forked_child_leaves_the_parent_s_locks_alone_at_exit():
+    output = run_on_the_simulator("""
+        import numpy as np, arrayport as ap
+        from arrayport.gpu import cuda as cuda_driver, staging
+        driver = cuda_driver.driver
+        ap.view(np.arange(4.0)).copy(device="cuda:0")
+        ring = staging._ring_of(driver) if hasattr(staging, "_ring_of") else None
+        locks = [driver._events_lock, driver._result_pools_lock, driver._contexts_lock]
+        for lock in locks:
+            lock.acquire()        # another thread's, at the moment of the fork
+        child = os.fork()
+        if child == 0:
+            driver.close()        # what the child's exit runs: nothing of the parent's
+            os._exit(7)
+        for lock in locks:
+            lock.release()
+        _, status = os.waitpid(child, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+    """)
+    assert "child exit 7" in output, output

@@ -118,9 +118,17 @@ def _driver_copy(view, source, target, driver, stream):
     # The result keeps the source (and what was packed, while a transfer may read it)
     # alive as long as it lives, and a result on a device longer: its transfers may still
     # be pending when it dies, so its memory's release keeps them until the memory is
-    # really freed — after the work that may use it (gpu.cuda_memory).
-    if not lands_on_host and source.type is not DeviceType.CPU and hasattr(memory, "keep"):
+    # really freed — after the work that may use it (gpu.cuda_memory) — counting what they
+    # hold allocated (a small View of a large allocation holds all of it). A host source
+    # needs it only where the transfer read it asynchronously: pinned memory (from pageable
+    # memory the driver has read it when the call returns).
+    if not lands_on_host and hasattr(memory, "keep") and (
+            source.type is not DeviceType.CPU or not _pageable(driver, packed.ptr)):
         memory.keep = (view,) if packed is view else (view, packed)
+        memory.keep_bytes = (driver.allocation_bytes(source.id, view.ptr)
+                             if gpu.is_device_memory(source.type) else 0) or view.nbytes
+        if packed is not view:
+            memory.keep_bytes += packed.nbytes
     result = _core.view_from_pointer(
         memory.address, view.shape, None, view.dtype, readonly=False,
         owner=_CopyOwner(memory, view, None if lands_on_host else packed),

@@ -94,6 +94,8 @@ _SIGNATURES = {
     "cuMemAllocManaged": (_INT, [ctypes.POINTER(c_address), c_size, ctypes.c_uint]),
     "cuMemHostAlloc": (_INT, [ctypes.POINTER(ctypes.c_void_p), c_size, ctypes.c_uint]),
     "cuMemFreeHost": (_INT, [ctypes.c_void_p]),
+    "cuMemGetAddressRange_v2": (_INT, [ctypes.POINTER(c_address), ctypes.POINTER(c_size),
+                                       c_address]),
     "cuMemcpyAsync": (_INT, [c_address, c_address, c_size, c_handle]),
     "cuMemcpy2DAsync_v2": (_INT, [ctypes.POINTER(_Memcpy2D), c_handle]),
     "cuMemcpyPeerAsync": (_INT, [c_address, c_handle, c_address, c_handle, c_size, c_handle]),
@@ -172,6 +174,16 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         raise BufferError(f"cuda: pointer {ptr:#x} is not memory CUDA knows (not device, "
                           f"pinned or managed memory)")
 
+    def allocation_bytes(self, ordinal: int, address: int) -> int:
+        """The size of the whole allocation the memory of device ``ordinal`` at ``address``
+        lies in (``cuMemGetAddressRange``, in that device's context); 0 where it is not
+        device memory the driver knows."""
+        base, size = c_address(0), c_size(0)
+        with self.on_device(ordinal):
+            status = self.library.get().cuMemGetAddressRange_v2(ctypes.byref(base),
+                                                                 ctypes.byref(size), address)
+        return size.value if status == 0 else 0
+
     def current_device(self) -> int:
         """The device of the calling thread's current CUDA context, or 0 when none is
         current."""
@@ -194,15 +206,22 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
             contexts = self._contexts.setdefault(self.library, {})
         context = contexts.get(ordinal)
         if context is None:
-            with self._contexts_lock:
-                context = contexts.get(ordinal)
-                if context is None:
-                    device = _INT(0)
-                    self._call("cuDeviceGet", ctypes.byref(device), ordinal)
-                    context = c_handle()
-                    self._call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
-                    contexts[ordinal] = context
+            # Retained outside the lock: a finalizer (a dead result's return, which makes
+            # every device current) may run at any allocation here, on this thread, and
+            # would wait for the lock for ever. Two retains racing keep one; the other's
+            # retain is released.
+            device, made = _INT(0), c_handle()
+            self._call("cuDeviceGet", ctypes.byref(device), ordinal)
+            self._call("cuDevicePrimaryCtxRetain", ctypes.byref(made), device)
+            with self._contexts_lock:   # dict operations only: nothing a finalizer runs
+                context = contexts.setdefault(ordinal, made)
+            if context is not made:
+                self._call("cuDevicePrimaryCtxRelease_v2", device)
         return context
+
+    def retained_devices(self) -> list[int]:
+        """The devices whose primary context arrayport retained (used)."""
+        return list(self._contexts.get(self.library, {}))
 
     def _made_current(self, context: c_handle) -> "_MadeCurrent":
         """``context`` current on this thread for the duration: pushed on the thread's
@@ -216,6 +235,8 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         return self._made_current(self.primary_context(ordinal))
 
     def close(self) -> None:
+        if getattr(self.library, "forked", False):   # the parent's (VendorDriver.close)
+            return
         self.kernels.close()   # modules and pools first: they live in the contexts
         self._close_result_pools()   # released below
         super().close()

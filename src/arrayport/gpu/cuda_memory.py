@@ -80,6 +80,14 @@ POOL_KEEP_VARIABLE = "ARRAYPORT_POOL_KEEP_BYTES"
 # them to the pool: a 64th (1.25 GB of an 80 GB H100; a loop of 1 MiB copies waits on the
 # host once per 1,280 results instead of once per result).
 HELD_FRACTION = 64
+# What one held entry counts for at least, whatever its size (the driver's allocations take a
+# page at least, and an entry costs the host too): tiny results are returned in thousands,
+# not in millions; and the most entries held before a return.
+_HELD_ENTRY_BYTES = 4096
+_HELD_ENTRIES_MAX = 4096
+# The budget of the holder of ordinary memory (cuMemAlloc, cuMemHostAlloc: page-locked host
+# memory among it, which the device's size says nothing of).
+_ORDINARY_HELD_BYTES = 64 << 20
 _CUDA_ERROR_OUT_OF_MEMORY = 2
 # How long an allocation refused for want of memory waits for another thread's return of
 # held blocks (its wait for the devices' work, then its frees) before failing as it is.
@@ -121,21 +129,23 @@ _OPTIONAL_SIGNATURES = {
     "cuCtxSynchronize": (ctypes.c_int, []),
     # CUDA 12.0: a context's id, new at each (re)creation (the kernel cache's key)
     "cuCtxGetId": (ctypes.c_int, [c_handle, ctypes.POINTER(ctypes.c_ulonglong)]),
+    # whether a device's primary context is active, asked without retaining it
+    "cuDevicePrimaryCtxGetState": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_uint),
+                                                  ctypes.POINTER(ctypes.c_int)]),
 }
 
 
 def pool_keep_bytes(device_memory: int) -> int:
     """The release threshold of arrayport's pool on a device of ``device_memory`` bytes:
-    ARRAYPORT_POOL_KEEP_BYTES where set (bytes, 0 and up), else min(256 MiB, an eighth)."""
+    ARRAYPORT_POOL_KEEP_BYTES where set (bytes, 0 to 2**64 - 1), else min(256 MiB, an
+    eighth). A setting that is not such a number is a ValueError, asked before any pool is
+    made (``_made_result_pool``)."""
     setting = os.environ.get(POOL_KEEP_VARIABLE, "").strip()
     if setting:
-        try:
-            value = int(setting)
-        except ValueError:
-            value = -1
-        if value < 0:
-            raise ValueError(f"{POOL_KEEP_VARIABLE} must be a number of bytes (0 or more), "
-                             f"not {setting!r}")
+        value = int(setting) if setting.isdigit() else -1   # ASCII digits only
+        if not 0 <= value < 2**64:
+            raise ValueError(f"{POOL_KEEP_VARIABLE} must be a number of bytes from 0 to "
+                             f"2**64 - 1, not {setting!r}")
         return value
     return min(POOL_KEEP_BYTES, device_memory // _POOL_KEEPS_FRACTION)
 
@@ -174,15 +184,24 @@ class _ResultPool:
     def ordinal(self) -> int:
         return self.readers[0]
 
-    def hold(self, pointer: int, nbytes: int, free=None, keep=()) -> list[tuple]:
-        """Hold a dead result's block (see the class for ``free`` and ``keep``); the
-        entries to return now (all of them) once the held bytes reach the budget or the
-        pool is closed, else none."""
+    def hold(self, pointer: int, nbytes: int, free=None, keep=(),
+             keep_bytes: int = 0) -> list[tuple]:
+        """Hold a dead result's block (see the class for ``free`` and ``keep``;
+        ``keep_bytes``, what ``keep`` holds allocated); the entries to return now (all of
+        them) once what is held — each entry a page at least, and what it keeps — reaches
+        the budget, or the entries their most, or the pool is closed; else none."""
         self._held.append((pointer, free, keep))
-        self._held_bytes += max(nbytes, 1)
-        if self.closed or self._held_bytes >= self.device_memory // HELD_FRACTION:
+        self._held_bytes += max(nbytes, _HELD_ENTRY_BYTES) + keep_bytes
+        if self.closed or self._held_bytes >= self.budget() \
+                or len(self._held) >= _HELD_ENTRIES_MAX:
             return self.take()
         return []
+
+    def budget(self) -> int:
+        """The bytes held before a return: a share of a pool's device; for the ordinary
+        holder (no handle), a fixed amount (it holds page-locked host memory too)."""
+        return _ORDINARY_HELD_BYTES if self.handle is None else \
+            self.device_memory // HELD_FRACTION
 
     def take(self) -> list[tuple]:
         """Every held entry, no longer held (the caller returns them: ``_return_held``)."""
@@ -288,7 +307,7 @@ class CudaStreamOrderedMemory:
                     ctypes.byref(address), max(nbytes, 1), stream))
             self.library.check(status, f"{name}({nbytes})")
 
-        def release(pointer: int, keep=()) -> None:
+        def release(pointer: int, keep=(), keep_bytes=0) -> None:
             with self.on_device(ordinal):
                 self._call("cuMemFreeAsync", pointer, stream,
                            what=f"cuMemFreeAsync({pointer:#x})")
@@ -313,8 +332,8 @@ class CudaStreamOrderedMemory:
                 return self.allocate_device(ordinal, nbytes)
             self.library.check(status, f"cuMemAllocFromPoolAsync({nbytes})")
 
-        def release(pointer: int, keep=()) -> None:
-            self._return_held(pool, pool.hold(pointer, nbytes, None, keep))
+        def release(pointer: int, keep=(), keep_bytes=0) -> None:
+            self._return_held(pool, pool.hold(pointer, nbytes, None, keep, keep_bytes))
         return OwnedMemory(address.value, nbytes, release)
 
     def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
@@ -356,8 +375,8 @@ class CudaStreamOrderedMemory:
             with self.on_device(ordinal):   # the driver frees in a context, and says so
                 self._call(free_name, pointer, what=f"{free_name}({pointer:#x})")
 
-        def release(pointer: int, keep=()) -> None:
-            self._return_held(holder, holder.hold(pointer, nbytes, free, keep))
+        def release(pointer: int, keep=(), keep_bytes=0) -> None:
+            self._return_held(holder, holder.hold(pointer, nbytes, free, keep, keep_bytes))
         return OwnedMemory(address, nbytes, release, free)
 
     def _ordinary_holder(self) -> _ResultPool:
@@ -377,23 +396,53 @@ class CudaStreamOrderedMemory:
 
     def _return_held(self, pool: _ResultPool, blocks: list[tuple]) -> None:
         """Return held ``blocks`` (entries of ``pool``): every device that may read them
-        (the pool's own, and the peers granted access; every device for the ordinary
-        holder) finishes its work first — the one host wait — then each goes: a pool block
-        back in the legacy stream's order, other memory by its own free; what they kept
-        alive goes last. No blocks: nothing, no wait."""
+        (the pool's own, and the peers granted access; for the ordinary holder, every device
+        at work: ``_devices_at_work``) finishes its work first — the one host wait — then
+        each goes: a pool block back in the legacy stream's order, other memory by its own
+        free; what they kept alive goes last. No blocks: nothing, no wait.
+
+        A device whose synchronization fails (a fault, sticky in its context: its work is
+        over) does not hold the others' frees back, and a free that fails does not stop the
+        rest: every entry taken is dealt with, then the first error is raised. (An entry
+        whose free failed went with its faulted context.)"""
         if not blocks:
             return
+        failures = []
         with pool.returning():
-            for device in pool.readers:
-                with self.on_device(device):
-                    self._call("cuCtxSynchronize", what="cuCtxSynchronize (before a free)")
-            with self.on_device(pool.ordinal):
-                for pointer, free, _ in blocks:
-                    if free is None:
+            readers = pool.readers if pool.handle is not None else self._devices_at_work()
+            for device in readers:
+                try:
+                    with self.on_device(device):
+                        self._call("cuCtxSynchronize",
+                                   what=f"cuCtxSynchronize (device {device}, before a free)")
+                except BufferError as error:
+                    failures.append(error)
+            for pointer, free, _ in blocks:
+                try:
+                    if free is not None:
+                        free(pointer)
+                        continue
+                    with self.on_device(pool.ordinal):
                         self._call("cuMemFreeAsync", pointer, _CU_STREAM_LEGACY,
                                    what=f"cuMemFreeAsync({pointer:#x})")
-                    else:
-                        free(pointer)
+                except BufferError as error:
+                    failures.append(error)
+        if failures:
+            raise failures[0]
+
+    def _devices_at_work(self) -> tuple[int, ...]:
+        """The devices whose work may read memory any device can address (the ordinary
+        holder's: ``cuMemAlloc`` and pinned memory): those whose primary context is active —
+        retained by arrayport or by another library — asked without retaining one
+        (``cuDevicePrimaryCtxGetState``); where the driver cannot say, those arrayport
+        retained. A device nobody uses is not woken for it."""
+        ask = self._optional("cuDevicePrimaryCtxGetState")
+        if ask is None:
+            return tuple(sorted(self.retained_devices()))
+        flags, active = ctypes.c_uint(0), ctypes.c_int(0)
+        return tuple(device for device in range(self.device_count())
+                     if ask(device, ctypes.byref(flags), ctypes.byref(active)) == 0
+                     and active.value)
 
     def _with_room(self, ordinal: int | None, attempt) -> int:
         """``attempt()``'s driver status — an allocation on device ``ordinal`` (None: pinned
@@ -452,21 +501,31 @@ class CudaStreamOrderedMemory:
         before less after (0 where the driver cannot say; approximate while other threads
         copy meanwhile). Pools never made are not made. Holds the pools' lock throughout,
         so that the driver's close cannot destroy a pool under it (copies on other threads
-        that need a pool wait for it too)."""
-        released = 0
+        that need a pool wait for it too). A device that fails (a fault, sticky in its
+        context) does not keep the others' memory: each is dealt with, then the first
+        error is raised."""
+        released, failures = 0, []
         holder = self._ordinary_holders.get(self.library)
         if holder is not None and not holder.closed:   # memory cuMemFree releases
-            with self.on_device(holder.ordinal):
-                self._make_room([holder])
+            try:
+                with self.on_device(holder.ordinal):
+                    self._make_room([holder])
+            except BufferError as error:   # a faulted device: the others' memory still goes
+                failures.append(error)
         with self._result_pools_lock:
             for pool in self._result_pools.get(self.library, {}).values():
                 if pool is None or pool.closed:
                     continue
-                before = self._reserved(pool)
-                with self.on_device(pool.ordinal):
-                    self._make_room(pool)
-                    self._trim(pool)
-                released += max(before - self._reserved(pool), 0)
+                try:
+                    before = self._reserved(pool)
+                    with self.on_device(pool.ordinal):
+                        self._make_room(pool)
+                        self._trim(pool)
+                    released += max(before - self._reserved(pool), 0)
+                except BufferError as error:
+                    failures.append(error)
+        if failures:
+            raise failures[0]
         return released
 
     def _reserved(self, pool: _ResultPool) -> int:
@@ -537,11 +596,12 @@ class CudaStreamOrderedMemory:
                               location=_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, ordinal))
         pool = _POOL()
         device_memory = self._device_memory(ordinal)
+        keeps = pool_keep_bytes(device_memory)   # a bad setting refused before anything is made
         with self.on_device(ordinal):
             self._call("cuMemPoolCreate", ctypes.byref(pool), ctypes.byref(props),
                        what=f"cuMemPoolCreate(device {ordinal})")
             try:
-                peers = self._configure_result_pool(pool, ordinal, device_memory)
+                peers = self._configure_result_pool(pool, ordinal, keeps)
             except BaseException:
                 self._optional("cuMemPoolDestroy")(pool)
                 raise
@@ -557,11 +617,12 @@ class CudaStreamOrderedMemory:
             return total.value
         return 8 << 30
 
-    def _configure_result_pool(self, pool, ordinal: int, device_memory: int) -> list[int]:
-        """The new pool's release threshold and peer access; the peers granted it."""
-        keeps = ctypes.c_uint64(pool_keep_bytes(device_memory))
+    def _configure_result_pool(self, pool, ordinal: int, keeps: int) -> list[int]:
+        """The new pool's release threshold (``keeps`` bytes) and peer access; the peers
+        granted it."""
+        threshold = ctypes.c_uint64(keeps)
         self._call("cuMemPoolSetAttribute", pool, _CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                   ctypes.byref(keeps), what="cuMemPoolSetAttribute(release threshold)")
+                   ctypes.byref(threshold), what="cuMemPoolSetAttribute(release threshold)")
         peers = [peer for peer in range(self.device_count())
                  if peer != ordinal and self._peer_can_read(peer, ordinal)]
         if not peers or self._optional("cuMemPoolSetAccess") is None:

@@ -41,6 +41,7 @@ class NativeLibrary:
         self._lock = threading.Lock()
         self._library: ctypes.CDLL | None = None
         self._failure: str | None = None
+        self.forked = False   # a fork's child of a process that had opened it: never used
         _libraries.add(self)
 
     def get(self) -> ctypes.CDLL:
@@ -81,6 +82,7 @@ class NativeLibrary:
         opened the child may open as its own."""
         self._lock = threading.Lock()   # the parent's may have been held by another thread
         if self._library is not None:
+            self.forked = True   # the drivers' close and finalizers leave it alone
             self._library = None
             self._failure = (f"this process is a fork of one that had already used "
                              f"{self.description}, which a forked child cannot use (its state "
@@ -108,9 +110,11 @@ if hasattr(os, "register_at_fork"):
 
 class OwnedMemory:
     """Memory a driver allocated for arrayport (device or pinned host), released by
-    ``release(address)`` when the last View on it goes — ``release(address, keep)`` where
-    ``keep`` (a tuple) was set: what must stay alive until the memory is really freed (a
-    copy's source, which the copy's transfer may still read).
+    ``release(address)`` when the last View on it goes — ``release(address, keep,
+    keep_bytes)`` where ``keep`` (a tuple) was set: what must stay alive until the memory
+    is really freed (a copy's source, which the copy's transfer may still read), and the
+    bytes that keeps allocated (the whole allocation a small source View lies in), which
+    count toward how much is held before a return.
 
     Releasing is not freeing at once: a free call does not promise to wait for work still
     using the memory (CUDA's ``cuMemFree`` "may" synchronize, ``cuMemFreeHost`` promises
@@ -123,6 +127,7 @@ class OwnedMemory:
         self.address, self.nbytes, self._release = address, nbytes, release
         self._free = free   # the driver's free itself, for free_now (None: release)
         self.keep: tuple = ()
+        self.keep_bytes = 0
 
     def free_now(self) -> None:
         """Free the memory at once — for an owner that has itself waited for all the work
@@ -135,7 +140,7 @@ class OwnedMemory:
         if self.address:
             with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
                 if self.keep:
-                    self._release(self.address, self.keep)
+                    self._release(self.address, self.keep, self.keep_bytes)
                 else:
                     self._release(self.address)
             self.address = 0

@@ -70,7 +70,11 @@ class VendorDriver:
     def close(self) -> None:
         """Give back what the driver keeps for the life of the process (its reused events;
         the CUDA driver's retained primary contexts too): at exit, so that the driver sees
-        everything released. Never raises."""
+        everything released. Never raises. Nothing in a fork's child of a process that had
+        opened the driver: what it would release is the parent's, and the locks guarding it
+        may have been held by the parent's other threads at the fork."""
+        if getattr(self.library, "forked", False):
+            return
         from arrayport.gpu import staging
         staging.release(self)   # the pinned ring, after the transfers that read it
         with self._events_lock:
@@ -189,7 +193,7 @@ class VendorDriver:
                        what=f"{self.symbols.allocate}({nbytes})")
         free = self.symbols.free
 
-        def release(pointer: int, keep=()) -> None:
+        def release(pointer: int, keep=(), keep_bytes=0) -> None:
             with self.on_device(ordinal):   # the driver frees in a context, and says so
                 self._call(free, pointer, what=f"{free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
@@ -222,10 +226,16 @@ class VendorDriver:
             self._call(names.host_allocate, ctypes.byref(address), max(nbytes, 1),
                        names.host_allocate_portable, what=f"{names.host_allocate}({nbytes})")
 
-        def release(pointer: int, keep=()) -> None:
+        def release(pointer: int, keep=(), keep_bytes=0) -> None:
             with self.on_device(0):
                 self._call(names.host_free, pointer, what=f"{names.host_free}({pointer:#x})")
         return OwnedMemory(address.value, nbytes, release)
+
+    def allocation_bytes(self, ordinal: int, address: int) -> int:
+        """The size of the whole allocation the memory of device ``ordinal`` at ``address``
+        lies in, where the vendor says; 0 where it cannot (here: HIP's frees wait, so
+        nothing is kept for it)."""
+        return 0
 
     def max_pitch(self, ordinal: int) -> int:
         """The largest row pitch, in bytes, a 2-D copy on device ``ordinal`` accepts (a

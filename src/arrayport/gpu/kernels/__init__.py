@@ -56,8 +56,14 @@ class KernelCache:
         context on first use; None where that module cannot be loaded there."""
         driver = self._driver
         with driver.on_device(ordinal) as context, self._lock:
-            loaded = self._modules.setdefault(driver.library, {}).setdefault(
-                self._key(context), {})
+            contexts = self._modules.setdefault(driver.library, {})
+            key = self._key(context)
+            loaded = contexts.get(key)
+            if loaded is None:
+                # a context seen before under another id was destroyed: its modules with it
+                for dead in [old for old in contexts if old[0] == key[0]]:
+                    del contexts[dead]
+                loaded = contexts[key] = {}
             entry = loaded.get(module)
             if entry is None:
                 try:
