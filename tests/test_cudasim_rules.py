@@ -1257,3 +1257,25 @@ def test_a_pools_access_is_recorded_per_device(pool, sim):
         assert pool_access(pool, default, 0) == (SUCCESS, PROT_NONE)
     finally:
         assert pool.cuMemPoolDestroy(own) == SUCCESS
+
+
+def test_a_primary_context_is_active_while_anyone_retains_it(cuda):
+    # cuDevicePrimaryCtxGetState: asked without retaining (arrayport's returns of held
+    # memory synchronize only the devices at work); active while retained, not after.
+    flags, active, context = ctypes.c_uint(9), ctypes.c_int(9), handle()
+    count = ctypes.c_int(0)
+    assert cuda.cuDeviceGetCount(ctypes.byref(count)) == SUCCESS
+    device = count.value - 1      # the last device: no other test retains it
+    assert cuda.cuDevicePrimaryCtxGetState(device, ctypes.byref(flags),
+                                           ctypes.byref(active)) == SUCCESS
+    was_active = active.value
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == SUCCESS
+    assert cuda.cuDevicePrimaryCtxGetState(device, ctypes.byref(flags),
+                                           ctypes.byref(active)) == SUCCESS
+    assert active.value == 1 and flags.value == 0
+    assert cuda.cuDevicePrimaryCtxRelease_v2(device) == SUCCESS
+    assert cuda.cuDevicePrimaryCtxGetState(device, ctypes.byref(flags),
+                                           ctypes.byref(active)) == SUCCESS
+    assert active.value == was_active
+    assert cuda.cuDevicePrimaryCtxGetState(99, ctypes.byref(flags),
+                                           ctypes.byref(active)) == 101   # INVALID_DEVICE

@@ -266,7 +266,8 @@ static __thread int ctx_depth;
     X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool) X(cuMemPoolCreate) \
     X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemPoolTrimTo) \
     X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
-    X(cuMemPoolSetAccess) X(cuMemPoolGetAccess) X(cuDevicePrimaryCtxReset)
+    X(cuMemPoolSetAccess) X(cuMemPoolGetAccess) X(cuDevicePrimaryCtxReset) \
+    X(cuDevicePrimaryCtxGetState)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES,
@@ -705,6 +706,20 @@ SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice de
     pthread_mutex_lock(&lock);
     if (primary_retained[device]++ == 0) primary[device].id = ++contexts_created;
     *ctx = &primary[device];
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* "Get the state of the primary context": active while anyone retains it. */
+SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice device, unsigned int *flags,
+                                                      int *active) {
+    COUNT(cuDevicePrimaryCtxGetState);
+    REQUIRE_INIT();
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (device < 0 || device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    *flags = 0;
+    *active = primary_retained[device] > 0;
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
@@ -2376,6 +2391,7 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
 #define PROCS(X) X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) \
     X(cuDeviceGetCount, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceGetName, 2000) \
     X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
+    X(cuDevicePrimaryCtxGetState, 7000) \
     X(cuCtxPushCurrent, 4000) X(cuCtxPopCurrent, 4000) X(cuCtxSetCurrent, 4000) \
     X(cuCtxGetCurrent, 4000) X(cuCtxGetDevice, 2000) X(cuCtxSynchronize, 2000) \
     X(cuPointerGetAttribute, 4000) X(cuPointerGetAttributes, 7000) X(cuMemAlloc, 3020) \
