@@ -176,7 +176,7 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
 
     def allocation_bytes(self, ordinal: int, address: int) -> int:
         """The size of the whole allocation the memory of device ``ordinal`` at ``address``
-        lies in (``cuMemGetAddressRange``, in that device's context); 0 where it is not
+        lies in (``cuMemGetAddressRange_v2``, in that device's context); 0 where it is not
         device memory the driver knows."""
         base, size = c_address(0), c_size(0)
         with self.on_device(ordinal):
