@@ -23,9 +23,10 @@ Exchanges, each with device 0's primary context current (as cuda-core's
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
 it reuses). "host µs" is the median CPU time the calling thread spends per exchange
-(batches of 100, results kept), on the simulator: Python, ctypes and the simulator's
-bookkeeping (not the waits on its stream threads' locks, which a GPU driver has not); a
-copy's bytes move on the simulator's stream threads, not in it. "py calls" counts the function
+(batches of 100, results kept), on the simulator with its streams paused while a batch is
+timed (the work queues and runs after it): Python, ctypes and the simulator's bookkeeping,
+not the waking of its stream threads nor the waits on their locks, which a GPU driver has
+not; a copy's bytes move on the simulator's stream threads, not in it. "py calls" counts the function
 calls the interpreter makes per exchange (``sys.setprofile``): the Python side's work,
 exact and the same on every machine.
 """
@@ -89,10 +90,14 @@ def host_microseconds(exchange, repeat, batch=100):
     times = []
     for _ in range(repeat):
         kept = []
-        start = time.thread_time()
-        for _ in range(batch):
-            kept.append(exchange())
-        times.append((time.thread_time() - start) / batch)
+        SIM.set_paused(True)   # work queues, nothing runs: no stream thread is woken
+        try:
+            start = time.thread_time()
+            for _ in range(batch):
+                kept.append(exchange())
+            times.append((time.thread_time() - start) / batch)
+        finally:
+            SIM.set_paused(False)
         kept.clear()
     return statistics.median(times) * 1e6
 

@@ -1279,3 +1279,23 @@ def test_a_primary_context_is_active_while_anyone_retains_it(cuda):
     assert active.value == was_active
     assert cuda.cuDevicePrimaryCtxGetState(99, ctypes.byref(flags),
                                            ctypes.byref(active)) == 101   # INVALID_DEVICE
+
+
+def test_paused_streams_queue_work_and_run_it_once_unpaused(cuda, sim, on_device):
+    # The simulator's own control for host-cost benchmarks (not CUDA's): paused, enqueueing
+    # wakes no worker and nothing runs; unpaused, what was queued runs in order.
+    on_device(0)
+    stream = handle()
+    assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    pinned, host = pinned_bytes(cuda, 8, 1)
+    sim.set_paused(True)
+    try:
+        assert cuda.cuMemsetD8Async(pinned.value, 5, 8, stream) == SUCCESS
+        assert cuda.cuStreamQuery(stream) == 600              # CUDA_ERROR_NOT_READY
+        assert host.tolist() == [1] * 8                        # queued, not run
+    finally:
+        sim.set_paused(False)
+    assert cuda.cuStreamSynchronize(stream) == SUCCESS
+    assert host.tolist() == [5] * 8
+    assert cuda.cuMemFreeHost(pinned) == SUCCESS
+    assert cuda.cuStreamDestroy_v2(stream) == SUCCESS

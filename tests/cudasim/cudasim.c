@@ -220,6 +220,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
 static int initialised, device_count = 2;
 static long delay_us = 2000;
+static int paused;                    /* cudasim_set_paused: nothing runs, nothing is woken */
 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH of every device, and the limit 2-D copies keep (a GPU's is
  * 2**31 - 1; CUDASIM_MAX_PITCH or cudasim_set_max_pitch lower it, so that a test can reach
  * it without gigabytes of memory). */
@@ -506,7 +507,7 @@ static void enqueue(struct CUstream_st *s, op *o) {
     o->seq = ++s->issued;
     if (s->tail) s->tail->next = o; else s->head = o;
     s->tail = o;
-    pthread_cond_broadcast(&progress);
+    if (!paused) pthread_cond_broadcast(&progress);
 }
 
 static int ready(const op *o) {
@@ -523,7 +524,7 @@ static void *worker(void *arg) {
     struct CUstream_st *s = arg;
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!s->stopping && (!s->head || !ready(s->head)))
+        while (!s->stopping && (paused || !s->head || !ready(s->head)))
             pthread_cond_wait(&progress, &lock);
         if (s->stopping && !s->head) break;
         op *o = s->head;
@@ -2474,6 +2475,17 @@ SIM_CONTROL int cudasim_counters(const char **names, long *values, int n) {
 }
 
 SIM_CONTROL void cudasim_set_delay_us(long microseconds) { delay_us = microseconds; }
+
+/* Streams paused (1): work is queued and nothing runs, so enqueueing wakes no worker — what
+ * the host pays for a call, without the simulator's thread switches (benchmarks of the
+ * host's cost: benchmarks/bench_gpu_host.py). Nothing may wait for work meanwhile (it
+ * would wait for ever); unpaused (0), the queued work runs. */
+SIM_CONTROL void cudasim_set_paused(int pause) {
+    pthread_mutex_lock(&lock);
+    paused = pause != 0;
+    pthread_cond_broadcast(&progress);
+    pthread_mutex_unlock(&lock);
+}
 
 /* Whether distinct devices can reach each other's memory (cuDeviceCanAccessPeer); 1 by
  * default, CUDASIM_PEER_ACCESS=0 at cuInit or this with 0 for a machine without a

@@ -88,6 +88,7 @@ class Simulator:
         self.cuda.cudasim_set_max_pitch.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_device_memory.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_peer_access.argtypes = [ctypes.c_int]
+        self.cuda.cudasim_set_paused.argtypes = [ctypes.c_int]
         self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
         self.cuda.cudasim_live_modules.restype = ctypes.c_long
 
@@ -99,6 +100,10 @@ class Simulator:
 
     def set_delay_us(self, microseconds: int) -> None:
         self.cuda.cudasim_set_delay_us(microseconds)
+
+    def set_paused(self, paused: bool) -> None:
+        """Streams paused: work queues and nothing runs (host-cost benchmarks only)."""
+        self.cuda.cudasim_set_paused(int(paused))
 
     def set_max_pitch(self, nbytes: int) -> None:
         """Every device's maximum 2-D copy pitch (0: back to a GPU's 2**31 - 1)."""

@@ -16,7 +16,12 @@ Stream values are the DLPack ones, which are also the driver's handles: 1 is
 
 This module holds CUDA's facts (constants, signatures, the entry-point table) and the calls
 that differ from HIP; the calls both share are written once in ``gpu.vendor.VendorDriver``.
-``driver`` is the instance ``gpu.driver_for`` hands out for CUDA memory.
+``driver`` is the instance ``gpu.driver_for`` hands out for CUDA memory. Under it, once the
+library is open, the compiled floor (``_csrc/cuda_floor.h``, through the core) makes the
+stream waits and owns what they use — each device's retained primary context, one reused
+event per context — with no Python in between; the ctypes calls here serve the rest, and
+every call where the floor is off (a stand-in library of the tests, another instance, a
+fork's child).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import sys
 import threading
 import weakref
 
-from arrayport import errors
+from arrayport import _core, errors
 from arrayport.devices import DeviceType
 from arrayport.gpu.cuda_memory import CudaStreamOrderedMemory
 from arrayport.gpu.kernels import KernelCache
@@ -109,7 +114,21 @@ _SIGNATURES = {
 
 def _initialise(library: ctypes.CDLL) -> str | None:
     status = library.cuInit(0)
-    return None if status == 0 else f"cuInit failed with CUDA error {status} (no usable GPU?)"
+    if status != 0:
+        return f"cuInit failed with CUDA error {status} (no usable GPU?)"
+    _install_floor(library)
+    return None
+
+
+def _install_floor(library: ctypes.CDLL) -> None:
+    """The compiled floor's entry points, resolved through this library's
+    ``cuGetProcAddress`` (12.0's ``_v2``, else 11.3's); where it cannot be (an older
+    driver), the floor stays off and the ctypes calls serve."""
+    for name, with_status in (("cuGetProcAddress_v2", True), ("cuGetProcAddress", False)):
+        entry = getattr(library, name, None)
+        if entry is not None:
+            _core.install_cuda_floor(ctypes.cast(entry, ctypes.c_void_p).value, with_status)
+            return
 
 
 _LIBRARY = NativeLibrary("cuda", "the CUDA driver",
@@ -132,6 +151,11 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
     managed memory, stream-ordered memory (``gpu.cuda_memory``)."""
+
+    # Whether this instance's calls may go through the compiled floor: only the process's
+    # driver (``driver`` below) owns it; other instances (the tests' own) keep their own
+    # contexts and events.
+    _owns_floor = False
 
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         super().__init__(library, symbols)
@@ -210,6 +234,11 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
             # every device current) may run at any allocation here, on this thread, and
             # would wait for the lock for ever. Two retains racing keep one; the other's
             # retain is released.
+            if self._on_floor():   # the floor's, retained once there
+                made = c_handle(_core.cuda_primary_context(ordinal))
+                with self._contexts_lock:
+                    context = contexts.setdefault(ordinal, made)
+                return context
             device, made = _INT(0), c_handle()
             self._call("cuDeviceGet", ctypes.byref(device), ordinal)
             self._call("cuDevicePrimaryCtxRetain", ctypes.byref(made), device)
@@ -218,6 +247,31 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
             if context is not made:
                 self._call("cuDevicePrimaryCtxRelease_v2", device)
         return context
+
+    def _on_floor(self) -> bool:
+        """Whether the compiled floor serves this driver's calls now: the process's driver,
+        over the library the floor was installed from (opened here if it was not)."""
+        if not self._owns_floor or self.library is not _LIBRARY:
+            return False
+        if not _core.cuda_floor_ready():
+            try:
+                self.library.get()   # opening it installs the floor
+            except BufferError:      # no driver: the caller's ctypes path says so
+                return False
+        return _core.cuda_floor_ready()
+
+    def make_stream_wait(self, ordinal: int, consumer: int, producer: int,
+                         producer_ordinal: int | None = None) -> None:
+        """``VendorDriver.make_stream_wait``, made by the compiled floor where it serves."""
+        if self._on_floor():
+            _core.cuda_stream_wait(ordinal, consumer, producer,
+                                   ordinal if producer_ordinal is None else producer_ordinal)
+            return
+        self._record_and_wait(ordinal, consumer, producer, producer_ordinal)
+
+    def cached_events(self) -> int:
+        events = super().cached_events()
+        return events + _core.cuda_floor_counts()[0] if self._on_floor() else events
 
     def retained_devices(self) -> list[int]:
         """The devices whose primary context arrayport retained (used)."""
@@ -237,12 +291,16 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     def close(self) -> None:
         if getattr(self.library, "forked", False):   # the parent's (VendorDriver.close)
             return
+        floor = self._owns_floor and self.library is _LIBRARY and _core.cuda_floor_ready()
         self.kernels.close()   # modules and pools first: they live in the contexts
         self._close_result_pools()   # released below
         super().close()
         self._close_ordinary_holder()   # after the pinned ring let its memory go
         with self._contexts_lock:
             contexts = self._contexts.pop(self.library, {})
+        if floor:   # its events, then the contexts it retained
+            _core.close_cuda_floor()
+            return
         for ordinal in contexts:
             try:
                 self.library.get().cuDevicePrimaryCtxRelease_v2(ordinal)
@@ -379,3 +437,4 @@ class _MadeCurrent:
 
 
 driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out
+driver._owns_floor = True

@@ -112,6 +112,12 @@ class VendorDriver:
         The host never blocks. The same stream of the same device needs nothing. A default
         stream value (CUDA's 1 and 2, HIP's 0) names that stream of whichever device is
         current, so each call runs with its stream's device current."""
+        self._record_and_wait(ordinal, consumer, producer, producer_ordinal)
+
+    def _record_and_wait(self, ordinal: int, consumer: int, producer: int,
+                         producer_ordinal: int | None = None) -> None:
+        """``make_stream_wait`` through ctypes (CUDA's compiled floor makes the same calls
+        where it serves: ``gpu.cuda``)."""
         if producer_ordinal is None:
             producer_ordinal = ordinal
         if consumer == producer and ordinal == producer_ordinal:

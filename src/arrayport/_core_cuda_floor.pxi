@@ -1,0 +1,69 @@
+# Included by _core.pyx. The CUDA driver's floor (_csrc/cuda_floor.h: entry points resolved
+# once, called from C; each device's primary context and one reused event per context) as
+# the core and the GPU wing ask it. gpu/cuda.py installs it when it opens the driver; until
+# then, and in a fork's child, it is off and the Python driver serves (as it does for the
+# stand-in libraries of the tests). What a call failing raises is what the Python driver
+# raises for the same call: BufferError("cuda: <entry point> failed with error <code>").
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py): none.
+
+cdef extern from "_csrc/cuda_floor.h":
+    int ap_cuda_floor_install(void* get_proc, int with_status) nogil
+    bint ap_cuda_floor_ready() nogil
+    int ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
+                            int producer_ordinal) nogil
+    int ap_cuda_primary_context(int ordinal, void** out) nogil
+    size_t ap_cuda_cached_events() nogil
+    long ap_cuda_floor_stream_waits() nogil
+    const char* ap_cuda_floor_failed() nogil
+    void ap_cuda_floor_close() nogil
+
+
+cdef int _cuda_floor_raise(int status) except -1:
+    raise BufferError(f"cuda: {(<bytes>ap_cuda_floor_failed()).decode()} failed with error "
+                      f"{status}")
+
+
+def install_cuda_floor(uintptr_t get_proc, bint with_status):
+    """Resolve the floor's entry points through the driver's ``cuGetProcAddress`` (its
+    address; ``with_status``: the 12.0 ``_v2``, else the 11.3 one). None once installed,
+    else the entry point it could not resolve (the floor stays off)."""
+    if ap_cuda_floor_install(<void*>get_proc, with_status) != 0:
+        return (<bytes>ap_cuda_floor_failed()).decode()
+    return None
+
+
+def cuda_floor_ready():
+    """Whether the floor serves (installed, and not a fork's child)."""
+    return ap_cuda_floor_ready()
+
+
+def cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
+                     int producer_ordinal):
+    """``consumer`` (a stream of device ``ordinal``) waits on the GPU for the work queued so
+    far on ``producer`` (of device ``producer_ordinal``): the floor's reused event of the
+    producer's context, recorded and waited on. The host never blocks."""
+    cdef int status = ap_cuda_stream_wait(ordinal, consumer, producer, producer_ordinal)
+    if status != 0:
+        _cuda_floor_raise(status)
+
+
+def cuda_primary_context(int ordinal):
+    """Device ``ordinal``'s primary context (its handle), retained once by the floor."""
+    cdef void* context = NULL
+    cdef int status = ap_cuda_primary_context(ordinal, &context)
+    if status != 0:
+        _cuda_floor_raise(status)
+    return <uintptr_t>context
+
+
+def cuda_floor_counts():
+    """(events the floor keeps for reuse, stream waits it made) — for leak checks and
+    benchmarks."""
+    return ap_cuda_cached_events(), ap_cuda_floor_stream_waits()
+
+
+def close_cuda_floor():
+    """Give back what the floor keeps (its events, then the primary contexts it retained):
+    at the driver's close, at exit. Never raises."""
+    ap_cuda_floor_close()

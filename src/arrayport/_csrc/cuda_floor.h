@@ -1,0 +1,281 @@
+/*
+ * cuda_floor.h — the CUDA driver's floor under arrayport's stream order: the driver entry
+ * points a stream wait calls, resolved once (cuGetProcAddress, from the driver library the
+ * Python layer opened: gpu/cuda.py) and called from C, with no Python in between.
+ *
+ * What it owns, for the life of the process (given back by ap_cuda_floor_close, at exit):
+ *   - each device's primary context, retained once (the context the CUDA runtime, and so
+ *     PyTorch, CuPy, JAX, use; arrayport works in it and keeps it, as the runtime does);
+ *   - one event per context, reused by every stream wait in that context: a wait uses the
+ *     event's state at the time of the call, later records do not affect it (documented),
+ *     so record-then-wait under the floor's lock can reuse it at once.
+ * What it states: which stream values name a device's default stream (NULL, 1
+ * CU_STREAM_LEGACY, 2 CU_STREAM_PER_THREAD: the current context's, so the device's primary
+ * context is made current for them), and that a stream handle belongs to the context the
+ * driver names (cuStreamGetCtx). It decides nothing: when to wait is the core's stream
+ * order (_core_streams.pxi), what memory to hold is gpu/cuda_memory.py's.
+ *
+ * The declarations are arrayport's own (no cuda.h): CUresult is an int, handles pointers.
+ * Each entry point is asked for with the CUDA version whose ABI is declared here (12.0:
+ * cuCtxPushCurrent_v2, cuEventDestroy_v2, cuDevicePrimaryCtxRelease_v2, cuStreamGetCtx).
+ * Errors come back as the driver's code with the entry point's name (ap_cuda_failed), for
+ * the Cython side to raise the BufferError the Python driver raises for the same call.
+ *
+ * Threads: calls come with the GIL held; a mutex guards the tables anyway (a future nogil
+ * caller, and the fork rule below). After fork the child's floor is off (ap_cuda_ready 0):
+ * the driver's state does not survive a fork, and the Python layer refuses it there.
+ */
+#ifndef ARRAYPORT_CUDA_FLOOR_H
+#define ARRAYPORT_CUDA_FLOOR_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef int ap_cu_result;
+typedef void *ap_cu_context;
+typedef void *ap_cu_stream;
+typedef void *ap_cu_event;
+
+#define AP_CU_EVENT_DISABLE_TIMING 0x2
+#define AP_CU_ERROR_NOT_FOUND 500
+#define AP_CU_MAX_DEVICES 64
+#define AP_CU_VERSION 12000   /* the ABI declared below */
+
+/* cuGetProcAddress (CUDA 11.3) and _v2 (12.0, with a status out). */
+typedef ap_cu_result (*ap_cu_get_proc_v1)(const char *, void **, int, unsigned long long);
+typedef ap_cu_result (*ap_cu_get_proc_v2)(const char *, void **, int, unsigned long long,
+                                          int *);
+
+static struct {
+    ap_cu_result (*DeviceGet)(int *, int);
+    ap_cu_result (*DevicePrimaryCtxRetain)(ap_cu_context *, int);
+    ap_cu_result (*DevicePrimaryCtxRelease)(int);
+    ap_cu_result (*CtxGetCurrent)(ap_cu_context *);
+    ap_cu_result (*CtxPushCurrent)(ap_cu_context);
+    ap_cu_result (*CtxPopCurrent)(ap_cu_context *);
+    ap_cu_result (*StreamGetCtx)(ap_cu_stream, ap_cu_context *);
+    ap_cu_result (*EventCreate)(ap_cu_event *, unsigned);
+    ap_cu_result (*EventRecord)(ap_cu_event, ap_cu_stream);
+    ap_cu_result (*EventDestroy)(ap_cu_event);
+    ap_cu_result (*StreamWaitEvent)(ap_cu_stream, ap_cu_event, unsigned);
+} ap_cu;
+
+typedef struct { ap_cu_context context; ap_cu_event event; } ap_cu_context_event;
+
+static struct {
+    int ready;                                    /* resolved, and not a fork's child */
+    pthread_mutex_t lock;
+    ap_cu_context primary[AP_CU_MAX_DEVICES];     /* retained once, NULL until then */
+    int device_ids[AP_CU_MAX_DEVICES];            /* cuDeviceGet's answer per ordinal */
+    ap_cu_context_event *events;                  /* one reused event per context */
+    size_t n_events, events_capacity;
+    long stream_waits;                            /* made by the floor (tests, benchmarks) */
+} ap_cuda = {0, PTHREAD_MUTEX_INITIALIZER, {0}, {0}, NULL, 0, 0, 0};
+
+/* The entry point a failed call named (for the error message), set with every failure. */
+static const char *ap_cuda_failed = "";
+
+static void ap_cuda_after_fork_in_child(void) {
+    /* The parent's contexts and events are not this process's; nothing of them is touched
+     * (not even freed: the parent frees its own). The lock may have been held by one of
+     * the parent's threads: a new one. */
+    ap_cuda.ready = 0;
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    ap_cuda.lock = fresh;
+}
+
+/* Resolve every entry point through `get_proc` (cuGetProcAddress_v2 when `with_status`,
+ * else the 11.3 one). 0, or the driver's error with ap_cuda_failed naming the entry point
+ * it could not give (the floor then stays off: the Python driver serves). */
+static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
+    static int fork_rule = 0;
+    const struct { const char *name; void **slot; } wanted[] = {
+        {"cuDeviceGet", (void **)&ap_cu.DeviceGet},
+        {"cuDevicePrimaryCtxRetain", (void **)&ap_cu.DevicePrimaryCtxRetain},
+        {"cuDevicePrimaryCtxRelease", (void **)&ap_cu.DevicePrimaryCtxRelease},
+        {"cuCtxGetCurrent", (void **)&ap_cu.CtxGetCurrent},
+        {"cuCtxPushCurrent", (void **)&ap_cu.CtxPushCurrent},
+        {"cuCtxPopCurrent", (void **)&ap_cu.CtxPopCurrent},
+        {"cuStreamGetCtx", (void **)&ap_cu.StreamGetCtx},
+        {"cuEventCreate", (void **)&ap_cu.EventCreate},
+        {"cuEventRecord", (void **)&ap_cu.EventRecord},
+        {"cuEventDestroy", (void **)&ap_cu.EventDestroy},
+        {"cuStreamWaitEvent", (void **)&ap_cu.StreamWaitEvent},
+    };
+    if (get_proc == NULL) {
+        ap_cuda_failed = "cuGetProcAddress";
+        return AP_CU_ERROR_NOT_FOUND;
+    }
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+        void *entry = NULL;
+        int status = 0;
+        ap_cu_result result = with_status
+            ? ((ap_cu_get_proc_v2)get_proc)(wanted[i].name, &entry, AP_CU_VERSION, 0, &status)
+            : ((ap_cu_get_proc_v1)get_proc)(wanted[i].name, &entry, AP_CU_VERSION, 0);
+        if (result != 0 || entry == NULL) {
+            ap_cuda_failed = wanted[i].name;
+            return result != 0 ? result : AP_CU_ERROR_NOT_FOUND;
+        }
+        *wanted[i].slot = entry;
+    }
+    if (!fork_rule) {
+        pthread_atfork(NULL, NULL, ap_cuda_after_fork_in_child);
+        fork_rule = 1;
+    }
+    ap_cuda.ready = 1;
+    return 0;
+}
+
+/* Whether `stream` is a default-stream value: the current context's stream, not a handle. */
+static inline int ap_cuda_is_default_stream(uintptr_t stream) { return stream <= 2; }
+
+/* Device `ordinal`'s primary context, retained on first use (lock held by the caller). */
+static ap_cu_result ap_cuda_primary_locked(int ordinal, ap_cu_context *out) {
+    if (ordinal < 0 || ordinal >= AP_CU_MAX_DEVICES) {
+        ap_cuda_failed = "cuDeviceGet";
+        return 101;   /* CUDA_ERROR_INVALID_DEVICE */
+    }
+    if (ap_cuda.primary[ordinal] == NULL) {
+        int device = 0;
+        ap_cu_context context = NULL;
+        ap_cu_result result = ap_cu.DeviceGet(&device, ordinal);
+        if (result != 0) { ap_cuda_failed = "cuDeviceGet"; return result; }
+        result = ap_cu.DevicePrimaryCtxRetain(&context, device);
+        if (result != 0) { ap_cuda_failed = "cuDevicePrimaryCtxRetain"; return result; }
+        ap_cuda.device_ids[ordinal] = device;
+        ap_cuda.primary[ordinal] = context;
+    }
+    *out = ap_cuda.primary[ordinal];
+    return 0;
+}
+
+static ap_cu_result ap_cuda_primary_context(int ordinal, ap_cu_context *out) {
+    pthread_mutex_lock(&ap_cuda.lock);
+    ap_cu_result result = ap_cuda_primary_locked(ordinal, out);
+    pthread_mutex_unlock(&ap_cuda.lock);
+    return result;
+}
+
+/* `context` current on this thread: pushed unless it is current already (*pushed says). */
+static ap_cu_result ap_cuda_make_current(ap_cu_context context, int *pushed) {
+    ap_cu_context current = NULL;
+    *pushed = 0;
+    if (ap_cu.CtxGetCurrent(&current) == 0 && current != NULL && current == context)
+        return 0;
+    ap_cu_result result = ap_cu.CtxPushCurrent(context);
+    if (result != 0) { ap_cuda_failed = "cuCtxPushCurrent_v2"; return result; }
+    *pushed = 1;
+    return 0;
+}
+
+static void ap_cuda_restore_current(int pushed) {
+    if (pushed) {
+        ap_cu_context dropped = NULL;
+        ap_cu.CtxPopCurrent(&dropped);
+    }
+}
+
+/* The reused event of `context` (current), made on first use (lock held by the caller). */
+static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out) {
+    for (size_t i = 0; i < ap_cuda.n_events; i++)
+        if (ap_cuda.events[i].context == context) { *out = ap_cuda.events[i].event; return 0; }
+    if (ap_cuda.n_events == ap_cuda.events_capacity) {
+        size_t capacity = ap_cuda.events_capacity ? 2 * ap_cuda.events_capacity : 8;
+        ap_cu_context_event *grown = realloc(ap_cuda.events, capacity * sizeof *grown);
+        if (grown == NULL) { ap_cuda_failed = "cuEventCreate"; return 2; }  /* OUT_OF_MEMORY */
+        ap_cuda.events = grown;
+        ap_cuda.events_capacity = capacity;
+    }
+    ap_cu_event event = NULL;
+    ap_cu_result result = ap_cu.EventCreate(&event, AP_CU_EVENT_DISABLE_TIMING);
+    if (result != 0) { ap_cuda_failed = "cuEventCreate"; return result; }
+    ap_cuda.events[ap_cuda.n_events].context = context;
+    ap_cuda.events[ap_cuda.n_events].event = event;
+    ap_cuda.n_events++;
+    *out = event;
+    return 0;
+}
+
+/* Order `consumer` (a stream of device `ordinal`) after the work queued on `producer` (of
+ * device `producer_ordinal`) so far, on the GPU: the producer's context's event recorded on
+ * the producer's stream, waited on by the consumer's. The host never blocks. The same
+ * stream of the same device needs nothing. A default-stream value names that stream of the
+ * device's primary context, made current for the call that names it. */
+static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
+                                        int producer_ordinal) {
+    if (consumer == producer && ordinal == producer_ordinal) return 0;
+    ap_cu_context context = NULL, consumer_context = NULL;
+    ap_cu_event event = NULL;
+    int pushed = 0, consumer_pushed = 0;
+    ap_cu_result result;
+    pthread_mutex_lock(&ap_cuda.lock);
+    if (ap_cuda_is_default_stream(producer)) {
+        result = ap_cuda_primary_locked(producer_ordinal, &context);
+    } else {
+        result = ap_cu.StreamGetCtx((ap_cu_stream)producer, &context);
+        if (result != 0) ap_cuda_failed = "cuStreamGetCtx";
+    }
+    if (result == 0 && ap_cuda_is_default_stream(consumer))
+        result = ap_cuda_primary_locked(ordinal, &consumer_context);
+    if (result == 0) result = ap_cuda_make_current(context, &pushed);
+    if (result == 0) result = ap_cuda_event_locked(context, &event);
+    if (result == 0) {
+        result = ap_cu.EventRecord(event, (ap_cu_stream)producer);
+        if (result != 0) ap_cuda_failed = "cuEventRecord";
+    }
+    if (result == 0 && consumer_context != NULL && consumer_context != context)
+        result = ap_cuda_make_current(consumer_context, &consumer_pushed);
+    if (result == 0) {
+        result = ap_cu.StreamWaitEvent((ap_cu_stream)consumer, event, 0);
+        if (result != 0) ap_cuda_failed = "cuStreamWaitEvent";
+        else ap_cuda.stream_waits++;
+    }
+    ap_cuda_restore_current(consumer_pushed);
+    ap_cuda_restore_current(pushed);
+    pthread_mutex_unlock(&ap_cuda.lock);
+    return result;
+}
+
+static inline int ap_cuda_floor_ready(void) { return ap_cuda.ready; }
+
+static long ap_cuda_floor_stream_waits(void) {
+    pthread_mutex_lock(&ap_cuda.lock);
+    long n = ap_cuda.stream_waits;
+    pthread_mutex_unlock(&ap_cuda.lock);
+    return n;
+}
+
+static const char *ap_cuda_floor_failed(void) { return ap_cuda_failed; }
+
+static size_t ap_cuda_cached_events(void) {
+    pthread_mutex_lock(&ap_cuda.lock);
+    size_t n = ap_cuda.n_events;
+    pthread_mutex_unlock(&ap_cuda.lock);
+    return n;
+}
+
+/* Give back what the floor keeps (at exit): each event destroyed in its context, then each
+ * primary context released. Errors are ignored: the driver may be shutting down. */
+static void ap_cuda_floor_close(void) {
+    pthread_mutex_lock(&ap_cuda.lock);
+    if (ap_cuda.ready) {
+        for (size_t i = 0; i < ap_cuda.n_events; i++) {
+            int pushed = 0;
+            if (ap_cuda_make_current(ap_cuda.events[i].context, &pushed) == 0) {
+                ap_cu.EventDestroy(ap_cuda.events[i].event);
+                ap_cuda_restore_current(pushed);
+            }
+        }
+        for (int i = 0; i < AP_CU_MAX_DEVICES; i++)
+            if (ap_cuda.primary[i] != NULL) {
+                ap_cu.DevicePrimaryCtxRelease(ap_cuda.device_ids[i]);
+                ap_cuda.primary[i] = NULL;
+            }
+    }
+    ap_cuda.n_events = 0;
+    ap_cuda.ready = 0;   /* closed: whatever comes later (exit-time finalizers) is Python's */
+    pthread_mutex_unlock(&ap_cuda.lock);
+}
+
+#endif /* ARRAYPORT_CUDA_FLOOR_H */

@@ -1,0 +1,111 @@
+"""The compiled CUDA floor (src/arrayport/_csrc/cuda_floor.h, through the core) on the CUDA
+driver simulator: the stream waits of the process's driver are made there, with no Python
+between the core and the driver, and they are held to the ctypes path they replace (which
+still serves the other driver instances, the tests' stand-in libraries and a fork's child):
+the same driver calls, the same order on the GPU, the same errors."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+from arrayport import _core
+from arrayport.gpu import cuda as cuda_driver
+
+pytestmark = pytest.mark.gpu
+
+from on_simulator import require_cuda_driver  # noqa: E402
+
+require_cuda_driver()
+
+from driver_log import contents  # noqa: E402
+from on_simulator import needs_simulator, nothing_leaks, simulator, slow_streams  # noqa: E402,F401
+from sim_arrays import DeviceArray, Stream  # noqa: E402
+
+VALUES = np.arange(8 * 6, dtype=np.float32).reshape(8, 6) + 1
+
+
+@pytest.fixture
+def streams(nothing_leaks):
+    producer, consumer = Stream(0), Stream(0)
+    yield producer, consumer
+    gc.collect()
+    for stream in (producer, consumer):
+        stream.synchronize()
+        stream.close()
+
+
+def test_the_process_driver_waits_through_the_floor(streams):
+    producer, consumer = streams
+    assert _core.cuda_floor_ready()
+    array = DeviceArray(VALUES, stream=producer, busy=2)
+    view = ap.view(array)
+    events, waits = _core.cuda_floor_counts()
+    ap.view(view, stream=int(consumer))          # an export to the consumer's stream
+    assert _core.cuda_floor_counts() == (max(events, 1), waits + 1)
+    assert cuda_driver.driver.cached_events() >= 1
+    del view
+    array.free()
+
+
+@needs_simulator
+def test_the_floor_makes_the_calls_the_ctypes_path_makes_and_orders_the_same(streams,
+                                                                            slow_streams):
+    producer, consumer = streams
+    ctypes_driver = cuda_driver.CudaDriver(cuda_driver._LIBRARY, cuda_driver._SYMBOLS)
+    assert not ctypes_driver._on_floor()           # another instance: its own ctypes calls
+    made = {}
+    try:
+        for name, driver in (("floor", cuda_driver.driver), ("ctypes", ctypes_driver)):
+            array = DeviceArray(VALUES, stream=producer, busy=3)
+            driver.make_stream_wait(0, int(consumer), int(producer))    # warm: the event
+            before = simulator.counters()
+            driver.make_stream_wait(0, int(consumer), int(producer))
+            after = simulator.counters()
+            made[name] = {call: after[call] - before[call] for call in after
+                          if after[call] != before[call]}
+            # the consumer's read, ordered by the wait alone, sees the producer's write
+            out = ap.view(np.zeros_like(VALUES))
+            cuda_driver.driver.copy_async(0, out.ptr, array.ptr, VALUES.nbytes,
+                                          int(consumer))
+            consumer.synchronize()
+            assert np.array_equal(ap.to_numpy(out), VALUES), name
+            array.free()
+        assert made["floor"] == made["ctypes"], made
+        assert made["floor"].get("cuEventRecord") == made["floor"].get(
+            "cuStreamWaitEvent") == 1 and "cuEventCreate" not in made["floor"]
+    finally:
+        ctypes_driver.close()
+
+
+def test_a_default_stream_waits_in_its_device_s_context(streams):
+    producer, _ = streams
+    array = DeviceArray(VALUES, stream=producer, busy=2)
+    # the legacy stream (1) of device 1 waits for device 0's producer: a wait across devices
+    cuda_driver.driver.make_stream_wait(1, 1, int(producer), 0)
+    host = ap.view(array).copy(device="cuda:1", stream=1).copy(device="cpu", stream=1)
+    assert np.array_equal(ap.to_numpy(host), VALUES)
+    array.free()
+
+
+def test_a_bad_stream_handle_is_the_ctypes_path_s_error(streams):
+    _, consumer = streams
+    ctypes_driver = cuda_driver.CudaDriver(cuda_driver._LIBRARY, cuda_driver._SYMBOLS)
+    errors = []
+    try:
+        for driver in (cuda_driver.driver, ctypes_driver):
+            with pytest.raises(BufferError) as caught:
+                driver.make_stream_wait(0, int(consumer), 0xDEAD000)  # no such stream
+            errors.append(str(caught.value))
+    finally:
+        ctypes_driver.close()
+    assert errors[0] == errors[1] and errors[0].startswith("cuda: cuStreamGetCtx failed")
+
+
+def test_the_primary_context_is_the_floor_s_and_the_same_for_every_caller():
+    floor_context = _core.cuda_primary_context(0)
+    assert cuda_driver.driver.primary_context(0).value == floor_context
+    assert 0 in cuda_driver.driver.retained_devices()
+    with pytest.raises(BufferError, match="cuda: cuDeviceGet failed"):
+        _core.cuda_primary_context(99)
