@@ -109,3 +109,61 @@ def test_the_primary_context_is_the_floor_s_and_the_same_for_every_caller():
     assert 0 in cuda_driver.driver.retained_devices()
     with pytest.raises(BufferError, match="cuda: cuDeviceGet failed"):
         _core.cuda_primary_context(99)
+
+
+def test_the_core_s_stream_waits_reach_the_floor_without_python(streams):
+    # An export to a consumer's stream, and an exchange of a View with pending work: the
+    # core asks no Python driver method and no hook (the floor is called from C).
+    import sys
+    producer, consumer = streams
+    array = DeviceArray(VALUES, stream=producer, busy=2)
+    view = ap.view(array)
+    ap.view(view, stream=int(consumer))          # warm: the floor's event exists
+    called = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            called.append(frame.f_code.co_filename)
+
+    _, waits = _core.cuda_floor_counts()
+    sys.setprofile(profile)
+    try:
+        ap.view(view, stream=int(consumer))
+    finally:
+        sys.setprofile(None)
+    assert _core.cuda_floor_counts()[1] == waits + 1
+    assert not [name for name in called if "arrayport" in name], called
+    del view
+    array.free()
+
+
+def test_a_stand_in_wait_or_library_takes_the_core_s_waits_back_to_the_driver(streams,
+                                                                            monkeypatch):
+    # The tests' stand-in waits and libraries (and a fork's child) must see every wait: the
+    # core calls the floor itself only while the process's driver works over its library
+    # with its own stream wait, and again once the stand-in is taken out.
+    producer, consumer = streams
+    array = DeviceArray(VALUES, stream=producer, busy=2)
+    view = ap.view(array)
+    seen = []
+    real = cuda_driver.driver.make_stream_wait
+    monkeypatch.setattr(cuda_driver.driver, "make_stream_wait",
+                        lambda *args: seen.append(args) or real(*args))
+    _, waits = _core.cuda_floor_counts()
+    ap.view(view, stream=int(consumer))
+    assert seen == [(0, int(consumer), int(producer))]     # through the stand-in wait
+    assert _core.cuda_floor_counts()[1] == waits + 1       # which made it on the floor
+    monkeypatch.undo()                                      # taken out: from C again
+    ap.view(view, stream=int(consumer))
+    assert len(seen) == 1 and _core.cuda_floor_counts()[1] == waits + 2
+    monkeypatch.setattr(cuda_driver.driver, "make_stream_wait",
+                        lambda *args: seen.append(args) or real(*args))
+    stand_in = cuda_driver.NativeLibrary("cuda", "a stand-in", ("libnothing.so",),
+                                         cuda_driver.CudaUnavailable, {}, lambda lib: None)
+    monkeypatch.setattr(cuda_driver.driver, "library", stand_in)
+    with pytest.raises(cuda_driver.CudaUnavailable):
+        ap.view(view, stream=int(consumer))       # through the driver, which has none
+    assert len(seen) == 2
+    monkeypatch.undo()
+    del view
+    array.free()

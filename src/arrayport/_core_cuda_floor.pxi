@@ -4,8 +4,7 @@
 # then, and in a fork's child, it is off and the Python driver serves (as it does for the
 # stand-in libraries of the tests). What a call failing raises is what the Python driver
 # raises for the same call: BufferError("cuda: <entry point> failed with error <code>").
-#
-# Uses from other parts (every cross-part name, checked by tests/test_architecture.py): none.
+
 
 cdef extern from "_csrc/cuda_floor.h":
     int ap_cuda_floor_install(void* get_proc, int with_status) nogil
@@ -17,6 +16,33 @@ cdef extern from "_csrc/cuda_floor.h":
     long ap_cuda_floor_stream_waits() nogil
     const char* ap_cuda_floor_failed() nogil
     void ap_cuda_floor_close() nogil
+
+
+# Whether the core's stream order calls the floor itself, without asking the Python driver:
+# while the process's driver works over the library the floor was installed from (gpu/cuda.py
+# says so whenever its library changes: the tests swap in stand-ins) — and the floor serves.
+cdef bint _cuda_floor_direct = False
+
+
+def set_cuda_floor_direct(bint direct):
+    """Say whether the process's CUDA driver works over the floor's library (gpu/cuda.py);
+    returns what was said before."""
+    global _cuda_floor_direct
+    previous, _cuda_floor_direct = _cuda_floor_direct, direct
+    return previous
+
+
+cdef inline bint _cuda_floor_serves(int32_t device_type) noexcept:
+    """Whether a stream wait on ``device_type`` memory is the floor's to make, from C."""
+    return _cuda_floor_direct and _cuda_kind(device_type) and ap_cuda_floor_ready()
+
+
+cdef int _cuda_floor_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
+                          int producer_ordinal) except -1:
+    cdef int status = ap_cuda_stream_wait(ordinal, consumer, producer, producer_ordinal)
+    if status != 0:
+        _cuda_floor_raise(status)
+    return 0
 
 
 cdef int _cuda_floor_raise(int status) except -1:
@@ -43,9 +69,7 @@ def cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
     """``consumer`` (a stream of device ``ordinal``) waits on the GPU for the work queued so
     far on ``producer`` (of device ``producer_ordinal``): the floor's reused event of the
     producer's context, recorded and waited on. The host never blocks."""
-    cdef int status = ap_cuda_stream_wait(ordinal, consumer, producer, producer_ordinal)
-    if status != 0:
-        _cuda_floor_raise(status)
+    _cuda_floor_wait(ordinal, consumer, producer, producer_ordinal)
 
 
 def cuda_primary_context(int ordinal):

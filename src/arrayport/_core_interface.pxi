@@ -303,7 +303,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
         v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
     else:
         v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
-    _order_import_after_producer(v, driver, producer_stream, consumer_stream)
+    _order_import_after_producer(v, producer_stream, consumer_stream)
     return v
 
 

@@ -19,6 +19,7 @@
 # stream once the import has handed the data over to a consumer's stream.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_cuda_floor.pxi: _cuda_floor_serves, _cuda_floor_wait
 #   _core_describe.pxi: _plain_int
 #   _core_hooks.pxi: _driver_for
 
@@ -143,7 +144,16 @@ cdef int _order_after_pending(View v, consumer) except -1:
         consumer = _NONE_STREAM.get(device_type)
         if consumer is None:
             return 0
-    _driver_for(device_type).make_stream_wait(v._t.device.device_id, consumer, v._stream)
+    _make_stream_wait(device_type, v._t.device.device_id, consumer, v._stream)
+    return 0
+
+
+cdef int _make_stream_wait(int32_t device_type, int32_t ordinal, consumer, producer) except -1:
+    """``consumer`` (of device ``ordinal``) waits on the GPU for ``producer``'s work so far:
+    made by the CUDA floor from C where it serves (no Python), else by the device's driver."""
+    if _cuda_floor_serves(device_type):
+        return _cuda_floor_wait(ordinal, consumer, producer, ordinal)
+    _driver_for(device_type).make_stream_wait(ordinal, consumer, producer)
     return 0
 
 
@@ -238,8 +248,7 @@ cdef int _note_exchange_import(View v, uintptr_t producer_handle, consumer) exce
     work stream to ``producer_handle``: that stream's work is pending on the data, and a
     named consumer stream is ordered after it (``_order_import_after_producer``)."""
     cdef int32_t device_type = v._t.device.device_type
-    return _order_import_after_producer(v, _driver_for(device_type),
-                                        _stream_of_handle(device_type, producer_handle),
+    return _order_import_after_producer(v, _stream_of_handle(device_type, producer_handle),
                                         consumer)
 
 
@@ -281,7 +290,7 @@ cdef int _note_dlpack_import(View v, int32_t gpu_type, stream) except -1:
     return 0
 
 
-cdef int _order_import_after_producer(View v, driver, producer, consumer) except -1:
+cdef int _order_import_after_producer(View v, producer, consumer) except -1:
     """An import whose producer ordered nothing but said which stream it wrote on — a CUDA
     Array Interface's ``stream`` entry, a DLPack exchange table's current work stream: with
     synchronization on, that stream is the View's pending work; a consumer stream, if
@@ -293,7 +302,7 @@ cdef int _order_import_after_producer(View v, driver, producer, consumer) except
         return 0
     v._stream = producer
     if producer is not None and consumer is not None and consumer != -1:
-        driver.make_stream_wait(v._t.device.device_id, consumer, producer)
+        _make_stream_wait(v._t.device.device_type, v._t.device.device_id, consumer, producer)
         v._stream = consumer
         v._producer_stream = producer
     return 0

@@ -157,6 +157,26 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     # contexts and events.
     _owns_floor = False
 
+    def __setattr__(self, name, value) -> None:
+        # The core makes the floor's stream waits itself, without asking this driver, only
+        # while the process's driver works over the floor's library with its own stream
+        # wait: said whenever either is set or taken back (the tests swap in stand-in
+        # libraries and stand-in waits, and take them out again). Reading an attribute stays
+        # a plain read (every driver call reads ``library``).
+        object.__setattr__(self, name, value)
+        if name in ("library", "make_stream_wait"):
+            self._say_whether_direct()
+
+    def __delattr__(self, name) -> None:
+        object.__delattr__(self, name)
+        if name in ("library", "make_stream_wait"):
+            self._say_whether_direct()
+
+    def _say_whether_direct(self) -> None:
+        if self._owns_floor:
+            _core.set_cuda_floor_direct(getattr(self, "library", None) is _LIBRARY
+                                        and "make_stream_wait" not in vars(self))
+
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         super().__init__(library, symbols)
         # Primary contexts retained, per library (tests swap the library for stand-ins).
@@ -438,3 +458,4 @@ class _MadeCurrent:
 
 driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out
 driver._owns_floor = True
+driver.library = _LIBRARY   # (the floor's, once opened: the core's stream waits go there)
