@@ -167,3 +167,103 @@ def test_a_stand_in_wait_or_library_takes_the_core_s_waits_back_to_the_driver(st
     monkeypatch.undo()
     del view
     array.free()
+
+
+# ---- a CUDA Array Interface import's pointer, located by the floor --------------------------
+
+def _located_both_ways(pointer, monkeypatch):
+    """(the floor's answer or error, the ctypes path's) for ``pointer``, in this thread."""
+    answers = []
+    for on_floor in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(cuda_driver.driver, "_on_floor", lambda: on_floor)
+            try:
+                answers.append(cuda_driver.driver.locate_pointer(pointer))
+            except BufferError as error:
+                answers.append(str(error))
+    return answers
+
+
+@pytest.mark.parametrize("kind,device,expected", [
+    ("device", 0, (2, 0)), ("device", 1, (2, 1)), ("pinned", 0, (3, 0)),
+    ("managed", 0, (13, 0))])
+def test_the_floor_locates_memory_as_the_ctypes_path_does(kind, device, expected, monkeypatch):
+    import threading
+    array = DeviceArray(VALUES, device=device, kind=kind)
+    try:
+        floor, ctypes_path = _located_both_ways(array.ptr, monkeypatch)
+        assert floor == ctypes_path == expected
+        # A thread that never touched CUDA has no current context: both make one current.
+        answers = []
+        thread = threading.Thread(target=lambda: answers.append(
+            _located_both_ways(array.ptr, monkeypatch)))
+        thread.start()
+        thread.join()
+        assert answers == [[expected, expected]]
+        assert ap.view(array).device == ap.Device(*expected)   # the core, from C
+    finally:
+        array.free()
+
+
+def test_memory_cuda_does_not_know_is_refused_alike():
+    host = np.zeros(4, np.float32)
+    pointer = host.ctypes.data
+    floor, ctypes_path = _located_both_ways(pointer, pytest.MonkeyPatch())
+    assert floor == ctypes_path == (f"cuda: pointer {pointer:#x} is not memory CUDA knows "
+                                    f"(not device, pinned or managed memory)")
+    interface = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (pointer, False)}
+    holder = type("Holder", (), {"__cuda_array_interface__": interface})()
+    with pytest.raises(BufferError, match="is not memory CUDA knows"):
+        ap.view(holder)
+
+
+def test_an_empty_import_is_on_the_current_device_from_c_as_from_python(monkeypatch):
+    from sim_arrays import Context
+    import threading
+    interface = {"version": 3, "shape": (0, 3), "typestr": "<f4", "data": (0, False)}
+    holder = type("Holder", (), {"__cuda_array_interface__": interface})()
+    with Context(1):
+        assert ap.view(holder).device == ap.Device("cuda:1")
+        assert _core.cuda_current_device() == 1
+        monkeypatch.setattr(cuda_driver.driver, "_on_floor", lambda: False)
+        assert cuda_driver.driver.current_device() == 1
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(
+        (_core.cuda_current_device(), ap.view(holder).device)))
+    thread.start()
+    thread.join()
+    assert answers == [(0, ap.Device("cuda:0"))]   # no context current: device 0
+
+
+def test_a_cai_import_asks_no_python_of_arrayport(streams):
+    import sys
+    producer, consumer = streams
+    array = DeviceArray(VALUES, stream=producer, busy=2)
+    ap.view(array, stream=int(consumer))            # warm
+    for stream in (None, int(consumer)):
+        called = []
+
+        def profile(frame, event, arg):
+            if event == "call":
+                called.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+        sys.setprofile(profile)
+        try:
+            view = ap.view(array, stream=stream)
+        finally:
+            sys.setprofile(None)
+        assert not [name for name in called if "/arrayport/" in name], called
+        assert view.device == ap.Device("cuda:0")
+    del view
+    array.free()
+
+
+def test_a_stand_in_locate_pointer_takes_the_core_s_cai_imports_back(monkeypatch):
+    array = DeviceArray(VALUES, device=1)
+    asked = []
+    monkeypatch.setattr(cuda_driver.driver, "locate_pointer",
+                        lambda pointer: asked.append(pointer) or (2, 7))
+    assert ap.view(array).device == ap.Device("cuda:7") and asked == [array.ptr]
+    monkeypatch.undo()
+    assert ap.view(array).device == ap.Device("cuda:1") and asked == [array.ptr]
+    array.free()

@@ -16,11 +16,21 @@ cdef extern from "_csrc/cuda_floor.h":
     long ap_cuda_floor_stream_waits() nogil
     const char* ap_cuda_floor_failed() nogil
     void ap_cuda_floor_close() nogil
+    int ap_cuda_locate_pointer(uintptr_t ptr, int32_t* device_type, int32_t* device_id) nogil
+    int ap_cuda_location_of(unsigned memory_type, unsigned is_managed, int ordinal,
+                            int32_t* device_type, int32_t* device_id) nogil
+    int ap_cuda_current_device(int* out) nogil
+    enum:
+        AP_CU_UNKNOWN_MEMORY
+        AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        AP_CU_POINTER_ATTRIBUTE_IS_MANAGED
+        AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 
 
-# Whether the core's stream order calls the floor itself, without asking the Python driver:
-# while the process's driver works over the library the floor was installed from (gpu/cuda.py
-# says so whenever its library changes: the tests swap in stand-ins) — and the floor serves.
+# Whether the core calls the floor itself (stream waits, a CAI import's pointer), without
+# asking the Python driver: while the process's driver works over the library the floor was
+# installed from with its own methods (gpu/cuda.py says so whenever either changes: the
+# tests swap in stand-ins) — and the floor serves.
 cdef bint _cuda_floor_direct = False
 
 
@@ -43,6 +53,35 @@ cdef int _cuda_floor_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
     if status != 0:
         _cuda_floor_raise(status)
     return 0
+
+
+cdef int _cuda_floor_locate(uintptr_t pointer, int32_t* device_type,
+                            int32_t* device_id) except -1:
+    """Where a CUDA Array Interface import's memory lives, from C: 1 where the floor served,
+    0 where the process's driver must be asked. A NULL pointer (size 0: no memory to ask
+    about) is a CUDA device's: the calling thread's current one."""
+    cdef int ordinal = 0
+    cdef int status
+    if not (_cuda_floor_direct and ap_cuda_floor_ready()):
+        return 0
+    if pointer == 0:
+        status = ap_cuda_current_device(&ordinal)
+        if status != 0:
+            _cuda_floor_raise(status)
+        device_type[0], device_id[0] = APDL_CUDA, ordinal
+        return 1
+    status = ap_cuda_locate_pointer(pointer, device_type, device_id)
+    if status != 0:
+        _cuda_location_refused(status, pointer)
+    return 1
+
+
+cdef int _cuda_location_refused(int status, uintptr_t pointer) except -1:
+    if status == AP_CU_UNKNOWN_MEMORY:
+        raise BufferError(f"cuda: pointer {pointer:#x} is not memory CUDA knows (not device, "
+                          f"pinned or managed memory)")
+    raise BufferError(f"cuda: cuPointerGetAttributes({pointer:#x}) failed with CUDA error "
+                      f"{status}")
 
 
 cdef int _cuda_floor_raise(int status) except -1:
@@ -79,6 +118,46 @@ def cuda_primary_context(int ordinal):
     if status != 0:
         _cuda_floor_raise(status)
     return <uintptr_t>context
+
+
+def cuda_locate_pointer(uintptr_t pointer):
+    """(DLPack device type, device id) of the memory at ``pointer``, asked of the driver by
+    the floor; BufferError for an address CUDA does not know."""
+    cdef int32_t device_type = 0, device_id = 0
+    cdef int status = ap_cuda_locate_pointer(pointer, &device_type, &device_id)
+    if status != 0:
+        _cuda_location_refused(status, pointer)
+    return device_type, device_id
+
+
+def cuda_pointer_attributes():
+    """The ``cuPointerGetAttributes`` attributes a location is read from, in the order
+    ``cuda_pointer_location`` takes their answers (for a driver without the floor)."""
+    return (AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, AP_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+
+
+def cuda_pointer_location(int status, unsigned memory_type, unsigned is_managed, int ordinal,
+                          uintptr_t pointer):
+    """What a ``cuPointerGetAttributes`` call made without the floor answered (its status
+    and the attributes' values), read as the floor reads it: (device type, device id), or
+    the floor's BufferError."""
+    cdef int32_t device_type = 0, device_id = 0
+    if status == 0:
+        status = ap_cuda_location_of(memory_type, is_managed, ordinal, &device_type,
+                                     &device_id)
+    if status != 0:
+        _cuda_location_refused(status, pointer)
+    return device_type, device_id
+
+
+def cuda_current_device():
+    """The device of the calling thread's current context (0 where none is), by the floor."""
+    cdef int ordinal = 0
+    cdef int status = ap_cuda_current_device(&ordinal)
+    if status != 0:
+        _cuda_floor_raise(status)
+    return ordinal
 
 
 def cuda_floor_counts():

@@ -14,6 +14,7 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_buffer.pxi: _buffer_item_type, _BufferLease, _lease_buffer
+#   _core_cuda_floor.pxi: _cuda_floor_locate
 #   _core_describe.pxi: _adopt, _parse_dl_device, _plain_int, _raise_extent_problem
 #   _core_dlpack.pxi: _dlpack_view
 #   _core_hooks.pxi: _driver_for
@@ -297,12 +298,16 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
     consumer_stream = check_stream(consumer_stream, APDL_CUDA)
     cdef View v = _view_from_layout(pointer, shape, interface.get("strides"), item, readonly,
                                     owner, _CAI)
-    # Everything is validated; only now touch the driver.
-    driver = _driver_for(APDL_CUDA)
-    if pointer == 0:  # size 0: no memory to ask about
-        v._t.device.device_type, v._t.device.device_id = 2, driver.current_device()
+    # Everything is validated; only now touch the driver: the floor, from C, where it serves.
+    cdef int32_t device_type = 0, device_id = 0
+    if _cuda_floor_locate(pointer, &device_type, &device_id):
+        v._t.device.device_type, v._t.device.device_id = device_type, device_id
     else:
-        v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
+        driver = _driver_for(APDL_CUDA)
+        if pointer == 0:  # size 0: no memory to ask about
+            v._t.device.device_type, v._t.device.device_id = APDL_CUDA, driver.current_device()
+        else:
+            v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
     _order_import_after_producer(v, producer_stream, consumer_stream)
     return v
 

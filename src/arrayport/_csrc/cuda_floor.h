@@ -1,7 +1,8 @@
 /*
- * cuda_floor.h — the CUDA driver's floor under arrayport's stream order: the driver entry
- * points a stream wait calls, resolved once (cuGetProcAddress, from the driver library the
- * Python layer opened: gpu/cuda.py) and called from C, with no Python in between.
+ * cuda_floor.h — the CUDA driver's floor under arrayport's stream order and device imports:
+ * the driver entry points a stream wait and a CUDA Array Interface import call, resolved
+ * once (cuGetProcAddress, from the driver library the Python layer opened: gpu/cuda.py) and
+ * called from C, with no Python in between.
  *
  * What it owns, for the life of the process (given back by ap_cuda_floor_close, at exit):
  *   - each device's primary context, retained once (the context the CUDA runtime, and so
@@ -12,7 +13,8 @@
  * What it states: which stream values name a device's default stream (NULL, 1
  * CU_STREAM_LEGACY, 2 CU_STREAM_PER_THREAD: the current context's, so the device's primary
  * context is made current for them), and that a stream handle belongs to the context the
- * driver names (cuStreamGetCtx). It decides nothing: when to wait is the core's stream
+ * driver names (cuStreamGetCtx); where memory lives, read from cuPointerGetAttributes's
+ * answer (ap_cuda_location_of), and which device a thread works on. It decides nothing: when to wait is the core's stream
  * order (_core_streams.pxi), what memory to hold is gpu/cuda_memory.py's.
  *
  * The declarations are arrayport's own (no cuda.h): CUresult is an int, handles pointers.
@@ -32,6 +34,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "arrayport/dlpack_abi.h"
+
 typedef int ap_cu_result;
 typedef void *ap_cu_context;
 typedef void *ap_cu_stream;
@@ -39,6 +43,16 @@ typedef void *ap_cu_event;
 
 #define AP_CU_EVENT_DISABLE_TIMING 0x2
 #define AP_CU_ERROR_NOT_FOUND 500
+#define AP_CU_ERROR_INVALID_CONTEXT 201
+/* cuPointerGetAttributes: the attributes asked, and the memory types it answers. */
+#define AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define AP_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define AP_CU_MEMORYTYPE_HOST 1
+#define AP_CU_MEMORYTYPE_DEVICE 2
+#define AP_CU_MEMORYTYPE_UNIFIED 4
+/* Not a driver code: the address is no memory CUDA knows (not device, pinned or managed). */
+#define AP_CU_UNKNOWN_MEMORY (-1)
 #define AP_CU_MAX_DEVICES 64
 #define AP_CU_VERSION 12000   /* the ABI declared below */
 
@@ -59,6 +73,8 @@ static struct {
     ap_cu_result (*EventRecord)(ap_cu_event, ap_cu_stream);
     ap_cu_result (*EventDestroy)(ap_cu_event);
     ap_cu_result (*StreamWaitEvent)(ap_cu_stream, ap_cu_event, unsigned);
+    ap_cu_result (*PointerGetAttributes)(unsigned, int *, void **, unsigned long long);
+    ap_cu_result (*CtxGetDevice)(int *);
 } ap_cu;
 
 typedef struct { ap_cu_context context; ap_cu_event event; } ap_cu_context_event;
@@ -102,6 +118,8 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuEventRecord", (void **)&ap_cu.EventRecord},
         {"cuEventDestroy", (void **)&ap_cu.EventDestroy},
         {"cuStreamWaitEvent", (void **)&ap_cu.StreamWaitEvent},
+        {"cuPointerGetAttributes", (void **)&ap_cu.PointerGetAttributes},
+        {"cuCtxGetDevice", (void **)&ap_cu.CtxGetDevice},
     };
     if (get_proc == NULL) {
         ap_cuda_failed = "cuGetProcAddress";
@@ -235,6 +253,61 @@ static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr
     ap_cuda_restore_current(pushed);
     pthread_mutex_unlock(&ap_cuda.lock);
     return result;
+}
+
+/* The DLPack location of memory as cuPointerGetAttributes describes it: managed memory
+ * (either answer says so) as CUDAManaged, device memory on its own device, pinned host
+ * memory as CUDAHost; AP_CU_UNKNOWN_MEMORY for anything else. The one owner of this
+ * reading: gpu/cuda.py's ctypes path (a driver without the floor) asks it too. */
+static int ap_cuda_location_of(unsigned memory_type, unsigned is_managed, int ordinal,
+                               int32_t *device_type, int32_t *device_id) {
+    if (is_managed || memory_type == AP_CU_MEMORYTYPE_UNIFIED) {
+        *device_type = APDL_CUDA_MANAGED; *device_id = 0;
+    } else if (memory_type == AP_CU_MEMORYTYPE_DEVICE) {
+        *device_type = APDL_CUDA; *device_id = ordinal > 0 ? ordinal : 0;
+    } else if (memory_type == AP_CU_MEMORYTYPE_HOST) {
+        *device_type = APDL_CUDA_HOST; *device_id = 0;
+    } else {
+        return AP_CU_UNKNOWN_MEMORY;
+    }
+    return 0;
+}
+
+/* Where the memory at `ptr` lives (ap_cuda_location_of). cuPointerGetAttributes, unlike
+ * cuPointerGetAttribute, answers for an address CUDA does not know (zeros, not an error); it
+ * needs a current context, any (addresses are unified): a thread with none gets device 0's
+ * primary context for the call. */
+static ap_cu_result ap_cuda_locate_pointer(uintptr_t ptr, int32_t *device_type,
+                                           int32_t *device_id) {
+    unsigned memory_type = 0, is_managed = 0;
+    int ordinal = -1;
+    int attributes[3] = {AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, AP_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                         AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *outputs[3] = {&memory_type, &is_managed, &ordinal};
+    ap_cu_result result = ap_cu.PointerGetAttributes(3, attributes, outputs, ptr);
+    if (result == AP_CU_ERROR_INVALID_CONTEXT) {
+        ap_cu_context context = NULL;
+        int pushed = 0;
+        pthread_mutex_lock(&ap_cuda.lock);
+        result = ap_cuda_primary_locked(0, &context);
+        if (result == 0) result = ap_cuda_make_current(context, &pushed);
+        pthread_mutex_unlock(&ap_cuda.lock);
+        if (result != 0) return result;
+        result = ap_cu.PointerGetAttributes(3, attributes, outputs, ptr);
+        ap_cuda_restore_current(pushed);
+    }
+    if (result != 0) { ap_cuda_failed = "cuPointerGetAttributes"; return result; }
+    return ap_cuda_location_of(memory_type, is_managed, ordinal, device_type, device_id);
+}
+
+/* The device of the calling thread's current context; 0 where none is current. */
+static ap_cu_result ap_cuda_current_device(int *out) {
+    int device = 0;
+    ap_cu_result result = ap_cu.CtxGetDevice(&device);
+    if (result == AP_CU_ERROR_INVALID_CONTEXT) device = 0;
+    else if (result != 0) { ap_cuda_failed = "cuCtxGetDevice"; return result; }
+    *out = device;
+    return 0;
 }
 
 static inline int ap_cuda_floor_ready(void) { return ap_cuda.ready; }

@@ -32,7 +32,6 @@ import threading
 import weakref
 
 from arrayport import _core, errors
-from arrayport.devices import DeviceType
 from arrayport.gpu.cuda_memory import CudaStreamOrderedMemory
 from arrayport.gpu.kernels import KernelCache
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
@@ -41,20 +40,11 @@ from arrayport.gpu.library import NativeLibrary, c_address, c_handle, c_size
 __all__ = ["CudaUnavailable", "CudaDriver", "driver"]
 
 # CUDA driver API facts (cuda.h).
-_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
-_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
-_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
-_CU_MEMORYTYPE_HOST = 1
-_CU_MEMORYTYPE_DEVICE = 2
 _CU_MEMORYTYPE_UNIFIED = 4
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11
-
-# DLPack device types this module reports.
-_KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = (
-    int(DeviceType.CUDA), int(DeviceType.CUDA_HOST), int(DeviceType.CUDA_MANAGED))
 
 
 CudaUnavailable = errors.CudaUnavailable  # public as arrayport.errors.CudaUnavailable
@@ -157,25 +147,25 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     # contexts and events.
     _owns_floor = False
 
+    # What the core asks the floor itself, without this driver, while the driver works over
+    # the floor's library with these methods of its own (the tests swap in stand-in
+    # libraries and stand-in methods, and take them out again): said whenever one changes.
+    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device")
+
     def __setattr__(self, name, value) -> None:
-        # The core makes the floor's stream waits itself, without asking this driver, only
-        # while the process's driver works over the floor's library with its own stream
-        # wait: said whenever either is set or taken back (the tests swap in stand-in
-        # libraries and stand-in waits, and take them out again). Reading an attribute stays
-        # a plain read (every driver call reads ``library``).
-        object.__setattr__(self, name, value)
-        if name in ("library", "make_stream_wait"):
+        object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
+        if name == "library" or name in self._FLOOR_SERVED:
             self._say_whether_direct()
 
     def __delattr__(self, name) -> None:
         object.__delattr__(self, name)
-        if name in ("library", "make_stream_wait"):
+        if name == "library" or name in self._FLOOR_SERVED:
             self._say_whether_direct()
 
     def _say_whether_direct(self) -> None:
         if self._owns_floor:
             _core.set_cuda_floor_direct(getattr(self, "library", None) is _LIBRARY
-                                        and "make_stream_wait" not in vars(self))
+                                        and not set(self._FLOOR_SERVED) & vars(self).keys())
 
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         super().__init__(library, symbols)
@@ -188,13 +178,15 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
         CUDA device memory on its own device, pinned host memory as CUDAHost, managed memory
-        as CUDAManaged. BufferError for an address CUDA does not know."""
+        as CUDAManaged. BufferError for an address CUDA does not know. The floor asks and
+        reads the answer (``_csrc/cuda_floor.h``); without it, the same call over ctypes,
+        its answer read by the floor's rule."""
+        if self._on_floor():
+            return _core.cuda_locate_pointer(ptr)
         memory_type = ctypes.c_uint(0)
         is_managed = ctypes.c_uint(0)
         ordinal = _INT(-1)
-        attributes = (_INT * 3)(_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                _CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        attributes = (_INT * 3)(*_core.cuda_pointer_attributes())
         outputs = (ctypes.c_void_p * 3)(ctypes.addressof(memory_type),
                                         ctypes.addressof(is_managed), ctypes.addressof(ordinal))
         # Unlike cuPointerGetAttribute, this call succeeds for pointers CUDA does not know and
@@ -206,17 +198,8 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
         if status == _CUDA_ERROR_INVALID_CONTEXT:
             with self.on_device(0):
                 status = library.cuPointerGetAttributes(3, attributes, outputs, ptr)
-        if status != 0:
-            raise BufferError(f"cuda: cuPointerGetAttributes({ptr:#x}) failed with CUDA error "
-                              f"{status}")
-        if is_managed.value or memory_type.value == _CU_MEMORYTYPE_UNIFIED:
-            return (_KDL_CUDA_MANAGED, 0)
-        if memory_type.value == _CU_MEMORYTYPE_DEVICE:
-            return (_KDL_CUDA, max(ordinal.value, 0))
-        if memory_type.value == _CU_MEMORYTYPE_HOST:
-            return (_KDL_CUDA_HOST, 0)
-        raise BufferError(f"cuda: pointer {ptr:#x} is not memory CUDA knows (not device, "
-                          f"pinned or managed memory)")
+        return _core.cuda_pointer_location(status, memory_type.value, is_managed.value,
+                                           ordinal.value, ptr)
 
     def allocation_bytes(self, ordinal: int, address: int) -> int:
         """The size of the whole allocation the memory of device ``ordinal`` at ``address``
@@ -231,6 +214,8 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     def current_device(self) -> int:
         """The device of the calling thread's current CUDA context, or 0 when none is
         current."""
+        if self._on_floor():
+            return _core.cuda_current_device()
         device = _INT(0)
         status = self.library.get().cuCtxGetDevice(ctypes.byref(device))
         if status == _CUDA_ERROR_INVALID_CONTEXT:
