@@ -1,7 +1,7 @@
 """What a GPU exchange costs where no GPU can be timed: CUDA driver calls, host
 synchronizations and events created per exchange, counted by the CUDA driver simulator
 (tests/cudasim/, issue 32), for arrayport and, beside it, NVIDIA's cuda-core doing the same
-exchange (when installed).
+exchange and tvm-ffi where it can (when installed), with arrayport's ratio to each.
 
     python benchmarks/bench_driver_calls.py [--repeat N]
 
@@ -14,10 +14,13 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   not track pending work, so it orders nothing: its count is what ordering nothing costs);
 - a device-to-device copy on a stream: ``View.copy(stream=C)`` /
   ``Buffer.copy_to(stream=C)``;
+- a CUDA Array Interface import without a stream: ``ap.view(x)`` /
+  ``StridedMemoryView.from_cuda_array_interface(x, stream_ptr=-1)``;
 - an import through a DLPack 1.3 exchange table (what PyTorch's CUDA tensors offer: here
   the test producer tests/helpers/exchange_producer.py, whose current work stream has the
-  tensor's write pending), without and with a consumer stream: ``ap.view(t)``,
-  ``ap.view(t, stream=C)`` (cuda-core has no exchange-table import: arrayport only).
+  tensor's write pending), without and with a consumer stream: ``ap.view(t)`` /
+  ``tvm_ffi.from_dlpack(t)``, and ``ap.view(t, stream=C)`` (cuda-core has no exchange-table
+  import, and tvm-ffi takes no consumer stream: arrayport only).
 - a strided device-to-device copy (a transposed 32 x 32 float32): one launch of
   arrayport's strided-copy kernel (cuda-core has no strided copy: arrayport only).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
@@ -122,27 +125,40 @@ def python_calls(exchange, repeat=20):
     return (count[0] - 1) / repeat   # the setprofile(None) call itself
 
 
-def cuda_core_exchanges(values, producer, consumer):
-    """cuda-core's side of each exchange (None where cuda-core is not installed), and what
-    to close afterwards."""
+def peer_exchanges(values, producer, consumer, table_tensor):
+    """{exchange: [(peer, its side of the exchange)]} for the peers installed — cuda-core,
+    tvm-ffi — and what to close afterwards."""
+    peers: dict[str, list] = {}
+    cleanup: list = []
+    try:
+        import tvm_ffi
+    except ImportError:
+        pass
+    else:   # tvm-ffi reads the same exchange table (and orders nothing: no stream asked)
+        peers["exchange-table import"] = [("tvm-ffi", lambda: tvm_ffi.from_dlpack(
+            table_tensor))]
     try:
         from cuda.core import Device
         from cuda.core.utils import StridedMemoryView
     except ImportError:
-        return {}, []
+        return peers, cleanup
     device = Device(0)
     device.set_current()
     stream = device.create_stream()
     buffer = device.allocate(values.nbytes, stream=stream)
     array = DeviceArray(values, device=0, stream=producer)
-    exchanges = {
+    for name, run in {
         "CAI import, consumer stream": lambda: StridedMemoryView.from_cuda_array_interface(
             array, stream_ptr=int(consumer)),
+        "CAI import, no stream": lambda: StridedMemoryView.from_cuda_array_interface(
+            array, stream_ptr=-1),
         "DLPack export to a consumer stream": lambda: buffer.__dlpack__(
             stream=int(consumer), max_version=(1, 3)),
         "device copy on a stream": lambda: buffer.copy_to(stream=stream),
-    }
-    return exchanges, [lambda: buffer.close(stream), stream.sync, stream.close, array.free]
+    }.items():
+        peers.setdefault(name, []).append(("cuda-core", run))
+    cleanup += [lambda: buffer.close(stream), stream.sync, stream.close, array.free]
+    return peers, cleanup
 
 
 def summary(counts):
@@ -160,9 +176,6 @@ def main():
     SIM.set_delay_us(0)
     producer, consumer = Stream(0), Stream(0)
     values = np.arange(1024, dtype=np.float32)
-    core, cleanup = cuda_core_exchanges(values, producer, consumer)
-    if not core:
-        print("(cuda-core is not installed: arrayport's counts only)")
     array = DeviceArray(values, device=0, stream=producer)
     pending = ap.view(array)          # a View whose data is pending on the producer's stream
     square = DeviceArray(np.arange(32 * 32, dtype=np.float32).reshape(32, 32), device=0)
@@ -170,8 +183,12 @@ def main():
 
     ExchangeTensor.current_stream[0] = int(producer)
     table_tensor = ExchangeTensor(DeviceArray(values, device=0, stream=producer))
+    peers, cleanup = peer_exchanges(values, producer, consumer, table_tensor)
+    if not peers:
+        print("(neither cuda-core nor tvm-ffi is installed: arrayport's counts only)")
     exchanges = {
         "CAI import, consumer stream": lambda: ap.view(array, stream=int(consumer)),
+        "CAI import, no stream": lambda: ap.view(array),
         "DLPack export to a consumer stream": lambda: pending.__dlpack__(
             stream=int(consumer), max_version=(1, 3)),
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
@@ -181,17 +198,20 @@ def main():
                                                                   stream=int(consumer)),
     }
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
+    print("ratio: arrayport's host µs over the row's peer (measured in the same run)")
     print(f"{'exchange':38} {'library':10} {'calls':>6} {'host syncs':>10} {'events':>7} "
-          f"{'host µs':>8} {'py calls':>8}  driver calls by name")
+          f"{'host µs':>8} {'ratio':>6} {'py calls':>8}  driver calls by name")
     for name, exchange in exchanges.items():
-        sides = [("arrayport", exchange)] + ([("cuda-core", core[name])] if name in core else [])
-        for library, run in sides:
+        ours = None
+        for library, run in [("arrayport", exchange)] + peers.get(name, []):
             with Context(0):   # device 0's context current, as a CUDA user's thread has it
                 calls, syncs, events, detail = summary(counted(run, args.repeat))
                 micros = host_microseconds(run, args.repeat)
                 interpreted = python_calls(run)
+            ours = micros if ours is None else ours
+            ratio = "" if library == "arrayport" else f"{ours / micros:.2f}"
             print(f"{name:38} {library:10} {calls:6g} {syncs:10g} {events:7g} {micros:8.1f} "
-                  f"{interpreted:8g}  {detail}")
+                  f"{ratio:>6} {interpreted:8g}  {detail}")
     producer.synchronize()
     del pending, table_tensor, transposed
     array.free()

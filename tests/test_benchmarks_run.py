@@ -72,9 +72,10 @@ def test_the_driver_call_benchmark_counts_each_exchange():
     result = subprocess.run([sys.executable, str(BENCHMARKS / "bench_driver_calls.py"),
                              "--repeat", "2"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines()[2:] if not line.startswith("(")]
+    lines = [line for line in result.stdout.splitlines()[3:] if not line.startswith("(")]
     rows = {(line[:38].strip(), line[38:].split()[0]): line[38:].split()[1:] for line in lines}
-    names = {"CAI import, consumer stream", "DLPack export to a consumer stream",
+    names = {"CAI import, consumer stream", "CAI import, no stream",
+             "DLPack export to a consumer stream",
              "device copy on a stream", "strided device copy on a stream",
              "exchange-table import", "exchange-table import, consumer stream"}
     assert {name for name, _ in rows} == names
@@ -83,6 +84,10 @@ def test_the_driver_call_benchmark_counts_each_exchange():
         assert host_syncs == 0 and events == 0, (name, rows[name, "arrayport"])  # reused
         assert micros > 0 and python_calls > 0, (name, rows[name, "arrayport"])
     assert rows["exchange-table import", "arrayport"][0] == "0"   # issue 42: no driver call
+    assert rows["CAI import, no stream", "arrayport"][0] == "1"   # the pointer's attributes
+    for (name, library), row in rows.items():   # a peer's row: its ratio beside its time
+        if library != "arrayport":
+            assert float(row[4]) > 0, (name, library, row)
     assert "cuLaunchKernel 1" in " ".join(rows["strided device copy on a stream", "arrayport"])
     assert "never released" not in result.stderr
 
