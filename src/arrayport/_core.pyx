@@ -20,6 +20,7 @@ feeds.
 """
 
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_view.pxi: View
 
 include "_core_base.pxi"
 include "_core_view.pxi"

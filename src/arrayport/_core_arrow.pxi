@@ -44,6 +44,7 @@
 #   _core_producers.pxi: _finish_import, NeedsCopy
 #   _core_streams.pxi: _arrow_export_event, _arrow_sync_event, _host_wait_for_arrow_event,
 #       _host_wait_for_pending, _order_arrow_device_import
+#   _core_view.pxi: View
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport INT64_MAX

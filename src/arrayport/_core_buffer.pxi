@@ -16,6 +16,7 @@
 #   _core_describe.pxi: _adopt, _count_elements
 #   _core_producers.pxi: _finish_import
 #   _core_streams.pxi: _host_wait_for_pending
+#   _core_view.pxi: View
 
 from cpython.buffer cimport (
     PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_FORMAT, PyBUF_ND,

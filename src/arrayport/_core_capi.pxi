@@ -18,6 +18,7 @@
 #   _core_dlpack.pxi: _request_capsule, _view_from_capsule
 #   _core_exchange.pxi: _exchange_api_for, _view_owning_versioned
 #   _core_streams.pxi: _order_after_pending, _order_default_stream_after_pending
+#   _core_view.pxi: View
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_New

@@ -11,6 +11,7 @@
 #   _core_hooks.pxi: _hook, _require_fix_hook
 #   _core_layout.pxi: _as_readonly, _is_integer_index
 #   _core_producers.pxi: NeedsCopy, _PYTHON_VALUES, _view_of_python_values, _view_or_copy
+#   _core_view.pxi: View
 
 # What a View can fail, in the order require checks (and fixes) them. contracts.py names
 # them: keep CONSTRAINTS in step.

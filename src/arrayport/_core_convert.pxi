@@ -17,6 +17,7 @@
 #   _core_numpy.pxi: _is_ndarray_type, _ndarray_over_view
 #   _core_producers.pxi: _view_or_copy
 #   _core_streams.pxi: _order_after_pending
+#   _core_view.pxi: View
 
 
 cdef object _torch_tensor_type = None

@@ -6,6 +6,7 @@
 # dl_device argument, and which device kinds' data is an address.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_view.pxi: View
 
 cdef object _checked_int(obj, str what):
     """``obj`` as a plain int (an int subclass's own comparisons are not asked); TypeError

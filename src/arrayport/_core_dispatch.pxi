@@ -41,6 +41,7 @@
 #   _core_numpy.pxi: _numpy_ndarray, _view_of_ndarray
 #   _core_producers.pxi: NeedsCopy, _producer_kind, _refuse_masked
 #   _core_streams.pxi: _order_after_pending
+#   _core_view.pxi: View
 
 cdef enum _Protocol:
     _P_MASK_CHECK = 0  # numpy.ma.MaskedArray: refuse if any element is masked

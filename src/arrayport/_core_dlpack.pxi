@@ -14,6 +14,7 @@
 #       _resolved_view, _torch_before_export
 #   _core_streams.pxi: _dlpack_import_needs_streams, _note_dlpack_import, _stream_argument,
 #       _stream_to_ask_producer
+#   _core_view.pxi: View
 
 cdef View _view_from_capsule(object capsule, object owner):
     """Consume a DLPack capsule into a View. On any failure the capsule is left unconsumed,

@@ -27,6 +27,7 @@
 #       _refuse_unexportable, _torch_after_import, _torch_before_export
 #   _core_streams.pxi: _export_orders_consumer, _import_asks_producer_stream,
 #       _note_exchange_import, _order_consumer_handle_after_pending
+#   _core_view.pxi: View
 
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport Py_DECREF

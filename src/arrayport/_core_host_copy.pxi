@@ -8,6 +8,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_describe.pxi: _count_elements, _fill_c_strides
 #   _core_streams.pxi: _host_wait_for_pending
+#   _core_view.pxi: View
 
 @cython.final
 @cython.no_gc_clear

@@ -24,6 +24,7 @@
 #       _refuse_lazy_labelled, _refuse_unexportable
 #   _core_streams.pxi: _cai_export_stream, _cai_stream, _host_wait_for_pending,
 #       _order_import_after_producer
+#   _core_view.pxi: View
 
 
 cdef str _AI = "array_interface"

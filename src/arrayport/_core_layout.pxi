@@ -11,6 +11,7 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_describe.pxi: _count_elements, _data_is_address, _fill_c_strides, _plain_int
+#   _core_view.pxi: View
 
 from cpython.number cimport PyNumber_Index
 from cpython.slice cimport PySlice_AdjustIndices, PySlice_Unpack

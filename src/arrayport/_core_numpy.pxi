@@ -13,6 +13,7 @@
 #   _core_dispatch.pxi: _view
 #   _core_hooks.pxi: _hook, _to_numpy_general_hook
 #   _core_streams.pxi: _host_wait_for_pending
+#   _core_view.pxi: View
 
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM

@@ -37,6 +37,7 @@
 #   _core_numpy.pxi: _load_numpy
 #   _core_torch_bits.pxi: _load_torch_probes, _torch_is_conj_of, _torch_is_neg_of,
 #       _torch_requires_grad_of
+#   _core_view.pxi: View
 
 class NeedsCopy(BufferError):
     """The producer's memory does not hold the array's values as they are (PyTorch's lazy

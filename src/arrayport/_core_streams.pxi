@@ -22,6 +22,7 @@
 #   _core_cuda_floor.pxi: _cuda_floor_serves, _cuda_floor_wait
 #   _core_describe.pxi: _plain_int
 #   _core_hooks.pxi: _driver_for
+#   _core_view.pxi: View
 
 
 # Implicit synchronization: on unless ARRAYPORT_IMPLICIT_SYNC=0 (or false/off/no) says off.

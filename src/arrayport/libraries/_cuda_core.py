@@ -14,9 +14,12 @@ def _to_cuda_core(x, *, copy=None, stream=None):
 
     check_copy(copy, "to(cuda.core)")
     view = placed(_core.view_or_copy(x, stream=stream, copy=copy), None, copy)
+    # Host memory: no stream (-1). Device memory: ``stream``, or the stream None stands for
+    # on the View's device (its one owner is the core's stream order).
     on_device = not view.device.type.is_host_accessible
-    result = StridedMemoryView.from_dlpack(   # host memory: no stream (-1)
-        view, stream_ptr=(1 if stream is None else stream) if on_device else -1)
+    if on_device and stream is None:
+        stream = _core.none_stream_of(int(view.device.type))
+    result = StridedMemoryView.from_dlpack(view, stream_ptr=stream if on_device else -1)
     try:
         result.dtype   # cuda-core takes some types in that it cannot name (float8)
     except TypeError:
