@@ -19,17 +19,31 @@ use; importing one never imports its library (each function imports it when call
 conversion never imports the cases.
 
 Every name an adapter may define, and who reads it (the first three in the runtime module,
-the rest in the cases module): TARGETS {target name: converter(x, **options)} ->
-arrayport.to like(type) the target answering in that type's library -> contracts (default:
-the first target) numpy_backend() the library NumPy functions on its memory run on ->
-numpy_dispatch make(base, layout) its array of a 3 x 4 sample in a layout class -> the
-matrix routes() {protocol: consumer entry point} -> the matrix (direct routes)
-via_arrayport(x) the same consumer through arrayport -> the matrix (default: arrayport.to(x,
-first target)) ARRAYPORT_CALL that route as a user writes it -> the matrix report (default:
-ap.to(x, first target), or ap.view(x) without one) kinds() its unusual arrays
-(arrayport.libraries.toolkit.Kind) -> tests, check, matrix CHECK (make, from_dlpack,
-make_read_only) -> arrayport check address_of(x), writable(x), host_values(x) reading a
-result it returned -> the matrix and check"""
+the rest in the cases module):
+
+    name                 what it is                                  who reads it
+    TARGETS              {target name: converter(x, **options)}      arrayport.to
+    like(type)           the target answering in that type's         contracts (default:
+                         library                                     the first target)
+    numpy_backend()      the library NumPy functions on its memory   numpy_dispatch
+                         run on
+    make(base, layout)   its array of a 3 x 4 sample in a layout     the matrix
+                         class
+    routes()             {protocol: consumer entry point}            the matrix (direct
+                                                                     routes)
+    via_arrayport(x)     the same consumer through arrayport         the matrix (default:
+                                                                     arrayport.to(x, first
+                                                                     target))
+    ARRAYPORT_CALL       that route as a user writes it              the matrix report
+                                                                     (default: ap.to(x,
+                                                                     first target), or
+                                                                     ap.view(x) without one)
+    kinds()              its unusual arrays                          tests, check, matrix
+                         (arrayport.libraries.toolkit.Kind)
+    CHECK                (make, from_dlpack, make_read_only)         arrayport check
+    address_of(x),       reading a result it returned                the matrix and check
+    writable(x),
+    host_values(x)"""
 
 from __future__ import annotations
 
