@@ -174,7 +174,7 @@ def test_both_gpu_drivers_provide_the_one_interface(module_name):
     assert isinstance(driver, VendorDriver)
     calls = [name for name, member in vars(GpuDriver).items()
              if callable(member) and not name.startswith("_")]
-    assert len(calls) == 18
+    assert len(calls) == 21
     for name in calls:
         expected = [p for p in inspect.signature(getattr(GpuDriver, name)).parameters
                     if p != "self"]
@@ -190,6 +190,33 @@ def test_both_gpu_drivers_provide_the_one_interface(module_name):
     floor = {"make_stream_wait"} if module_name == "cuda" else set()
     assert {"make_stream_wait", "synchronize", "allocate_pinned", "copy_async",
             "device_count", "allocate_device"} - floor <= shared
+
+
+# The drivers themselves: the vendor modules, CUDA's memory and its kernel cache, the
+# loader and the interface. Every other module is a layer above them.
+_DRIVERS_OWN = {"gpu/cuda.py", "gpu/hip.py", "gpu/vendor.py", "gpu/cuda_memory.py",
+                "gpu/kernels/__init__.py", "gpu/library.py", "gpu/interface.py"}
+
+
+def test_the_layers_above_the_drivers_ask_only_the_driver_interface():
+    """Every ``driver.<call>`` (and ``driver_for(...).<call>``) in the layers above the
+    drivers names a call of ``GpuDriver``: a layer that reaches past the interface (a
+    vendor's own method, its library) ties itself to one vendor."""
+    from arrayport.gpu.interface import GpuDriver
+    calls = {name for name, member in vars(GpuDriver).items()
+             if callable(member) and not name.startswith("_")}
+    reached = {}
+    users = 0
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative in _DRIVERS_OWN:
+            continue
+        asked = re.findall(r"\b(?:driver|driver_for\([^)]*\))\.(\w+)", path.read_text())
+        users += bool(asked)
+        for name in set(asked) - calls:
+            reached.setdefault(relative, set()).add(name)
+    assert users >= 5, "the scan found almost no layer asking a driver"
+    assert reached == {}, f"past the driver interface: {reached}"
 
 
 # ---- the core's parts declare what they use of each other -----------------------------------

@@ -128,9 +128,7 @@ def release_device_memory() -> int:
     """
     released = 0
     for module in list(_driver_modules.values()):
-        release = getattr(module.driver, "release_cached_memory", None)
-        if release is not None:
-            released += release()
+        released += module.driver.release_cached_memory()
     return released
 
 

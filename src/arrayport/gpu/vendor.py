@@ -243,6 +243,11 @@ class VendorDriver:
         nothing is kept for it)."""
         return 0
 
+    def release_cached_memory(self) -> int:
+        """Give back to the driver the device memory arrayport keeps for reuse; the bytes
+        given back (here: 0, a vendor whose frees wait keeps none)."""
+        return 0
+
     def max_pitch(self, ordinal: int) -> int:
         """The largest row pitch, in bytes, a 2-D copy on device ``ordinal`` accepts (a
         device attribute; 2**31 - 1 on the GPUs of today)."""
