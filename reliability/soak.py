@@ -1,11 +1,18 @@
 """Soak test: a million exchanges through every import and export path, memory watched.
 
     python reliability/soak.py [--count 1000000] [--warmup 20000] [--paths view,to_numpy]
+    python reliability/soak.py --gpu [--count ...]   # the GPU paths, on the CUDA simulator
 
 For each path: run ``--warmup`` exchanges, then take resident memory (``/proc/self/statm``),
 ``tracemalloc``'s current size and arrayport's live counters; run ``--count`` exchanges;
 take them again. A path passes when both memory figures grew by less than 1 MiB and every
-live counter is back where it was. Prints one line per path and exits 1 if any failed.
+live counter is back where it was. ``--gpu``: the GPU paths instead, on the project's CUDA
+driver simulator (tests/cudasim, loaded as the process's driver): CUDA Array Interface and
+exchange-table imports with and without a consumer stream, exports to a consumer's stream,
+device copies through the result pool and the strided kernel, uploads through the pinned
+ring, Arrow device exports — and the simulator's live allocations, events and streams must
+be back where they were too (each path's streams synchronized every 1,000 exchanges, as a
+program's would be: the simulator's queues are not the leak looked for). Prints one line per path and exits 1 if any failed.
 Not a timed test: a script, run by hand or by the nightly job (docs/reliability.md).
 """
 
@@ -85,6 +92,60 @@ def paths():
     return found
 
 
+def gpu_paths():
+    """name -> one GPU exchange, on the simulator (installed by main before any driver is
+    opened); and the simulator, to read its live objects."""
+    helpers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                           "helpers")
+    sys.path[:0] = [helpers]
+    import cudasim
+    if cudasim.install() is None:
+        sys.exit(f"soak --gpu: the simulator cannot be built: {cudasim.unavailable()}")
+    from exchange_producer import ExchangeTensor
+    from sim_arrays import Context, DeviceArray, Stream
+    from arrayport.gpu import staging
+
+    Context(0).__enter__()   # device 0's context current, as a CUDA user's thread has it
+    producer, consumer = Stream(0), Stream(0)
+    values = np.arange(1024, dtype=np.float32)
+    array = DeviceArray(values, stream=producer)
+    pending = ap.view(array)
+    ExchangeTensor.current_stream[0] = int(producer)
+    table_tensor = ExchangeTensor(DeviceArray(values, stream=producer))
+    square = ap.view(DeviceArray(np.arange(32 * 32, dtype=np.float32).reshape(32, 32))).T
+    upload = np.ones(max(staging.THRESHOLD_BYTES, 1) // 4 + 1, np.float32)
+    on = int(consumer)
+
+    def synchronized(exchange):
+        calls = [0]
+
+        def run():
+            exchange()
+            calls[0] += 1
+            if calls[0] % 1000 == 0:
+                consumer.synchronize()
+                producer.synchronize()
+        return run
+
+    found = {
+        "gpu: CAI import": lambda: ap.view(array),
+        "gpu: CAI import, consumer stream": lambda: ap.view(array, stream=on),
+        "gpu: exchange-table import": lambda: ap.view(table_tensor),
+        "gpu: exchange-table import, consumer stream": lambda: ap.view(table_tensor,
+                                                                      stream=on),
+        "gpu: DLPack export to a consumer stream": lambda: pending.__dlpack__(
+            stream=on, max_version=(1, 3)),
+        "gpu: device copy (result pool)": lambda: pending.copy(stream=on),
+        "gpu: strided device copy (kernel)": lambda: square.copy(stream=on),
+        "gpu: upload through the pinned ring": lambda: ap.view(upload).copy(
+            device="cuda:0", stream=on),
+        "gpu: Arrow device export": lambda: pending.__arrow_c_device_array__(),
+    }
+    simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
+    simulator.set_delay_us(0)   # work runs as soon as it may: no simulated latency
+    return {name: synchronized(run) for name, run in found.items()}, simulator
+
+
 def _refused(array):
     try:
         ap.require(array, dtype="int8")
@@ -104,40 +165,59 @@ def resident_bytes() -> int:
         return int(statm.read().split()[1]) * PAGE
 
 
-def soak(name, exchange, count, warmup):
+def soak(name, exchange, count, warmup, simulator=None):
+    """One path: flat when memory grew by less than LIMIT and every live count (arrayport's,
+    and the simulator's allocations, events and streams where one is given) is back."""
+    def live():
+        # The device memory arrayport keeps by design (dead results held for reuse, the
+        # pool's idle chunks) given back first: what stays is what leaked.
+        if simulator:
+            ap.release_device_memory()
+        return ap._core.live_counts(), (simulator.live() if simulator else ())
+
     for _ in range(warmup):
         exchange()
     gc.collect()
-    rss, traced, live = resident_bytes(), tracemalloc.get_traced_memory()[0], ap._core.live_counts()
+    before = live()
+    rss, traced = resident_bytes(), tracemalloc.get_traced_memory()[0]
     started = time.perf_counter()
     for _ in range(count):
         exchange()
     seconds = time.perf_counter() - started
     gc.collect()
+    after = live()
     rss_growth = resident_bytes() - rss
     traced_growth = tracemalloc.get_traced_memory()[0] - traced
-    live_after = ap._core.live_counts()
-    ok = rss_growth < LIMIT and traced_growth < LIMIT and live_after == live
-    print(f"{'ok  ' if ok else 'FAIL'} {name:<36} {count:>9} x  rss {rss_growth / 1024:>+8.1f} KiB"
-          f"  traced {traced_growth / 1024:>+8.1f} KiB  live {live_after == live!s:<5}"
-          f"  {seconds:6.1f} s", flush=True)
+    ok = rss_growth < LIMIT and traced_growth < LIMIT and after == before
+    print(f"{'ok  ' if ok else 'FAIL'} {name:<44} {count:>9} x  rss {rss_growth / 1024:>+8.1f} "
+          f"KiB  traced {traced_growth / 1024:>+8.1f} KiB  live {after == before!s:<5}"
+          f"  {seconds:6.1f} s" + ("" if after == before else f"  {before} -> {after}"),
+          flush=True)
     return ok
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1_000_000)
-    parser.add_argument("--warmup", type=int, default=20_000)
+    parser.add_argument("--warmup", type=int, default=20_000,
+                        help="exchanges before the first measurement (--gpu: at least "
+                             "10,000: the simulator keeps the last 4,096 freed addresses "
+                             "reserved, and its memory grows until they are)")
     parser.add_argument("--paths", help="comma-separated substrings of path names")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the GPU paths, on the CUDA driver simulator")
     args = parser.parse_args()
     tracemalloc.start()
-    selected = paths()
+    selected, simulator = gpu_paths() if args.gpu else (paths(), None)
+    if args.gpu and args.warmup < 10_000:
+        sys.exit("soak --gpu: --warmup must be at least 10000 (the simulator's own memory "
+                 "grows until it keeps 4,096 freed addresses reserved)")
     if args.paths:
         wanted = args.paths.split(",")
         selected = {k: v for k, v in selected.items() if any(w in k for w in wanted)}
     print(f"# arrayport {ap.__version__}, numpy {np.__version__}, Python "
           f"{sys.version.split()[0]}; limit {LIMIT // 1024} KiB growth per path after warm-up")
-    results = [soak(name, exchange, args.count, args.warmup)
+    results = [soak(name, exchange, args.count, args.warmup, simulator)
                for name, exchange in selected.items()]
     print(f"# {sum(results)}/{len(results)} paths flat")
     return 0 if all(results) else 1
