@@ -26,20 +26,10 @@ require_cuda_driver()
 from driver_log import contents  # noqa: E402
 from exchange_producer import COUNTS, ExchangeTensor  # noqa: E402
 from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
-                          slow_streams)
-from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
+                          slow_streams, streams)
+from sim_arrays import Context, DeviceArray  # noqa: E402
 
 VALUES = np.arange(4 * 6, dtype=np.float32).reshape(4, 6) + 1
-
-
-@pytest.fixture
-def streams(nothing_leaks):
-    producer, consumer = Stream(0), Stream(0)
-    yield producer, consumer
-    gc.collect()
-    for stream in (producer, consumer):
-        stream.synchronize()
-        stream.close()
 
 
 def producing(stream, busy=3, values=VALUES):

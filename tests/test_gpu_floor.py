@@ -4,8 +4,6 @@ between the core and the driver, and they are held to the ctypes path they repla
 still serves the other driver instances, the tests' stand-in libraries and a fork's child):
 the same driver calls, the same order on the GPU, the same errors."""
 
-import gc
-
 import numpy as np
 import pytest
 
@@ -20,20 +18,11 @@ from on_simulator import require_cuda_driver  # noqa: E402
 require_cuda_driver()
 
 from driver_log import contents  # noqa: E402
-from on_simulator import needs_simulator, nothing_leaks, simulator, slow_streams  # noqa: E402,F401
-from sim_arrays import DeviceArray, Stream  # noqa: E402
+from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
+                          slow_streams, streams)
+from sim_arrays import DeviceArray  # noqa: E402
 
 VALUES = np.arange(8 * 6, dtype=np.float32).reshape(8, 6) + 1
-
-
-@pytest.fixture
-def streams(nothing_leaks):
-    producer, consumer = Stream(0), Stream(0)
-    yield producer, consumer
-    gc.collect()
-    for stream in (producer, consumer):
-        stream.synchronize()
-        stream.close()
 
 
 def test_the_process_driver_waits_through_the_floor(streams):

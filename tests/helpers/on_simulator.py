@@ -89,3 +89,16 @@ def nothing_leaks():
         kept += ring_now[1] - ring[1]
         assert (allocations, events - kept, streams) == before, \
             "device memory, events or streams left behind"
+
+
+@pytest.fixture
+def streams(nothing_leaks):
+    """(producer, consumer): two non-blocking streams of device 0, drained and destroyed
+    after the test, which leaves nothing behind (``nothing_leaks``)."""
+    from sim_arrays import Stream
+    producer, consumer = Stream(0), Stream(0)
+    yield producer, consumer
+    gc.collect()
+    for stream in (producer, consumer):
+        stream.synchronize()
+        stream.close()
