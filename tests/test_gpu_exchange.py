@@ -101,9 +101,10 @@ def test_a_consumer_stream_named_at_import_waits_once_with_a_reused_event(stream
         view = ap.view(tensor, stream=int(consumer))
         calls = driver_calls(before)
     # One record and one wait, with a reused event, no host wait; besides them only the
-    # lookups of the producer stream's context (cuStreamGetCtx, cuCtxGetCurrent).
+    # lookups of the producer stream's context (cuStreamGetCtx, cuCtxGetCurrent) and of its
+    # id (cuCtxGetId: the reused event is the context's only while the context is the same).
     assert calls == {"cuEventRecord": 1, "cuStreamWaitEvent": 1, "cuStreamGetCtx": 1,
-                     "cuCtxGetCurrent": 1}
+                     "cuCtxGetCurrent": 1, "cuCtxGetId": 1}
     assert _core.pending_stream(view) == int(consumer)
     assert _core.producer_stream(view) == int(producer)
     assert contents(view.copy(stream=int(consumer))) == VALUES.tobytes()

@@ -18,8 +18,8 @@ from on_simulator import require_cuda_driver  # noqa: E402
 require_cuda_driver()
 
 from driver_log import contents  # noqa: E402
-from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
-                          slow_streams, streams)
+from on_simulator import (needs_simulator, nothing_leaks, run_on_the_simulator,  # noqa: E402,F401
+                          simulator, simulator_resets_contexts, slow_streams, streams)
 from sim_arrays import DeviceArray  # noqa: E402
 
 VALUES = np.arange(8 * 6, dtype=np.float32).reshape(8, 6) + 1
@@ -256,3 +256,69 @@ def test_a_stand_in_locate_pointer_takes_the_core_s_cai_imports_back(monkeypatch
     monkeypatch.undo()
     assert ap.view(array).device == ap.Device("cuda:1") and asked == [array.ptr]
     array.free()
+
+
+# ---- what the tests' stand-ins and another library's reset must not fool -------------------
+
+def test_a_stand_in_method_on_the_class_takes_the_core_s_waits_back(streams, monkeypatch):
+    producer, consumer = streams
+    array = DeviceArray(VALUES, stream=producer, busy=2)
+    view = ap.view(array)
+    seen = []
+    real = cuda_driver.CudaDriver.make_stream_wait
+    monkeypatch.setattr(cuda_driver.CudaDriver, "make_stream_wait",
+                        lambda self, *args: seen.append(args) or real(self, *args))
+    ap.view(view, stream=int(consumer))
+    assert seen == [(0, int(consumer), int(producer))]     # asked of the driver
+    monkeypatch.undo()
+    ap.view(view, stream=int(consumer))
+    assert len(seen) == 1                                   # the floor's again, from C
+    monkeypatch.setattr(cuda_driver.driver, "_on_floor", lambda: False)
+    assert not _core.set_cuda_floor_direct(_core.set_cuda_floor_direct(False))
+    monkeypatch.undo()
+    assert _core.set_cuda_floor_direct(_core.set_cuda_floor_direct(True))
+    del view
+    array.free()
+
+
+@needs_simulator
+@pytest.mark.skipif(not simulator_resets_contexts(),
+                    reason="this simulator has no cuDevicePrimaryCtxReset")
+def test_stream_waits_go_on_after_another_library_resets_the_device():
+    # cuDevicePrimaryCtxReset (cudaDeviceReset) destroys the context's events and keeps its
+    # handle: the reused event must be made again, by the floor and by the ctypes path, and
+    # the dead one never used nor destroyed (the simulator refuses a destroyed event).
+    output = run_on_the_simulator("""
+        import numpy as np, arrayport as ap
+        from arrayport import _core
+        from arrayport.gpu import cuda as cuda_driver
+        from sim_arrays import Context, DeviceArray, Stream
+        values = np.arange(12, dtype=np.float32)
+
+        def exchanged(driver=None):
+            producer, consumer = Stream(0), Stream(0)
+            array = DeviceArray(values, stream=producer, busy=2)
+            if driver is None:
+                ap.view(ap.view(array), stream=int(consumer))   # the core, on the floor
+            else:
+                driver.make_stream_wait(0, int(consumer), int(producer))
+            out = ap.view(np.zeros_like(values))
+            cuda_driver.driver.copy_async(0, out.ptr, array.ptr, values.nbytes, int(consumer))
+            consumer.synchronize()
+            result = np.array(ap.to_numpy(out))
+            array.free()
+            producer.close(); consumer.close()
+            return result
+
+        ctypes_driver = cuda_driver.CudaDriver(cuda_driver._LIBRARY, cuda_driver._SYMBOLS)
+        for driver in (None, ctypes_driver):
+            assert np.array_equal(exchanged(driver), values)
+        library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
+        assert library.cuDevicePrimaryCtxReset_v2(0) == 0       # another library resets cuda:0
+        with Context(0):
+            for driver in (None, ctypes_driver):
+                assert np.array_equal(exchanged(driver), values)
+        ctypes_driver.close()
+        print("ok", _core.cuda_floor_counts()[0])
+    """)
+    assert output.strip().startswith("ok")

@@ -6,11 +6,6 @@ whose kernel modules went with it; a forked child. The host-side cases are in
 tests/test_hostile_fourth_pass.py."""
 
 import gc
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +22,7 @@ require_cuda_driver()
 from driver_log import contents  # noqa: E402
 from exchange_producer import ExchangeTensor  # noqa: E402
 from on_simulator import (needs_simulator, needs_two_devices, nothing_leaks,  # noqa: E402,F401
+                          run_on_the_simulator, simulator_resets_contexts,
                           slow_streams)
 from sim_arrays import DeviceArray, Stream  # noqa: E402
 
@@ -83,29 +79,8 @@ def test_a_copy_to_the_host_runs_on_the_source_s_device(second_device_stream, sl
 
 # ---- in a process of its own: what would leave this process's driver unusable -----------------
 
-HELPERS = Path(__file__).resolve().parent / "helpers"
-
-
-def run_on_the_simulator(code):
-    """``code`` in a new Python process whose libcuda.so.1 is this process's simulator;
-    its output (stdout), the run failing the test when the process does."""
-    prelude = ("import ctypes, os, sys\n"
-               f"sys.path.insert(0, {str(HELPERS)!r})\n"
-               "ctypes.CDLL(os.environ['CUDASIM_LIBRARY'], mode=ctypes.RTLD_GLOBAL)\n")
-    run = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return run.stdout
-
-
-def _simulator_resets_contexts():
-    import ctypes
-    return hasattr(ctypes.CDLL(os.environ.get("CUDASIM_LIBRARY", "libcuda.so.1")),
-                   "cuDevicePrimaryCtxReset_v2")
-
-
 @needs_simulator
-@pytest.mark.skipif(not _simulator_resets_contexts(),
+@pytest.mark.skipif(not simulator_resets_contexts(),
                     reason="this simulator has no cuDevicePrimaryCtxReset")
 def test_a_context_reset_by_another_library_reloads_the_kernels_and_never_launches_a_dead_one():
     output = run_on_the_simulator("""

@@ -49,7 +49,9 @@ cdef inline bint _cuda_floor_serves(int32_t device_type) noexcept:
 
 cdef int _cuda_floor_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
                           int producer_ordinal) except -1:
-    cdef int status = ap_cuda_stream_wait(ordinal, consumer, producer, producer_ordinal)
+    cdef int status
+    with nogil:   # a driver call may block (a full queue): other threads run meanwhile
+        status = ap_cuda_stream_wait(ordinal, consumer, producer, producer_ordinal)
     if status != 0:
         _cuda_floor_raise(status)
     return 0
@@ -65,21 +67,28 @@ cdef int _cuda_floor_locate(uintptr_t pointer, int32_t* device_type,
     if not (_cuda_floor_direct and ap_cuda_floor_ready()):
         return 0
     if pointer == 0:
-        status = ap_cuda_current_device(&ordinal)
+        with nogil:
+            status = ap_cuda_current_device(&ordinal)
         if status != 0:
             _cuda_floor_raise(status)
         device_type[0], device_id[0] = APDL_CUDA, ordinal
         return 1
-    status = ap_cuda_locate_pointer(pointer, device_type, device_id)
+    with nogil:
+        status = ap_cuda_locate_pointer(pointer, device_type, device_id)
     if status != 0:
-        _cuda_location_refused(status, pointer)
+        _cuda_location_refused(status, pointer, True)
     return 1
 
 
-cdef int _cuda_location_refused(int status, uintptr_t pointer) except -1:
+cdef int _cuda_location_refused(int status, uintptr_t pointer, bint by_floor) except -1:
+    """The error of a pointer's location: memory CUDA does not know, the attributes' call
+    failing, or (``by_floor``) a call the floor made before it failing — a context made
+    current for it, named as the ctypes path names it."""
     if status == AP_CU_UNKNOWN_MEMORY:
         raise BufferError(f"cuda: pointer {pointer:#x} is not memory CUDA knows (not device, "
                           f"pinned or managed memory)")
+    if by_floor and (<bytes>ap_cuda_floor_failed()) != b"cuPointerGetAttributes":
+        _cuda_floor_raise(status)
     raise BufferError(f"cuda: cuPointerGetAttributes({pointer:#x}) failed with CUDA error "
                       f"{status}")
 
@@ -114,7 +123,9 @@ def cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
 def cuda_primary_context(int ordinal):
     """Device ``ordinal``'s primary context (its handle), retained once by the floor."""
     cdef void* context = NULL
-    cdef int status = ap_cuda_primary_context(ordinal, &context)
+    cdef int status
+    with nogil:   # the first retain creates the context: long
+        status = ap_cuda_primary_context(ordinal, &context)
     if status != 0:
         _cuda_floor_raise(status)
     return <uintptr_t>context
@@ -124,9 +135,11 @@ def cuda_locate_pointer(uintptr_t pointer):
     """(DLPack device type, device id) of the memory at ``pointer``, asked of the driver by
     the floor; BufferError for an address CUDA does not know."""
     cdef int32_t device_type = 0, device_id = 0
-    cdef int status = ap_cuda_locate_pointer(pointer, &device_type, &device_id)
+    cdef int status
+    with nogil:
+        status = ap_cuda_locate_pointer(pointer, &device_type, &device_id)
     if status != 0:
-        _cuda_location_refused(status, pointer)
+        _cuda_location_refused(status, pointer, True)
     return device_type, device_id
 
 
@@ -147,14 +160,16 @@ def cuda_pointer_location(int status, unsigned memory_type, unsigned is_managed,
         status = ap_cuda_location_of(memory_type, is_managed, ordinal, &device_type,
                                      &device_id)
     if status != 0:
-        _cuda_location_refused(status, pointer)
+        _cuda_location_refused(status, pointer, False)
     return device_type, device_id
 
 
 def cuda_current_device():
     """The device of the calling thread's current context (0 where none is), by the floor."""
     cdef int ordinal = 0
-    cdef int status = ap_cuda_current_device(&ordinal)
+    cdef int status
+    with nogil:
+        status = ap_cuda_current_device(&ordinal)
     if status != 0:
         _cuda_floor_raise(status)
     return ordinal
@@ -169,4 +184,5 @@ def cuda_floor_counts():
 def close_cuda_floor():
     """Give back what the floor keeps (its events, then the primary contexts it retained):
     at the driver's close, at exit. Never raises."""
-    ap_cuda_floor_close()
+    with nogil:
+        ap_cuda_floor_close()

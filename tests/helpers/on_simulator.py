@@ -102,3 +102,30 @@ def streams(nothing_leaks):
     for stream in (producer, consumer):
         stream.synchronize()
         stream.close()
+
+
+_HELPERS = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_on_the_simulator(code: str) -> str:
+    """``code`` in a new Python process whose libcuda.so.1 is this process's simulator;
+    its output (stdout), the run failing the test when the process does. For what would
+    leave this process's driver unusable (a fork, another library's device reset)."""
+    import subprocess
+    import sys
+    import textwrap
+    prelude = ("import ctypes, os, sys\n"
+               f"sys.path.insert(0, {_HELPERS!r})\n"
+               "ctypes.CDLL(os.environ['CUDASIM_LIBRARY'], mode=ctypes.RTLD_GLOBAL)\n")
+    run = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout
+
+
+def simulator_resets_contexts() -> bool:
+    """Whether this process's simulator has ``cuDevicePrimaryCtxReset`` (older builds had
+    not)."""
+    import ctypes
+    return hasattr(ctypes.CDLL(os.environ.get("CUDASIM_LIBRARY", "libcuda.so.1")),
+                   "cuDevicePrimaryCtxReset_v2")

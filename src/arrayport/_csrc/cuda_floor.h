@@ -23,16 +23,42 @@
  * Errors come back as the driver's code with the entry point's name (ap_cuda_failed), for
  * the Cython side to raise the BufferError the Python driver raises for the same call.
  *
- * Threads: calls come with the GIL held; a mutex guards the tables anyway (a future nogil
- * caller, and the fork rule below). After fork the child's floor is off (ap_cuda_ready 0):
- * the driver's state does not survive a fork, and the Python layer refuses it there.
+ * Threads: the core calls in without the GIL (a driver call may block: a full command queue,
+ * a context's creation), so a mutex guards the tables, and the name of a failed call is
+ * the calling thread's own. After fork the child's floor is off (ap_cuda_ready 0): the
+ * driver's state does not survive a fork, and the Python layer refuses it there. On
+ * Windows the floor is not built (no fork, another lock API): it stays off, and the ctypes
+ * calls serve.
+ *
+ * Contexts reset or destroyed by someone else: cuDevicePrimaryCtxReset (cudaDeviceReset)
+ * destroys every event of a primary context and keeps its handle; a destroyed context's
+ * handle may come back for a new one. So each reused event is kept with its context's id
+ * (cuCtxGetId, unique in the process and new after a reset): an event whose context has
+ * another id now is dead with its context, never used or destroyed again, and a new one
+ * is made.
  */
 #ifndef ARRAYPORT_CUDA_FLOOR_H
 #define ARRAYPORT_CUDA_FLOOR_H
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#if defined(_WIN32)
+#define AP_CUDA_FLOOR_BUILT 0
+typedef int ap_cuda_lock_t;
+#define AP_CUDA_LOCK_INIT 0
+#define ap_cuda_lock(l) ((void)(l))
+#define ap_cuda_unlock(l) ((void)(l))
+#define AP_THREAD_LOCAL __declspec(thread)
+#else
+#include <pthread.h>
+#define AP_CUDA_FLOOR_BUILT 1
+typedef pthread_mutex_t ap_cuda_lock_t;
+#define AP_CUDA_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+#define ap_cuda_lock(l) pthread_mutex_lock(l)
+#define ap_cuda_unlock(l) pthread_mutex_unlock(l)
+#define AP_THREAD_LOCAL __thread
+#endif
 
 #include "arrayport/dlpack_abi.h"
 
@@ -75,23 +101,31 @@ static struct {
     ap_cu_result (*StreamWaitEvent)(ap_cu_stream, ap_cu_event, unsigned);
     ap_cu_result (*PointerGetAttributes)(unsigned, int *, void **, unsigned long long);
     ap_cu_result (*CtxGetDevice)(int *);
+    ap_cu_result (*CtxGetId)(ap_cu_context, unsigned long long *);
 } ap_cu;
 
-typedef struct { ap_cu_context context; ap_cu_event event; } ap_cu_context_event;
+/* A reused event, with the context it was made in and that context's id then. */
+typedef struct {
+    ap_cu_context context;
+    unsigned long long context_id;
+    ap_cu_event event;
+} ap_cu_context_event;
 
 static struct {
     int ready;                                    /* resolved, and not a fork's child */
-    pthread_mutex_t lock;
+    ap_cuda_lock_t lock;
     ap_cu_context primary[AP_CU_MAX_DEVICES];     /* retained once, NULL until then */
     int device_ids[AP_CU_MAX_DEVICES];            /* cuDeviceGet's answer per ordinal */
     ap_cu_context_event *events;                  /* one reused event per context */
     size_t n_events, events_capacity;
     long stream_waits;                            /* made by the floor (tests, benchmarks) */
-} ap_cuda = {0, PTHREAD_MUTEX_INITIALIZER, {0}, {0}, NULL, 0, 0, 0};
+} ap_cuda = {0, AP_CUDA_LOCK_INIT, {0}, {0}, NULL, 0, 0, 0};
 
-/* The entry point a failed call named (for the error message), set with every failure. */
-static const char *ap_cuda_failed = "";
+/* The entry point a failed call named (for the error message), set with every failure, per
+ * thread (calls run without the GIL). */
+static AP_THREAD_LOCAL const char *ap_cuda_failed = "";
 
+#if AP_CUDA_FLOOR_BUILT
 static void ap_cuda_after_fork_in_child(void) {
     /* The parent's contexts and events are not this process's; nothing of them is touched
      * (not even freed: the parent frees its own). The lock may have been held by one of
@@ -100,6 +134,7 @@ static void ap_cuda_after_fork_in_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     ap_cuda.lock = fresh;
 }
+#endif
 
 /* Resolve every entry point through `get_proc` (cuGetProcAddress_v2 when `with_status`,
  * else the 11.3 one). 0, or the driver's error with ap_cuda_failed naming the entry point
@@ -120,7 +155,12 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuStreamWaitEvent", (void **)&ap_cu.StreamWaitEvent},
         {"cuPointerGetAttributes", (void **)&ap_cu.PointerGetAttributes},
         {"cuCtxGetDevice", (void **)&ap_cu.CtxGetDevice},
+        {"cuCtxGetId", (void **)&ap_cu.CtxGetId},
     };
+    if (!AP_CUDA_FLOOR_BUILT) {
+        ap_cuda_failed = "the compiled floor (not built on this platform)";
+        return AP_CU_ERROR_NOT_FOUND;
+    }
     if (get_proc == NULL) {
         ap_cuda_failed = "cuGetProcAddress";
         return AP_CU_ERROR_NOT_FOUND;
@@ -137,10 +177,12 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         }
         *wanted[i].slot = entry;
     }
+#if AP_CUDA_FLOOR_BUILT
     if (!fork_rule) {
         pthread_atfork(NULL, NULL, ap_cuda_after_fork_in_child);
         fork_rule = 1;
     }
+#endif
     ap_cuda.ready = 1;
     return 0;
 }
@@ -169,9 +211,9 @@ static ap_cu_result ap_cuda_primary_locked(int ordinal, ap_cu_context *out) {
 }
 
 static ap_cu_result ap_cuda_primary_context(int ordinal, ap_cu_context *out) {
-    pthread_mutex_lock(&ap_cuda.lock);
+    ap_cuda_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, out);
-    pthread_mutex_unlock(&ap_cuda.lock);
+    ap_cuda_unlock(&ap_cuda.lock);
     return result;
 }
 
@@ -194,11 +236,21 @@ static void ap_cuda_restore_current(int pushed) {
     }
 }
 
-/* The reused event of `context` (current), made on first use (lock held by the caller). */
+/* The reused event of `context` (current), made on first use, and made again when the
+ * context's id has changed since (reset, or a new context at the same handle: the old event
+ * went with the old context). Lock held by the caller. */
 static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out) {
+    unsigned long long id = 0;
+    ap_cu_result result = ap_cu.CtxGetId(context, &id);
+    if (result != 0) { ap_cuda_failed = "cuCtxGetId"; return result; }
+    size_t slot = ap_cuda.n_events;
     for (size_t i = 0; i < ap_cuda.n_events; i++)
-        if (ap_cuda.events[i].context == context) { *out = ap_cuda.events[i].event; return 0; }
-    if (ap_cuda.n_events == ap_cuda.events_capacity) {
+        if (ap_cuda.events[i].context == context) {
+            if (ap_cuda.events[i].context_id == id) { *out = ap_cuda.events[i].event; return 0; }
+            slot = i;   /* dead with its context: replaced, never destroyed */
+            break;
+        }
+    if (slot == ap_cuda.n_events && ap_cuda.n_events == ap_cuda.events_capacity) {
         size_t capacity = ap_cuda.events_capacity ? 2 * ap_cuda.events_capacity : 8;
         ap_cu_context_event *grown = realloc(ap_cuda.events, capacity * sizeof *grown);
         if (grown == NULL) { ap_cuda_failed = "cuEventCreate"; return 2; }  /* OUT_OF_MEMORY */
@@ -206,11 +258,12 @@ static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out
         ap_cuda.events_capacity = capacity;
     }
     ap_cu_event event = NULL;
-    ap_cu_result result = ap_cu.EventCreate(&event, AP_CU_EVENT_DISABLE_TIMING);
+    result = ap_cu.EventCreate(&event, AP_CU_EVENT_DISABLE_TIMING);
     if (result != 0) { ap_cuda_failed = "cuEventCreate"; return result; }
-    ap_cuda.events[ap_cuda.n_events].context = context;
-    ap_cuda.events[ap_cuda.n_events].event = event;
-    ap_cuda.n_events++;
+    ap_cuda.events[slot].context = context;
+    ap_cuda.events[slot].context_id = id;
+    ap_cuda.events[slot].event = event;
+    if (slot == ap_cuda.n_events) ap_cuda.n_events++;
     *out = event;
     return 0;
 }
@@ -227,7 +280,7 @@ static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr
     ap_cu_event event = NULL;
     int pushed = 0, consumer_pushed = 0;
     ap_cu_result result;
-    pthread_mutex_lock(&ap_cuda.lock);
+    ap_cuda_lock(&ap_cuda.lock);
     if (ap_cuda_is_default_stream(producer)) {
         result = ap_cuda_primary_locked(producer_ordinal, &context);
     } else {
@@ -251,7 +304,7 @@ static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr
     }
     ap_cuda_restore_current(consumer_pushed);
     ap_cuda_restore_current(pushed);
-    pthread_mutex_unlock(&ap_cuda.lock);
+    ap_cuda_unlock(&ap_cuda.lock);
     return result;
 }
 
@@ -288,11 +341,11 @@ static ap_cu_result ap_cuda_locate_pointer(uintptr_t ptr, int32_t *device_type,
     if (result == AP_CU_ERROR_INVALID_CONTEXT) {
         ap_cu_context context = NULL;
         int pushed = 0;
-        pthread_mutex_lock(&ap_cuda.lock);
+        ap_cuda_lock(&ap_cuda.lock);
         result = ap_cuda_primary_locked(0, &context);
         if (result == 0) result = ap_cuda_make_current(context, &pushed);
-        pthread_mutex_unlock(&ap_cuda.lock);
-        if (result != 0) return result;
+        ap_cuda_unlock(&ap_cuda.lock);
+        if (result != 0) return result;   /* ap_cuda_failed names that call, not this one */
         result = ap_cu.PointerGetAttributes(3, attributes, outputs, ptr);
         ap_cuda_restore_current(pushed);
     }
@@ -313,28 +366,34 @@ static ap_cu_result ap_cuda_current_device(int *out) {
 static inline int ap_cuda_floor_ready(void) { return ap_cuda.ready; }
 
 static long ap_cuda_floor_stream_waits(void) {
-    pthread_mutex_lock(&ap_cuda.lock);
+    ap_cuda_lock(&ap_cuda.lock);
     long n = ap_cuda.stream_waits;
-    pthread_mutex_unlock(&ap_cuda.lock);
+    ap_cuda_unlock(&ap_cuda.lock);
     return n;
 }
 
 static const char *ap_cuda_floor_failed(void) { return ap_cuda_failed; }
 
 static size_t ap_cuda_cached_events(void) {
-    pthread_mutex_lock(&ap_cuda.lock);
+    ap_cuda_lock(&ap_cuda.lock);
     size_t n = ap_cuda.n_events;
-    pthread_mutex_unlock(&ap_cuda.lock);
+    ap_cuda_unlock(&ap_cuda.lock);
     return n;
 }
 
 /* Give back what the floor keeps (at exit): each event destroyed in its context, then each
  * primary context released. Errors are ignored: the driver may be shutting down. */
 static void ap_cuda_floor_close(void) {
-    pthread_mutex_lock(&ap_cuda.lock);
+    ap_cuda_lock(&ap_cuda.lock);
     if (ap_cuda.ready) {
         for (size_t i = 0; i < ap_cuda.n_events; i++) {
+            /* Only an event whose context is still the one it was made in: another's is
+             * gone with its context (and that context may be gone too). */
+            unsigned long long id = 0;
             int pushed = 0;
+            if (ap_cu.CtxGetId(ap_cuda.events[i].context, &id) != 0
+                    || id != ap_cuda.events[i].context_id)
+                continue;
             if (ap_cuda_make_current(ap_cuda.events[i].context, &pushed) == 0) {
                 ap_cu.EventDestroy(ap_cuda.events[i].event);
                 ap_cuda_restore_current(pushed);
@@ -346,9 +405,11 @@ static void ap_cuda_floor_close(void) {
                 ap_cuda.primary[i] = NULL;
             }
     }
-    ap_cuda.n_events = 0;
+    free(ap_cuda.events);
+    ap_cuda.events = NULL;
+    ap_cuda.n_events = ap_cuda.events_capacity = 0;
     ap_cuda.ready = 0;   /* closed: whatever comes later (exit-time finalizers) is Python's */
-    pthread_mutex_unlock(&ap_cuda.lock);
+    ap_cuda_unlock(&ap_cuda.lock);
 }
 
 #endif /* ARRAYPORT_CUDA_FLOOR_H */

@@ -137,7 +137,22 @@ _SYMBOLS = VendorSymbols(
     host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE, default_streams=(0, 1, 2))
 
 
-class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
+class _SaysWhetherDirect(type):
+    """CudaDriver's metaclass: a method the core may bypass, set or deleted on the class
+    (a test's stand-in), makes the process's driver say again whether the core may."""
+
+    def __setattr__(cls, name, value) -> None:
+        super().__setattr__(name, value)
+        if name in cls._FLOOR_SERVED and "driver" in globals():
+            driver._say_whether_direct()
+
+    def __delattr__(cls, name) -> None:
+        super().__delattr__(name)
+        if name in cls._FLOOR_SERVED and "driver" in globals():
+            driver._say_whether_direct()
+
+
+class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDirect):
     """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
     managed memory, stream-ordered memory (``gpu.cuda_memory``)."""
@@ -148,9 +163,10 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
     _owns_floor = False
 
     # What the core asks the floor itself, without this driver, while the driver works over
-    # the floor's library with these methods of its own (the tests swap in stand-in
-    # libraries and stand-in methods, and take them out again): said whenever one changes.
-    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device")
+    # the floor's library with these methods — this class's own, on the instance and on the
+    # class (the tests swap in stand-in libraries and methods, on either, and take them out
+    # again): said whenever one changes (here, and by the class's metaclass).
+    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor")
 
     def __setattr__(self, name, value) -> None:
         object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
@@ -164,8 +180,12 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
 
     def _say_whether_direct(self) -> None:
         if self._owns_floor:
-            _core.set_cuda_floor_direct(getattr(self, "library", None) is _LIBRARY
-                                        and not set(self._FLOOR_SERVED) & vars(self).keys())
+            cls = type(self)
+            _core.set_cuda_floor_direct(
+                getattr(self, "library", None) is _LIBRARY
+                and not set(self._FLOOR_SERVED) & vars(self).keys()
+                and all(getattr(cls, name) is _FLOOR_METHODS[name]
+                        for name in self._FLOOR_SERVED))
 
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         super().__init__(library, symbols)
@@ -312,6 +332,9 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver):
             except Exception:   # at exit: the library may be gone
                 pass
 
+    def _generation_of(self, key) -> object:
+        return self.context_id(key)   # cuCtxGetId: new after a reset, as the floor keeps it
+
     def _context_of_event(self, key):
         """A cached event is keyed by its context's handle: that context, current."""
         return self._made_current(c_handle(key))
@@ -441,6 +464,8 @@ class _MadeCurrent:
             self._library.get().cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
 
 
+# The floor-served methods as this module defines them (what "its own" means above).
+_FLOOR_METHODS = {name: getattr(CudaDriver, name) for name in CudaDriver._FLOOR_SERVED}
 driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out
 driver._owns_floor = True
 driver.library = _LIBRARY   # (the floor's, once opened: the core's stream waits go there)

@@ -79,8 +79,10 @@ class VendorDriver:
         staging.release(self)   # the pinned ring, after the transfers that read it
         with self._events_lock:
             events = self._events.pop(self.library, {})
-        for key, event in events.items():
+        for key, (generation, event) in events.items():
             try:
+                if self._generation_of(key) != generation:
+                    continue   # gone with its context
                 with self._context_of_event(key):
                     getattr(self.library.get(), self.symbols.event_destroy)(event)
             except Exception:   # at exit: the library may be gone; nothing to save
@@ -89,6 +91,12 @@ class VendorDriver:
     def _context_of_event(self, key) -> contextlib.AbstractContextManager:
         """The context a cached event (keyed by ``make_stream_wait``) was made in."""
         return self.on_device(key)
+
+    def _generation_of(self, key) -> object:
+        """What changes when the context a cached event was made in (``key``) is made
+        again, its events gone with the old one: None where the vendor says nothing (HIP's
+        events belong to a device, which a reset keeps)."""
+        return None
 
     @property
     def unavailable(self) -> type[BufferError]:
@@ -129,14 +137,20 @@ class VendorDriver:
         # of the call*, later records do not affect it (both vendors document this), so
         # record-then-wait under a lock can reuse it at once — no create and destroy per
         # exchange.
+        # An event is kept with its context's generation: one whose context was reset or
+        # made again since (another library's cudaDeviceReset) went with it — dropped, never
+        # used or destroyed again, and a new one made.
         with self.on_stream_context(producer, producer_ordinal) as context, self._events_lock:
             events = self._events.setdefault(self.library, {})
             key = getattr(context, "value", context)
-            event = events.get(key)
-            if event is None:
+            generation = self._generation_of(key)
+            cached = events.get(key)
+            if cached is not None and cached[0] == generation:
+                event = cached[1]
+            else:
                 event = c_handle()
                 self._call(names.event_create, ctypes.byref(event), names.event_disable_timing)
-                events[key] = event
+                events[key] = (generation, event)
             self._call(names.event_record, event, producer)
             self.wait_for_event(ordinal, consumer, event)
 
