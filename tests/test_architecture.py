@@ -280,12 +280,12 @@ def test_every_cross_part_name_is_declared_in_the_parts_header():
 # gone must leave this list too.
 #
 # The View is the core's hub, said rather than hidden: its methods are doors to the parts
-# that own the work (_core_view.pxi's header), and those parts take and make Views — 16
+# that own the work (_core_view.pxi's header), and those parts take and make Views — 17
 # parts use the View type. Its pairs are listed, exactly, as the other pairs are.
 _VIEW_HUB_PAIRS = {(part, "_core_view.pxi") for part in (
     "_core_arrow.pxi", "_core_buffer.pxi", "_core_capi.pxi", "_core_describe.pxi",
-    "_core_host_copy.pxi", "_core_interface.pxi", "_core_layout.pxi", "_core_numpy.pxi",
-    "_core_streams.pxi")}
+    "_core_device_copy.pxi", "_core_host_copy.pxi", "_core_interface.pxi", "_core_layout.pxi",
+    "_core_numpy.pxi", "_core_streams.pxi")}
 _MUTUAL_PARTS = _VIEW_HUB_PAIRS | {
     ("_core_arrow.pxi", "_core_dispatch.pxi"),     # the Arrow import is a protocol of view;
     ("_core_dispatch.pxi", "_core_numpy.pxi"),     # so is the ndarray fast path;

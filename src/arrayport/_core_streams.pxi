@@ -365,30 +365,51 @@ def copy_work_stream(stream, int32_t device_type):
 def order_copy_after_source(driver, View source, int ordinal, stream):
     """The copy's ``stream`` (of device ``ordinal``) waits for the work pending on
     ``source``, recorded on the source's own device."""
-    if source._stream is not None and _implicit_sync:
-        driver.make_stream_wait(ordinal, stream, source._stream, source._t.device.device_id)
+    _order_copy_after_source(driver, source, ordinal, stream)
 
 
 def order_writers_after_copy(driver, View source, int ordinal, stream):
+    """The streams that may write ``source`` again wait for the copy enqueued on
+    ``stream`` (of device ``ordinal``): see ``_order_writers_after_copy``."""
+    _order_writers_after_copy(driver, source, ordinal, stream)
+
+
+cdef int _copy_wait(driver, int ordinal, consumer, producer, int producer_ordinal) except -1:
+    """A copy's stream wait, made by ``driver`` — or, None, by the CUDA floor from C (a copy
+    the core issues itself: _core_device_copy.pxi)."""
+    if driver is None:
+        return _cuda_floor_wait(ordinal, consumer, producer, producer_ordinal)
+    driver.make_stream_wait(ordinal, consumer, producer, producer_ordinal)
+    return 0
+
+
+cdef int _order_copy_after_source(driver, View source, int ordinal, stream) except -1:
+    if source._stream is not None and _implicit_sync:
+        _copy_wait(driver, ordinal, stream, source._stream, source._t.device.device_id)
+    return 0
+
+
+cdef int _order_writers_after_copy(driver, View source, int ordinal, stream) except -1:
     """The streams that may write ``source`` again wait for the copy enqueued on
     ``stream`` (of device ``ordinal``): its pending stream (else, for device memory, the
     default stream) and, when a CUDA Array Interface import handed the data to a consumer,
     the producer's own stream. Host memory without pending work: only a stream known to
     write it again (its producer's, once the host has waited for that) is ordered."""
     if not _implicit_sync:
-        return
+        return 0
     cdef int32_t device_type = source._t.device.device_type
     cdef int32_t device_id = source._t.device.device_id
     pending, producer = source._stream, source._producer_stream
     if pending is None and _host_accessible(device_type):
         if producer is not None:
-            driver.make_stream_wait(device_id, producer, stream, ordinal)
-        return
+            _copy_wait(driver, device_id, producer, stream, ordinal)
+        return 0
     if pending is None:
         pending = _NONE_STREAM[device_type]
-    driver.make_stream_wait(device_id, pending, stream, ordinal)
+    _copy_wait(driver, device_id, pending, stream, ordinal)
     if producer is not None and producer != pending:
-        driver.make_stream_wait(device_id, producer, stream, ordinal)
+        _copy_wait(driver, device_id, producer, stream, ordinal)
+    return 0
 
 
 def order_transfer_after_packing(driver, int ordinal, stream, int packing_ordinal):

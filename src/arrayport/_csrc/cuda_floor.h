@@ -14,8 +14,10 @@
  * CU_STREAM_LEGACY, 2 CU_STREAM_PER_THREAD: the current context's, so the device's primary
  * context is made current for them), and that a stream handle belongs to the context the
  * driver names (cuStreamGetCtx); where memory lives, read from cuPointerGetAttributes's
- * answer (ap_cuda_location_of), and which device a thread works on. It decides nothing: when to wait is the core's stream
- * order (_core_streams.pxi), what memory to hold is gpu/cuda_memory.py's.
+ * answer (ap_cuda_location_of), and which device a thread works on. A device copy's calls
+ * (a pool allocation, the transfer, an allocation's extent). It decides nothing: when to
+ * wait is the core's stream order (_core_streams.pxi), when a copy is made here the core's
+ * _core_device_copy.pxi, what memory to hold gpu/cuda_memory.py's.
  *
  * The declarations are arrayport's own (no cuda.h): CUresult is an int, handles pointers.
  * Each entry point is asked for with the CUDA version whose ABI is declared here (12.0:
@@ -102,6 +104,9 @@ static struct {
     ap_cu_result (*PointerGetAttributes)(unsigned, int *, void **, unsigned long long);
     ap_cu_result (*CtxGetDevice)(int *);
     ap_cu_result (*CtxGetId)(ap_cu_context, unsigned long long *);
+    ap_cu_result (*MemAllocFromPoolAsync)(unsigned long long *, size_t, void *, ap_cu_stream);
+    ap_cu_result (*MemcpyAsync)(unsigned long long, unsigned long long, size_t, ap_cu_stream);
+    ap_cu_result (*MemGetAddressRange)(unsigned long long *, size_t *, unsigned long long);
 } ap_cu;
 
 /* A reused event, with the context it was made in and that context's id then. */
@@ -156,6 +161,9 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuPointerGetAttributes", (void **)&ap_cu.PointerGetAttributes},
         {"cuCtxGetDevice", (void **)&ap_cu.CtxGetDevice},
         {"cuCtxGetId", (void **)&ap_cu.CtxGetId},
+        {"cuMemAllocFromPoolAsync", (void **)&ap_cu.MemAllocFromPoolAsync},
+        {"cuMemcpyAsync", (void **)&ap_cu.MemcpyAsync},
+        {"cuMemGetAddressRange", (void **)&ap_cu.MemGetAddressRange},
     };
     if (!AP_CUDA_FLOOR_BUILT) {
         ap_cuda_failed = "the compiled floor (not built on this platform)";
@@ -360,6 +368,77 @@ static ap_cu_result ap_cuda_current_device(int *out) {
     if (result == AP_CU_ERROR_INVALID_CONTEXT) device = 0;
     else if (result != 0) { ap_cuda_failed = "cuCtxGetDevice"; return result; }
     *out = device;
+    return 0;
+}
+
+/* ---- a device copy's calls (the core's _core_device_copy.pxi decides when; gpu/cuda_memory.py
+ * owns the pool and what becomes of its blocks) ---- */
+
+/* Device `ordinal`'s primary context current on this thread (*pushed says whether it was
+ * pushed: ap_cuda_restore_current). */
+static ap_cu_result ap_cuda_enter_device(int ordinal, int *pushed) {
+    ap_cu_context context = NULL;
+    *pushed = 0;
+    ap_cuda_lock(&ap_cuda.lock);
+    ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
+    ap_cuda_unlock(&ap_cuda.lock);
+    return result != 0 ? result : ap_cuda_make_current(context, pushed);
+}
+
+/* Whether `stream` runs in device `ordinal`'s primary context (*on): a default stream value
+ * does (the floor makes that context current for it), a handle where the driver says. */
+static ap_cu_result ap_cuda_stream_is_on(uintptr_t stream, int ordinal, int *on) {
+    ap_cu_context primary = NULL, context = NULL;
+    *on = 0;
+    if (ap_cuda_is_default_stream(stream)) { *on = 1; return 0; }
+    ap_cuda_lock(&ap_cuda.lock);
+    ap_cu_result result = ap_cuda_primary_locked(ordinal, &primary);
+    ap_cuda_unlock(&ap_cuda.lock);
+    if (result != 0) return result;
+    result = ap_cu.StreamGetCtx((ap_cu_stream)stream, &context);
+    if (result != 0) { ap_cuda_failed = "cuStreamGetCtx"; return result; }
+    *on = context == primary;
+    return 0;
+}
+
+/* `nbytes` (at least 1) of the memory pool `pool` of device `ordinal`, in `stream`'s order. */
+static ap_cu_result ap_cuda_pool_allocate(int ordinal, void *pool, size_t nbytes,
+                                          uintptr_t stream, uintptr_t *out) {
+    unsigned long long address = 0;
+    int pushed = 0;
+    ap_cu_result result = ap_cuda_enter_device(ordinal, &pushed);
+    if (result != 0) return result;
+    result = ap_cu.MemAllocFromPoolAsync(&address, nbytes ? nbytes : 1, pool,
+                                         (ap_cu_stream)stream);
+    ap_cuda_restore_current(pushed);
+    if (result != 0) { ap_cuda_failed = "cuMemAllocFromPoolAsync"; return result; }
+    *out = (uintptr_t)address;
+    return 0;
+}
+
+/* `nbytes` from `src` to `dst`, enqueued on `stream` of device `ordinal`. */
+static ap_cu_result ap_cuda_copy_async(int ordinal, uintptr_t dst, uintptr_t src,
+                                       size_t nbytes, uintptr_t stream) {
+    int pushed = 0;
+    ap_cu_result result = ap_cuda_enter_device(ordinal, &pushed);
+    if (result != 0) return result;
+    result = ap_cu.MemcpyAsync(dst, src, nbytes, (ap_cu_stream)stream);
+    ap_cuda_restore_current(pushed);
+    if (result != 0) ap_cuda_failed = "cuMemcpyAsync";
+    return result;
+}
+
+/* The size of the whole allocation `address` (memory of device `ordinal`) lies in; 0 where
+ * the driver knows none there. */
+static ap_cu_result ap_cuda_allocation_bytes(int ordinal, uintptr_t address, size_t *out) {
+    unsigned long long base = 0;
+    size_t size = 0;
+    int pushed = 0;
+    *out = 0;
+    ap_cu_result result = ap_cuda_enter_device(ordinal, &pushed);
+    if (result != 0) return result;
+    if (ap_cu.MemGetAddressRange(&base, &size, address) == 0) *out = size;
+    ap_cuda_restore_current(pushed);
     return 0;
 }
 

@@ -172,11 +172,15 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
         object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
         if name == "library" or name in self._FLOOR_SERVED:
             self._say_whether_direct()
+        elif name == "_result_pools" and self._owns_floor:   # a test's own pool table
+            _core.publish_cuda_result_pool(-1, None, None, None)   # published anew on use
 
     def __delattr__(self, name) -> None:
         object.__delattr__(self, name)
         if name == "library" or name in self._FLOOR_SERVED:
             self._say_whether_direct()
+        elif name == "_result_pools" and self._owns_floor:
+            _core.publish_cuda_result_pool(-1, None, None, None)
 
     def _say_whether_direct(self) -> None:
         if self._owns_floor:
@@ -331,6 +335,9 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
                 self.library.get().cuDevicePrimaryCtxRelease_v2(ordinal)
             except Exception:   # at exit: the library may be gone
                 pass
+
+    def _publishes_pools(self) -> bool:
+        return self._owns_floor and self.library is _LIBRARY
 
     def _generation_of(self, key) -> object:
         return self.context_id(key)   # cuCtxGetId: new after a reset, as the floor keeps it

@@ -49,11 +49,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 import time
 import weakref
 
+from arrayport import _core
 from arrayport.gpu.library import OwnedMemory, c_address, c_handle, c_size
 
 __all__ = ["CudaStreamOrderedMemory"]
@@ -333,8 +335,27 @@ class CudaStreamOrderedMemory:
             self.library.check(status, f"cuMemAllocFromPoolAsync({nbytes})")
 
         def release(pointer: int, keep=(), keep_bytes=0) -> None:
-            self._return_held(pool, pool.hold(pointer, nbytes, None, keep, keep_bytes))
+            self._give_back_block(pool, pointer, nbytes, keep, keep_bytes)
         return OwnedMemory(address.value, nbytes, release)
+
+    def _give_back_block(self, pool: _ResultPool, pointer: int, nbytes: int, keep=(),
+                         keep_bytes: int = 0) -> None:
+        """A dead result's block of ``pool``: held, and returned with the others once the
+        held reach their budget (see the module) — for the results made here and for the
+        core's own copies (``_core_device_copy.pxi``), to which ``_result_pool`` publishes
+        each pool with this."""
+        self._return_held(pool, pool.hold(pointer, nbytes, None, keep, keep_bytes))
+
+    def _room_for_core(self, ordinal: int, status: int, attempt) -> int:
+        """``_with_room`` for an allocation of the core's own copies on device ``ordinal``,
+        whose first ``attempt`` answered ``status``: room made as for any allocation."""
+        with self.on_device(ordinal):
+            return self._with_room(ordinal, attempt, status)
+
+    def _publishes_pools(self) -> bool:
+        """Whether this driver's pools are the ones the core's own copies take blocks from
+        (the process's driver, over the floor's library: ``gpu.cuda``)."""
+        return False
 
     def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
         """``nbytes`` of device memory on device ``ordinal`` (``cuMemAlloc``; managed
@@ -444,15 +465,17 @@ class CudaStreamOrderedMemory:
                      if ask(device, ctypes.byref(flags), ctypes.byref(active)) == 0
                      and active.value)
 
-    def _with_room(self, ordinal: int | None, attempt) -> int:
+    def _with_room(self, ordinal: int | None, attempt, status: int | None = None) -> int:
         """``attempt()``'s driver status — an allocation on device ``ordinal`` (None: pinned
         host memory), its device current; where it is refused for want of memory, tried
         again after each step that makes room: the memory arrayport holds goes back and the
         frees run (``_make_room``), then arrayport's pool on the device gives its idle
         memory back to the driver (``_trim``: a request larger than any block the pool
         keeps needs memory the pool does not map). Host waits, on a path that was about to
-        fail. Every allocation of device or pinned memory comes through here."""
-        status = attempt()
+        fail. Every allocation of device or pinned memory comes through here (``status``:
+        the first attempt's, made already — by the core's own copies)."""
+        if status is None:
+            status = attempt()
         if status != _CUDA_ERROR_OUT_OF_MEMORY:
             return status
         pool = self._made_pool(ordinal) if ordinal is not None else None
@@ -576,7 +599,16 @@ class CudaStreamOrderedMemory:
                         "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolSetAttribute",
                         "cuMemAllocFromPoolAsync", "cuCtxSynchronize"))
                 pools[ordinal] = self._make_result_pool(ordinal) if usable else None
-            return pools[ordinal]
+            pool = pools[ordinal]
+            # The core's own copies take blocks of the pool this answers, and of no other:
+            # published again whenever the core holds another (none, or one of a pool
+            # table a test swapped in and out: __setattr__ in gpu/cuda.py forgets them).
+            if pool is not None and self._publishes_pools() and \
+                    _core.published_cuda_result_pool(ordinal) is not pool:
+                _core.publish_cuda_result_pool(
+                    ordinal, pool, functools.partial(self._give_back_block, pool),
+                    functools.partial(self._room_for_core, ordinal))
+            return pool
 
     def _make_result_pool(self, ordinal: int) -> _ResultPool | None:
         """A pool of ordinary memory on device ``ordinal`` that keeps at most
@@ -646,6 +678,9 @@ class CudaStreamOrderedMemory:
         freed (the driver's rule)."""
         with self._result_pools_lock:   # not while release_cached_memory works on them
             pools = self._result_pools.pop(self.library, {})
+            if self._publishes_pools():
+                for ordinal in pools:   # the core's copies take no block of them any more
+                    _core.publish_cuda_result_pool(ordinal, None, None, None)
             for pool in pools.values():
                 if pool is not None:
                     pool.closed = True   # a result dying from now on is freed at once

@@ -1,0 +1,154 @@
+# Included by _core.pyx. A device copy the core issues itself: View.copy of C-contiguous CUDA
+# device memory on its own device, into a block of arrayport's pool on that device — the
+# copy cuda-core's Buffer.copy_to makes — planned and issued from C on the compiled floor
+# (_csrc/cuda_floor.h), with no Python between the call and the driver. Everything else
+# (another device, the host, strided memory, ROCm, a driver without the floor, a pool not
+# made yet) is arrayport/gpu/copies.py's, through the copy hook; so is every failure here:
+# where the floor refuses a step, the general path makes the copy again from the start and
+# says what went wrong as it always does (its refusals, its room-making for a full device).
+#
+# Who owns what: the pool, and what becomes of a dead result's block (held, then returned
+# after one synchronization), are gpu/cuda_memory.py's, which publishes each device's pool
+# here (publish_cuda_result_pool) and takes a block back through the function it published
+# with it; the stream rules (which streams wait for whom) are _core_streams.pxi's, asked
+# with the floor as the waiter. tests/test_gpu_device_copy.py holds this path to the
+# general one: the same bytes, the same View, the same driver calls, the same lifetimes.
+#
+# Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
+#   _core_cuda_floor.pxi: _cuda_floor_direct
+#   _core_describe.pxi: _new_view_like
+#   _core_streams.pxi: _order_copy_after_source, _order_writers_after_copy
+#   _core_view.pxi: View
+
+cdef extern from "_csrc/cuda_floor.h":
+    int ap_cuda_stream_is_on(uintptr_t stream, int ordinal, int* on) nogil
+    int ap_cuda_pool_allocate(int ordinal, void* pool, size_t nbytes, uintptr_t stream,
+                              uintptr_t* out) nogil
+    int ap_cuda_copy_async(int ordinal, uintptr_t dst, uintptr_t src, size_t nbytes,
+                           uintptr_t stream) nogil
+    int ap_cuda_allocation_bytes(int ordinal, uintptr_t address, size_t* out) nogil
+
+
+# Each device's pool, as gpu/cuda_memory.py published it: ordinal -> (the pool (its
+# _ResultPool: its handle, and whether it closed), release(address, nbytes, keep,
+# keep_bytes): a dead result's block given back to it, room(status, attempt): an allocation
+# refused for want of memory tried again as every allocation is, after room is made).
+cdef dict _cuda_result_pools = {}
+cdef int _CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+def publish_cuda_result_pool(int ordinal, pool, release, room):
+    """Say that device ``ordinal``'s copies may take blocks of ``pool`` (a
+    gpu/cuda_memory.py pool: ``.handle``, ``.closed``), given back by ``release(address,
+    nbytes, keep, keep_bytes)``, room made by ``room(status, attempt)``; ``pool`` None: no
+    longer (it closes); ``ordinal`` -1 with None: no pool of any device (the driver's pool
+    table was replaced)."""
+    if pool is None:
+        if ordinal == -1:
+            _cuda_result_pools.clear()
+        else:
+            _cuda_result_pools.pop(ordinal, None)
+    else:
+        _cuda_result_pools[ordinal] = (pool, <uintptr_t>pool.handle, release, room)
+
+
+def published_cuda_result_pool(int ordinal):
+    """The pool device ``ordinal``'s copies take blocks of (None: none)."""
+    entry = _cuda_result_pools.get(ordinal)
+    return None if entry is None else entry[0]
+
+
+cdef class _PoolAttempt:
+    """One attempt at a pool block, for ``room`` to make again after each step that makes
+    room (it returns the driver's status; the block, where one came, is ``address``)."""
+    cdef int ordinal
+    cdef uintptr_t pool, stream, address
+    cdef size_t nbytes
+
+    def __call__(self):
+        cdef int status
+        with nogil:
+            status = ap_cuda_pool_allocate(self.ordinal, <void*>self.pool, self.nbytes,
+                                           self.stream, &self.address)
+        return status
+
+
+@cython.no_gc_clear   # a result in a reference cycle still gives its block back
+cdef class _PooledBlock:
+    """A copy's block of arrayport's pool, and what it keeps alive (the source, which the
+    copy may still be reading): given back through the pool's ``release`` when the last
+    View on it goes — as gpu/library.py's OwnedMemory gives back the general path's."""
+    cdef uintptr_t address
+    cdef size_t nbytes
+    cdef size_t keep_bytes
+    cdef object keep
+    cdef object release
+
+    def __dealloc__(self):
+        if self.address:
+            address, self.address = self.address, 0
+            try:
+                self.release(address, self.nbytes, self.keep, self.keep_bytes)
+            except BaseException:   # at interpreter exit the driver may be gone
+                pass
+
+
+cdef View _cuda_copy_in_c(View v, device, stream):
+    """``v.copy(device, stream)`` issued from C where this part serves (see the header);
+    None where it does not, or where the floor refused a step (the caller takes the general
+    path, which makes the copy whole)."""
+    cdef int32_t ordinal = v._t.device.device_id
+    cdef int on = 0
+    cdef int status
+    cdef uintptr_t address = 0, handle
+    cdef size_t nbytes, extent = 0
+    if (device is not None or not _cuda_floor_direct or not ap_cuda_floor_ready()
+            or v._t.device.device_type != APDL_CUDA
+            or not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)):
+        return None
+    pool = _cuda_result_pools.get(ordinal)
+    if pool is None or pool[0].closed or (stream is not None and type(stream) is not int):
+        return None   # the general path reads other stream objects
+    nbytes = v.nbytes
+    if nbytes == 0:
+        return None
+    handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
+    cdef uintptr_t pool_handle = pool[1]
+    with nogil:
+        status = ap_cuda_stream_is_on(handle, ordinal, &on)
+        if status == 0 and on:
+            status = ap_cuda_pool_allocate(ordinal, <void*>pool_handle, nbytes, handle,
+                                           &address)
+    cdef _PoolAttempt attempt
+    if status == _CUDA_ERROR_OUT_OF_MEMORY and on:
+        attempt = _PoolAttempt.__new__(_PoolAttempt)
+        attempt.ordinal, attempt.pool, attempt.stream = ordinal, pool_handle, handle
+        attempt.nbytes = nbytes
+        status = pool[3](status, attempt)
+        address = attempt.address
+    if status != 0 or not on:
+        return None
+    cdef _PooledBlock block = _PooledBlock.__new__(_PooledBlock)
+    block.address, block.nbytes, block.release, block.keep = address, nbytes, pool[2], ()
+    try:
+        _order_copy_after_source(None, v, ordinal, handle)
+        with nogil:
+            status = ap_cuda_copy_async(ordinal, address, <uintptr_t>v._t.data
+                                        + v._t.byte_offset, nbytes, handle)
+        if status == 0:
+            _order_writers_after_copy(None, v, ordinal, handle)
+            with nogil:
+                status = ap_cuda_allocation_bytes(ordinal, <uintptr_t>v._t.data, &extent)
+    except BufferError:
+        status = -1
+    if status != 0:
+        return None   # the block goes back with `block`; the general path starts again
+    # What the copy reads stays alive until its block is really freed, counted at its
+    # whole allocation (a small View of a large one holds all of it).
+    block.keep, block.keep_bytes = (v,), extent or nbytes
+    cdef View result = _new_view_like(v, block, "copy")
+    result._t.data = <void*>address
+    result._t.byte_offset = 0
+    result._flags = (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
+    result._stream = handle
+    return result
