@@ -183,7 +183,7 @@ def test_where_the_core_does_not_serve_the_general_path_answers(streams, monkeyp
     ap.view(array).T.copy(stream=int(consumer))                    # strided: the kernel
     source.copy(device="cuda:0", stream=int(consumer))             # a device named
     source.copy(device="cuda:1", stream=1)                         # another device
-    assert called.count >= 3
+    assert called.count == 3
     managed = DeviceArray(VALUES, kind="managed")
     before = called.count
     assert contents(ap.view(managed).copy(stream=int(consumer))) == VALUES.tobytes()
