@@ -146,9 +146,13 @@ def test_with_only_numpy_it_shows_numpy_and_arrayport():
     report = json.loads(result.stdout)
     exercised = [lib["name"] for lib in report["meta"]["libraries"] if lib["exercised"]]
     # Where a CUDA driver answers (a GPU, or the simulator found as libcuda.so.1), arrayport
-    # on CUDA memory needs nothing more than NumPy: it is exercised too.
-    from arrayport.cli.libraries import cuda_devices
-    on_cuda = ["arrayport-cuda"] if cuda_devices() else []
+    # on CUDA memory needs nothing more than NumPy: it is exercised too. Asked of a new
+    # process, as the matrix's is: this one may have loaded the simulator itself (the GPU
+    # suite's tests do), which a child does not inherit.
+    answer = subprocess.run([sys.executable, "-c", "from arrayport.cli.libraries import "
+                             "cuda_devices; print(bool(cuda_devices()))"],
+                            capture_output=True, text=True, timeout=120)
+    on_cuda = ["arrayport-cuda"] if answer.stdout.strip() == "True" else []
     assert exercised == ["numpy", "arrayport", *on_cuda]
     pairs = {(p["producer"], p["consumer"]) for p in report["pairs"]}
     assert {pair for pair in pairs if "arrayport-cuda" not in pair} == {
