@@ -217,3 +217,29 @@ def test_a_stream_of_another_device_takes_the_general_path(streams, monkeypatch)
         other.close()
     del source
     array.free()
+
+
+def test_the_core_s_copy_on_the_second_device_stays_there(monkeypatch):
+    # The path picks its device from the source: a copy of cuda:1 memory on a cuda:1
+    # stream is the core's, lands on cuda:1 and reads the same as the general path's.
+    from sim_arrays import Stream
+    stream = Stream(1)
+    array = DeviceArray(VALUES, device=1, stream=stream)
+    source = ap.view(array)
+    try:
+        warm(source, int(stream))
+        called = _Called(monkeypatch)
+        issued = source.copy(stream=int(stream))
+        assert called.count == 0
+        reference = general(lambda: source.copy(stream=int(stream)))
+        assert described(issued) == described(reference)
+        assert str(issued.device) == "cuda:1"
+        stream.synchronize()
+        assert contents(issued) == contents(reference) == VALUES.tobytes()
+        del issued, reference
+    finally:
+        gc.collect()
+        stream.synchronize()
+        del source
+        array.free()
+        stream.close()
