@@ -11,8 +11,9 @@
  * the source across its rows. An element-by-element loop in destination order touches a
  * new cache line — and for power-of-two row lengths the same cache set — on every read,
  * and runs at a tenth of memory bandwidth. This kernel
- *   1. drops size-1 dimensions and merges dimensions contiguous with each other, so the
- *      copy is described by as few, as long, dimensions as possible;
+ *   1. drops size-1 dimensions and merges dimensions contiguous with each other
+ *      (merged_dims.h: the rule every copy plans from), so the copy is described by as
+ *      few, as long, dimensions as possible;
  *   2. copies a destination-contiguous innermost dimension as one memcpy per row;
  *   3. otherwise pairs the destination's innermost dimension with the dimension the
  *      source moves through fastest, and copies that plane in blocks of one cache line by
@@ -39,6 +40,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "merged_dims.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -577,21 +579,10 @@ static void ap_copy_strided_to_contiguous(char *dst, const char *src, int ndim,
                                           const int64_t *shape, const int64_t *byte_strides,
                                           int64_t itemsize) {
     int64_t dims[AP_COPY_MAX_NDIM], strides[AP_COPY_MAX_NDIM];
+    int n = ap_merge_dims(ndim, shape, byte_strides, dims, strides);
+    if (n < 0) return;  /* nothing to copy */
     int64_t total_bytes = itemsize;
-    int n = 0;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] == 0) return;  /* nothing to copy */
-        total_bytes *= shape[i];
-        if (shape[i] == 1) continue;
-        if (n > 0 && strides[n - 1] == byte_strides[i] * shape[i]) {
-            dims[n - 1] *= shape[i];          /* merge with the previous (outer) dimension */
-            strides[n - 1] = byte_strides[i];
-        } else {
-            dims[n] = shape[i];
-            strides[n] = byte_strides[i];
-            n++;
-        }
-    }
+    for (int d = 0; d < n; d++) total_bytes *= dims[d];
     if (n == 0) { memcpy(dst, src, (size_t)itemsize); return; }
 
     /* The destination's strides (C order over the merged dimensions). */
