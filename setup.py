@@ -14,9 +14,11 @@ core = Extension(
     # extension runs on NumPy >= 1.26 as well.
     include_dirs=["src/arrayport/include", "src/arrayport", numpy.get_include()],
     extra_compile_args=["-O2", "-std=c11"],
-    # The C the core includes: a change to any of them recompiles the core (setuptools
+    # The C the core includes (its own, the public headers, the device kernels' parameter
+    # structs its planner fills): a change to any of them recompiles the core (setuptools
     # otherwise only compares _core.c's date with the object's).
-    depends=sorted(glob("src/arrayport/_csrc/*.h") + glob("src/arrayport/include/arrayport/*.h")),
+    depends=sorted(glob("src/arrayport/_csrc/*.h") + glob("src/arrayport/include/arrayport/*.h")
+                   + glob("src/arrayport/gpu/kernels/*.h")),
 )
 
 setup(ext_modules=cythonize([core], compiler_directives={"language_level": "3"}))

@@ -23,13 +23,7 @@
 #ifndef ARRAYPORT_KERNEL_DIALECT_H
 #define ARRAYPORT_KERNEL_DIALECT_H
 
-typedef signed char ap_i8;
-typedef unsigned char ap_u8;
-typedef unsigned short ap_u16;
-typedef unsigned int ap_u32;
-typedef long long ap_i64;
-typedef unsigned long long ap_u64;
-typedef struct { ap_u64 lo, hi; } __attribute__((aligned(16))) ap_u128;
+#include "kernel_types.h"
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 

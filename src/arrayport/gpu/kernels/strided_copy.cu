@@ -1,7 +1,7 @@
 /* arrayport's strided copies on the GPU: any strided layout of one device's memory into a
- * C-contiguous buffer of the same device (View.copy, gpu/copies.py, which plans it and
- * launches it on the copy's stream; contiguous data stays a DMA transfer). Two kernels, one
- * module (one load per context):
+ * C-contiguous buffer of the same device (View.copy: the core's _core_device_copy.pxi, or
+ * gpu/copies.py, either launching it on the copy's stream; contiguous data stays a DMA
+ * transfer). Two kernels, one module (one load per context):
  *
  * - arrayport_strided_copy, for every layout: each thread copies units i = its index, then
  *   i + the grid's thread count, …: the destination is written in order (coalesced); the
@@ -15,8 +15,8 @@
  *   shared memory, read along the source's contiguous axis and written along the
  *   destination's, so that both sides are coalesced; the other dimensions are the batch.
  *
- * The host side (gpu/kernels/strided_copy.py) hands either kernel a layout already
- * reduced: dimensions of extent 1 dropped, neighbours that are contiguous with each other
+ * The host side (the core's planner, _csrc/device_copy_plan.h) hands either kernel a
+ * layout already reduced: dimensions of extent 1 dropped, neighbours that are contiguous with each other
  * merged, and the innermost run of contiguous bytes (a row slice's row, else an element)
  * split into units — the widest of 1, 2, 4, 8 or 16 bytes that divides the run, every
  * other stride and both addresses — with the split as the innermost dimension. So one
@@ -26,10 +26,7 @@
  * space at a constant offset.
  */
 #include "dialect.h"
-
-#define AP_STRIDED_COPY_MAX_DIMS 64   /* arrayport's largest rank (AP_COPY_MAX_NDIM) */
-#define AP_TILE 32                    /* a tile's side, in units */
-#define AP_TILE_ROWS 8                /* a block is AP_TILE x AP_TILE_ROWS threads */
+#include "strided_copy_params.h"
 
 /* One unit from ``from`` to ``to`` (both already addressable: shared, or AP_GLOBAL_BYTES). */
 AP_DEVICE void ap_copy_unit(void *to, const void *from, ap_u32 unit) {
@@ -41,20 +38,6 @@ AP_DEVICE void ap_copy_unit(void *to, const void *from, ap_u32 unit) {
     default: *(ap_u128 *)to = *(const ap_u128 *)from; break;
     }
 }
-
-typedef struct {
-    ap_u64 dst;                                   /* the C-contiguous destination */
-    ap_u64 src;                                   /* the source's first unit */
-    ap_i64 count;                                 /* units to copy */
-    ap_i64 extents[AP_STRIDED_COPY_MAX_DIMS];     /* innermost first; ndim of them used */
-    ap_i64 strides[AP_STRIDED_COPY_MAX_DIMS];     /* the source's, in bytes, innermost first */
-    ap_u32 magic[AP_STRIDED_COPY_MAX_DIMS];       /* extents[d] as a multiplier ... */
-    ap_u32 shift[AP_STRIDED_COPY_MAX_DIMS];       /* ... and a shift (see ap_divide) */
-    ap_u32 ndim;
-    ap_u32 unit;                                  /* bytes per unit: 1, 2, 4, 8 or 16 */
-    ap_u32 narrow;                                /* count fits 32 bits: magic, shift set */
-    ap_u32 pad;
-} ap_strided_copy_params;
 
 /* n / d for every 32-bit n, given d's magic and shift (the host's divisor(), which says
  * where the method comes from): the multiply-high in 32 bits, the sum in 64 so that it
@@ -103,20 +86,6 @@ AP_KERNEL(arrayport_strided_copy, ap_strided_copy_params, p) {
     }
 }
 
-typedef struct {
-    ap_u64 dst;                                   /* the C-contiguous destination */
-    ap_u64 src;                                   /* the source's first unit */
-    ap_i64 rows;                                  /* along R, the source's contiguous axis */
-    ap_i64 cols;                                  /* along C, the destination's */
-    ap_i64 src_col_stride;                        /* bytes between source units along C */
-    ap_i64 dst_row_stride;                        /* bytes between destination units along R */
-    ap_i64 batch;                                 /* the other dimensions' element count */
-    ap_i64 extents[AP_STRIDED_COPY_MAX_DIMS];     /* the other dimensions, innermost first */
-    ap_i64 src_strides[AP_STRIDED_COPY_MAX_DIMS];
-    ap_i64 dst_strides[AP_STRIDED_COPY_MAX_DIMS];
-    ap_u32 ndim;                                  /* how many other dimensions */
-    ap_u32 unit;
-} ap_transpose_params;
 
 /* Blocks of AP_TILE x AP_TILE_ROWS threads; grid (R tiles, C tiles, batch), the last two
  * looped over where they exceed the grid. The loops depend on the block only, so every
