@@ -20,7 +20,8 @@ from on_simulator import require_cuda_driver  # noqa: E402
 require_cuda_driver()
 
 from driver_log import contents  # noqa: E402
-from on_simulator import (needs_simulator, nothing_leaks, simulator,  # noqa: E402,F401
+from on_simulator import (needs_simulator, nothing_leaks,  # noqa: E402,F401
+                          run_on_the_simulator, simulator, simulator_resets_contexts,
                           slow_streams, streams)
 from sim_arrays import DeviceArray  # noqa: E402
 
@@ -63,14 +64,48 @@ def warm(source, stream):
     gc.collect()
 
 
+# Strided layouts (the kernel, planned in C), each as the kernels' strange cases: a
+# transpose (tiled), a row slice (wide units), reversed and zero strides, a permuted batch,
+# 16- and 1-byte elements, a misaligned start, a size-1 axis with an odd stride.
+STRIDED = {
+    "transposed": lambda v: v.T,
+    "row slice": lambda v: v[:, 1:5],
+    "every other, reversed": lambda v: v[::-1, ::2],
+    "broadcast": lambda v: _core.view_from_pointer(v.ptr, (5, 6), (0, 4), "float32",
+                                                   readonly=True, owner=v, device=(2, 0),
+                                                   protocol="test"),
+    "permuted batch": lambda v: v.reshape(2, 4, 6).permute(0, 2, 1),
+    "complex128 transposed": None, "int8 transposed, misaligned": None,
+    "size-1 axis, odd stride": lambda v: _core.view_from_pointer(
+        v.ptr, (8, 1, 3), (24, 28, 8), "float32", readonly=False, owner=v, device=(2, 0),
+        protocol="test"),
+}
+STRANGE_VALUES = {
+    "complex128 transposed": (VALUES + 1j * VALUES).astype(np.complex128),
+    "int8 transposed, misaligned": np.arange(9 * 40, dtype=np.int8).reshape(9, 40),
+}
+
+
+def strided_source(kind, array):
+    base = ap.view(array)
+    if kind == "int8 transposed, misaligned":
+        return base[1:, 3:35].T
+    return base.T if STRIDED[kind] is None else STRIDED[kind](base)
+
+
 @pytest.mark.parametrize("kind", ["plain", "offset", "read-only", "0-d", "bool", "float4",
-                                  "float6 padded", "pending"])
+                                  "float6 padded", "pending", *STRIDED])
 def test_the_core_s_copy_is_the_general_path_s(streams, kind, monkeypatch):
     producer, consumer = streams
     values = {"bool": (VALUES % 3 == 0), "0-d": np.float32(7.5),
-              "float6 padded": (VALUES % 32).astype(np.uint8)}.get(kind, VALUES)
+              "float6 padded": (VALUES % 32).astype(np.uint8), **STRANGE_VALUES}.get(kind,
+                                                                                VALUES)
     array = DeviceArray(np.asarray(values), stream=producer, busy=3 if kind == "pending" else 0)
     source = ap.view(array)
+    if kind in STRIDED:
+        producer.synchronize()
+        source = strided_source(kind, array)
+        assert not source.is_c_contiguous
     if kind in ("float4", "float6 padded"):
         producer.synchronize()
     if kind == "offset":
@@ -90,23 +125,42 @@ def test_the_core_s_copy_is_the_general_path_s(streams, kind, monkeypatch):
         producer.synchronize()
     warm(source, int(consumer))
     called = _Called(monkeypatch)
+    launches = _core.cuda_floor_launches()
     issued = source.copy(stream=int(consumer))
     assert called.count == 0                      # no general path: the core's own
+    assert _core.cuda_floor_launches() == launches + (kind in STRIDED)
     reference = general(lambda: source.copy(stream=int(consumer)))
     assert called.count == 1
     assert described(issued) == described(reference)
     assert issued.readonly is False and issued.is_copy
     assert issued.ptr != reference.ptr != source.ptr
     consumer.synchronize()
-    assert contents(issued) == contents(reference) == contents(source)
+    assert contents(issued) == contents(reference)
+    if kind not in STRIDED:
+        assert contents(issued) == contents(source)
+    else:   # and what NumPy makes of the same layout
+        expected = np.asarray(values)
+        if kind == "broadcast":
+            expected = np.broadcast_to(expected.reshape(-1)[:6], (5, 6))
+        elif kind == "size-1 axis, odd stride":
+            expected = np.lib.stride_tricks.as_strided(expected.reshape(-1), (8, 1, 3),
+                                                       (24, 28, 8))
+        elif kind == "int8 transposed, misaligned":
+            expected = expected[1:, 3:35].T
+        elif kind == "permuted batch":
+            expected = expected.reshape(2, 4, 6).transpose(0, 2, 1)
+        else:
+            expected = STRIDED[kind](expected) if STRIDED[kind] else expected.T
+        assert contents(issued) == np.ascontiguousarray(expected).tobytes()
     del issued, reference, source
     array.free()
 
 
-def test_the_core_s_copy_asks_no_python_of_arrayport(streams):
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_the_core_s_copy_asks_no_python_of_arrayport(streams, layout):
     producer, consumer = streams
     array = DeviceArray(VALUES, stream=producer, busy=2)
-    source = ap.view(array)
+    source = ap.view(array) if layout == "contiguous" else ap.view(array).T
     warm(source, int(consumer))
     called = []
 
@@ -127,10 +181,12 @@ def test_the_core_s_copy_asks_no_python_of_arrayport(streams):
 
 
 @needs_simulator
-def test_the_core_s_copy_does_the_driver_work_the_general_path_does(streams):
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "row slice"])
+def test_the_core_s_copy_does_the_driver_work_the_general_path_does(streams, layout):
     producer, consumer = streams
     array = DeviceArray(VALUES, stream=producer, busy=2)
-    source = ap.view(array)
+    source = {"contiguous": ap.view(array), "transposed": ap.view(array).T,
+              "row slice": ap.view(array)[:, 1:5]}[layout]
     warm(source, int(consumer))
     made = {}
     kept = []
@@ -143,12 +199,22 @@ def test_the_core_s_copy_does_the_driver_work_the_general_path_does(streams):
         kept.append(make())
         after = simulator.counters()
         made[name] = {call: after[call] - before[call] for call in after
-                      if after[call] != before[call] and call != "cuCtxGetCurrent"}
-    # The same allocation, transfer, waits and ids; no host wait. (The general path asks
-    # the current context more often: ctypes' context guards, not work.)
+                      if after[call] != before[call]}
+    # The same allocation, transfer, waits and records; no host wait. The general path
+    # asks which context is current, a stream's context and the context's id, and makes
+    # the context current, at each step (ctypes' context guards); the core once per copy
+    # (the floor's session), never more — and pops every context it pushed.
+    questions = ("cuCtxGetCurrent", "cuStreamGetCtx", "cuCtxGetId", "cuCtxPushCurrent",
+                 "cuCtxPopCurrent")
+    asked = {call: made["core"].get(call, 0) for call in questions}
+    assert asked["cuCtxPushCurrent"] == asked["cuCtxPopCurrent"] <= 1, made
+    assert asked["cuCtxGetCurrent"] == asked["cuCtxGetId"] == 1, made
+    for call in questions:
+        assert made["core"].pop(call, 0) <= made["general"].pop(call, 0), (call, made)
     assert made["core"] == made["general"], made
     assert made["core"].get("host_synchronizations", 0) == 0
-    assert made["core"]["cuMemAllocFromPoolAsync"] == made["core"]["cuMemcpyAsync"] == 1
+    transfer = "cuMemcpyAsync" if layout == "contiguous" else "cuLaunchKernel"
+    assert made["core"]["cuMemAllocFromPoolAsync"] == made["core"][transfer] == 1
     del kept, source
     array.free()
 
@@ -180,9 +246,12 @@ def test_where_the_core_does_not_serve_the_general_path_answers(streams, monkeyp
     source = ap.view(array)
     warm(source, int(consumer))
     called = _Called(monkeypatch)
-    ap.view(array).T.copy(stream=int(consumer))                    # strided: the kernel
+    _core.publish_cuda_kernel(-1, "", 0, 0, 0)    # as at the start: no kernel loaded yet
+    ap.view(array).T.copy(stream=int(consumer))                    # strided: loads the kernel
     source.copy(device="cuda:0", stream=int(consumer))             # a device named
     source.copy(device="cuda:1", stream=1)                         # another device
+    assert called.count == 3
+    ap.view(array).T.copy(stream=int(consumer))                    # the kernel is the core's now
     assert called.count == 3
     managed = DeviceArray(VALUES, kind="managed")
     before = called.count
@@ -243,3 +312,47 @@ def test_the_core_s_copy_on_the_second_device_stays_there(monkeypatch):
         del source
         array.free()
         stream.close()
+
+
+@needs_simulator
+@pytest.mark.skipif(not simulator_resets_contexts(),
+                    reason="this simulator has no cuDevicePrimaryCtxReset")
+def test_a_kernel_of_a_context_reset_since_is_never_launched():
+    # Another library resets the device (cudaDeviceReset): the context keeps its handle,
+    # its modules go with it. The function the core was told of is dead: the core must not
+    # launch it (undefined behaviour on a GPU; the simulator refuses it), the general path
+    # loads the module again and tells the core, and the copies after are the core's again.
+    output = run_on_the_simulator("""
+        import numpy as np, arrayport as ap
+        from arrayport import _core
+        from cudasim import Simulator
+        from sim_arrays import Context, DeviceArray, Stream
+        values = np.arange(48, dtype=np.float32).reshape(8, 6)
+        simulator = Simulator(os.environ["CUDASIM_LIBRARY"])
+
+        def transposed_copy():
+            stream = Stream(0)
+            array = DeviceArray(values)
+            copy = ap.view(array).T.copy(stream=int(stream))
+            stream.synchronize()
+            result = np.array(ap.to_numpy(copy.copy(device="cpu")))
+            del copy
+            array.free()
+            stream.close()
+            return result
+
+        counts = []
+        for _ in range(2):   # the first loads the kernel (general path), the second is C's
+            assert np.array_equal(transposed_copy(), values.T)
+            counts.append(_core.cuda_floor_launches())
+        library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
+        assert library.cuDevicePrimaryCtxReset_v2(0) == 0       # another library resets cuda:0
+        with Context(0):
+            for _ in range(2):
+                assert np.array_equal(transposed_copy(), values.T)
+                counts.append(_core.cuda_floor_launches())
+        print("launches", *counts, "dead", simulator.counters()["dead_function_launches"])
+    """)
+    # C launched the second copy before the reset; after it, the first copy's launch was
+    # the general path's (the dead function never handed to the driver), the second C's.
+    assert output.split() == ["launches", "0", "1", "1", "2", "dead", "0"], output

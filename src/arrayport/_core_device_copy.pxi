@@ -1,22 +1,28 @@
-# Included by _core.pyx. A device copy the core issues itself: View.copy of C-contiguous CUDA
-# device memory on its own device, into a block of arrayport's pool on that device — the
-# copy cuda-core's Buffer.copy_to makes — planned and issued from C on the compiled floor
-# (_csrc/cuda_floor.h), with no Python between the call and the driver. Everything else
-# (another device, the host, strided memory, ROCm, a driver without the floor, a pool not
-# made yet) is arrayport/gpu/copies.py's, through the copy hook; so is every failure here:
-# where the floor refuses a step, the general path makes the copy again from the start and
-# says what went wrong as it always does (its refusals, its room-making for a full device).
+# Included by _core.pyx. A device copy the core issues itself: View.copy of CUDA device
+# memory on its own device, into a block of arrayport's pool on that device, planned and
+# issued from C on the compiled floor (_csrc/cuda_floor.h), with no Python between the call
+# and the driver: C-contiguous memory as one transfer (the copy cuda-core's Buffer.copy_to
+# makes), strided memory as one launch of arrayport's strided-copy kernel, planned by
+# _csrc/device_copy_plan.h. Everything else (another device, the host, ROCm, a driver
+# without the floor, a pool not made yet, kernels not loaded yet in the device's context, a
+# layout the kernels take no plan for) is arrayport/gpu/copies.py's, through the copy hook;
+# so is every failure here: where the floor refuses a step, the general path makes the copy
+# again from the start and says what went wrong as it always does (its refusals, its
+# room-making for a full device).
 #
 # Who owns what: the pool, and what becomes of a dead result's block (held, then returned
 # after one synchronization), are gpu/cuda_memory.py's, which publishes each device's pool
 # here (publish_cuda_result_pool) and takes a block back through the function it published
-# with it; the stream rules (which streams wait for whom) are _core_streams.pxi's, asked
-# with the floor as the waiter. tests/test_gpu_device_copy.py holds this path to the
-# general one: the same bytes, the same View, the same driver calls, the same lifetimes.
+# with it; the kernels' modules are gpu/kernels' (KernelCache: loaded per context, unloaded
+# at exit), which publishes their functions here (publish_cuda_kernel) with the context's
+# id; the stream rules (which streams wait for whom) are _core_streams.pxi's, asked with the
+# floor as the waiter. tests/test_gpu_device_copy.py holds this path to the general one:
+# the same bytes, the same View, the same driver calls, the same lifetimes.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_cuda_floor.pxi: _cuda_floor_direct
-#   _core_describe.pxi: _new_view_like
+#   _core_describe.pxi: _fill_c_strides, _new_view_like
+#   _core_kernel_plan.pxi: _plan_view_copy
 #   _core_streams.pxi: _order_copy_after_source, _order_writers_after_copy
 #   _core_view.pxi: View
 
@@ -27,6 +33,18 @@ cdef extern from "_csrc/cuda_floor.h":
     int ap_cuda_copy_async(int ordinal, uintptr_t dst, uintptr_t src, size_t nbytes,
                            uintptr_t stream) nogil
     int ap_cuda_allocation_bytes(int ordinal, uintptr_t address, size_t* out) nogil
+    void ap_cuda_publish_kernel(int ordinal, int which, void* context,
+                                unsigned long long context_id, void* function) nogil
+    bint ap_cuda_kernel_published(int ordinal, int which) nogil
+    int ap_cuda_launch(int ordinal, int which, const unsigned* grid, const unsigned* block,
+                       void* params, uintptr_t stream, int* launched) nogil
+    long ap_cuda_floor_launches() nogil
+    ctypedef struct ap_cuda_session:
+        pass
+    int ap_cuda_session_enter(int ordinal, ap_cuda_session* session) nogil
+    void ap_cuda_session_exit(ap_cuda_session* session) nogil
+    enum:
+        AP_CU_KERNELS
 
 
 # Each device's pool, as gpu/cuda_memory.py published it: ordinal -> (the pool (its
@@ -56,6 +74,27 @@ def published_cuda_result_pool(int ordinal):
     """The pool device ``ordinal``'s copies take blocks of (None: none)."""
     entry = _cuda_result_pools.get(ordinal)
     return None if entry is None else entry[0]
+
+
+def publish_cuda_kernel(int ordinal, str kernel, uintptr_t context,
+                        unsigned long long context_id, uintptr_t function):
+    """Say that arrayport's kernel ``kernel`` is ``function`` on device ``ordinal``, its
+    module loaded into ``context`` (that device's primary context) while the context's id
+    was ``context_id`` (gpu/kernels, when it finds a function); ``ordinal`` -1: no kernel of
+    any device (the modules are unloaded). A kernel this part does not launch is ignored."""
+    cdef int which
+    if ordinal == -1:
+        ap_cuda_publish_kernel(-1, 0, NULL, 0, NULL)
+        return
+    for which in range(min(AP_PLAN_KERNELS, AP_CU_KERNELS)):
+        if kernel == (<bytes>ap_plan_kernel_names[which]).decode():
+            ap_cuda_publish_kernel(ordinal, which, <void*>context, context_id,
+                                   <void*>function)
+
+
+def cuda_floor_launches():
+    """Kernel launches the floor made (tests, benchmarks)."""
+    return ap_cuda_floor_launches()
 
 
 cdef class _PoolAttempt:
@@ -98,21 +137,46 @@ cdef View _cuda_copy_in_c(View v, device, stream):
     None where it does not, or where the floor refused a step (the caller takes the general
     path, which makes the copy whole)."""
     cdef int32_t ordinal = v._t.device.device_id
-    cdef int on = 0
     cdef int status
-    cdef uintptr_t address = 0, handle
-    cdef size_t nbytes, extent = 0
+    cdef uintptr_t handle
+    cdef bint contiguous
+    cdef ap_cuda_session session
     if (device is not None or not _cuda_floor_direct or not ap_cuda_floor_ready()
-            or v._t.device.device_type != APDL_CUDA
-            or not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)):
+            or v._t.device.device_type != APDL_CUDA):
         return None
+    contiguous = ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)
+    if not contiguous and not (ap_cuda_kernel_published(ordinal, 0)
+                               or ap_cuda_kernel_published(ordinal, 1)):
+        return None   # the general path loads the kernels (and publishes them) first
     pool = _cuda_result_pools.get(ordinal)
     if pool is None or pool[0].closed or (stream is not None and type(stream) is not int):
         return None   # the general path reads other stream objects
-    nbytes = v.nbytes
-    if nbytes == 0:
+    if v.nbytes == 0:
         return None
     handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
+    # The copy's calls in one session of the floor: the device's context made current, and
+    # its id read, once (cuda_floor.h says what the session saves, and why it may).
+    with nogil:
+        status = ap_cuda_session_enter(ordinal, &session)
+    try:
+        if status != 0:
+            return None
+        return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool)
+    finally:
+        with nogil:
+            ap_cuda_session_exit(&session)
+
+
+cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint contiguous,
+                                tuple pool):
+    """The copy's steps, inside the floor's session for device ``ordinal``: a block of
+    ``pool`` on ``handle``, the waits, the transfer or the launch, the result (None where a
+    step is refused)."""
+    cdef int on = 0, launched = 0
+    cdef int status
+    cdef uintptr_t address = 0
+    cdef size_t nbytes = v.nbytes, extent = 0
+    cdef ap_plan_launch launch
     cdef uintptr_t pool_handle = pool[1]
     with nogil:
         status = ap_cuda_stream_is_on(handle, ordinal, &on)
@@ -130,11 +194,19 @@ cdef View _cuda_copy_in_c(View v, device, stream):
         return None
     cdef _PooledBlock block = _PooledBlock.__new__(_PooledBlock)
     block.address, block.nbytes, block.release, block.keep = address, nbytes, pool[2], ()
+    if not contiguous and _plan_view_copy(v, address, &launch) != 0:
+        return None   # no plan (too deep): the general path copies by DMA
     try:
         _order_copy_after_source(None, v, ordinal, handle)
         with nogil:
-            status = ap_cuda_copy_async(ordinal, address, <uintptr_t>v._t.data
-                                        + v._t.byte_offset, nbytes, handle)
+            if contiguous:
+                status = ap_cuda_copy_async(ordinal, address, <uintptr_t>v._t.data
+                                            + v._t.byte_offset, nbytes, handle)
+            else:
+                status = ap_cuda_launch(ordinal, launch.tiled, launch.grid, launch.block,
+                                        &launch.params, handle, &launched)
+                if status == 0 and not launched:
+                    status = -1   # not published (yet, or for this context as it is now)
         if status == 0:
             _order_writers_after_copy(None, v, ordinal, handle)
             with nogil:
@@ -149,6 +221,7 @@ cdef View _cuda_copy_in_c(View v, device, stream):
     cdef View result = _new_view_like(v, block, "copy")
     result._t.data = <void*>address
     result._t.byte_offset = 0
+    _fill_c_strides(result._t.ndim, result._t.shape, result._t.strides)
     result._flags = (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
     result._stream = handle
     return result

@@ -15,9 +15,12 @@
  * context is made current for them), and that a stream handle belongs to the context the
  * driver names (cuStreamGetCtx); where memory lives, read from cuPointerGetAttributes's
  * answer (ap_cuda_location_of), and which device a thread works on. A device copy's calls
- * (a pool allocation, the transfer, an allocation's extent). It decides nothing: when to
- * wait is the core's stream order (_core_streams.pxi), when a copy is made here the core's
- * _core_device_copy.pxi, what memory to hold gpu/cuda_memory.py's.
+ * (a pool allocation, the transfer, an allocation's extent, the launch of one of
+ * arrayport's kernels — their modules loaded and unloaded by gpu/kernels, their functions
+ * published here with the context's id, so a context made again is never launched into).
+ * It decides nothing: when to wait is the core's stream order (_core_streams.pxi), when a
+ * copy is made here the core's _core_device_copy.pxi, the kernel's plan the core's
+ * _csrc/device_copy_plan.h, what memory to hold gpu/cuda_memory.py's.
  *
  * The declarations are arrayport's own (no cuda.h): CUresult is an int, handles pointers.
  * Each entry point is asked for with the CUDA version whose ABI is declared here (12.0:
@@ -44,6 +47,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(_WIN32)
 #define AP_CUDA_FLOOR_BUILT 0
@@ -107,7 +111,21 @@ static struct {
     ap_cu_result (*MemAllocFromPoolAsync)(unsigned long long *, size_t, void *, ap_cu_stream);
     ap_cu_result (*MemcpyAsync)(unsigned long long, unsigned long long, size_t, ap_cu_stream);
     ap_cu_result (*MemGetAddressRange)(unsigned long long *, size_t *, unsigned long long);
+    ap_cu_result (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 unsigned, unsigned, ap_cu_stream, void **, void **);
 } ap_cu;
+
+/* How many of arrayport's kernels the floor can launch (their functions published to it:
+ * ap_cuda_publish_kernel; which is which is the caller's: _core_kernel_plan.pxi). */
+#define AP_CU_KERNELS 2
+
+/* A device's published kernel functions, with the context their module was loaded into and
+ * that context's id then (a function of a context made again since is dead with it). */
+typedef struct {
+    ap_cu_context context;
+    unsigned long long context_id;
+    void *function[AP_CU_KERNELS];
+} ap_cu_device_kernels;
 
 /* A reused event, with the context it was made in and that context's id then. */
 typedef struct {
@@ -124,11 +142,42 @@ static struct {
     ap_cu_context_event *events;                  /* one reused event per context */
     size_t n_events, events_capacity;
     long stream_waits;                            /* made by the floor (tests, benchmarks) */
-} ap_cuda = {0, AP_CUDA_LOCK_INIT, {0}, {0}, NULL, 0, 0, 0};
+    ap_cu_device_kernels kernels[AP_CU_MAX_DEVICES];  /* published; loaded by gpu/kernels */
+    long launches;                                /* made by the floor (tests, benchmarks) */
+} ap_cuda = {0, AP_CUDA_LOCK_INIT, {0}, {0}, NULL, 0, 0, 0, {{0}}, 0};
 
 /* The entry point a failed call named (for the error message), set with every failure, per
  * thread (calls run without the GIL). */
 static AP_THREAD_LOCAL const char *ap_cuda_failed = "";
+
+/* A device copy's session (ap_cuda_session_enter .. _exit, on the calling thread): device
+ * `ordinal`'s primary context made current once, its id read once, and the stream the copy
+ * runs on, once the driver has said it is that context's. While it lasts, the floor's calls
+ * for that device on this thread skip the questions it answers (which context is current,
+ * which context a stream or an event belongs to, whether the context was made again):
+ * nothing else can change them on this thread meanwhile. The driver's own rules are
+ * unchanged; only repeated questions go. */
+typedef struct {
+    int ordinal;
+    ap_cu_context context;
+    unsigned long long context_id;
+    uintptr_t stream;            /* a handle known to be `context`'s; 0 until one is */
+    int pushed;
+} ap_cuda_session;
+
+static AP_THREAD_LOCAL ap_cuda_session *ap_cuda_current_session = NULL;
+
+/* The calling thread's session for device `ordinal`, or NULL. */
+static inline ap_cuda_session *ap_cuda_session_of(int ordinal) {
+    ap_cuda_session *session = ap_cuda_current_session;
+    return session != NULL && session->ordinal == ordinal ? session : NULL;
+}
+
+/* Whether `stream` runs in `session`'s context, as far as the session knows without
+ * asking: a default-stream value (that context's, made current), or the session's own. */
+static inline int ap_cuda_session_knows(const ap_cuda_session *session, uintptr_t stream) {
+    return stream <= 2 || (session->stream != 0 && stream == session->stream);
+}
 
 #if AP_CUDA_FLOOR_BUILT
 static void ap_cuda_after_fork_in_child(void) {
@@ -164,6 +213,7 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuMemAllocFromPoolAsync", (void **)&ap_cu.MemAllocFromPoolAsync},
         {"cuMemcpyAsync", (void **)&ap_cu.MemcpyAsync},
         {"cuMemGetAddressRange", (void **)&ap_cu.MemGetAddressRange},
+        {"cuLaunchKernel", (void **)&ap_cu.LaunchKernel},
     };
     if (!AP_CUDA_FLOOR_BUILT) {
         ap_cuda_failed = "the compiled floor (not built on this platform)";
@@ -244,13 +294,11 @@ static void ap_cuda_restore_current(int pushed) {
     }
 }
 
-/* The reused event of `context` (current), made on first use, and made again when the
- * context's id has changed since (reset, or a new context at the same handle: the old event
- * went with the old context). Lock held by the caller. */
-static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out) {
-    unsigned long long id = 0;
-    ap_cu_result result = ap_cu.CtxGetId(context, &id);
-    if (result != 0) { ap_cuda_failed = "cuCtxGetId"; return result; }
+/* The reused event of `context` (current) while its id is `id`, made on first use, and made
+ * again when the context's id has changed since (reset, or a new context at the same handle:
+ * the old event went with the old context). Lock held by the caller. */
+static ap_cu_result ap_cuda_event_of_locked(ap_cu_context context, unsigned long long id,
+                                            ap_cu_event *out) {
     size_t slot = ap_cuda.n_events;
     for (size_t i = 0; i < ap_cuda.n_events; i++)
         if (ap_cuda.events[i].context == context) {
@@ -266,7 +314,7 @@ static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out
         ap_cuda.events_capacity = capacity;
     }
     ap_cu_event event = NULL;
-    result = ap_cu.EventCreate(&event, AP_CU_EVENT_DISABLE_TIMING);
+    ap_cu_result result = ap_cu.EventCreate(&event, AP_CU_EVENT_DISABLE_TIMING);
     if (result != 0) { ap_cuda_failed = "cuEventCreate"; return result; }
     ap_cuda.events[slot].context = context;
     ap_cuda.events[slot].context_id = id;
@@ -274,6 +322,34 @@ static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out
     if (slot == ap_cuda.n_events) ap_cuda.n_events++;
     *out = event;
     return 0;
+}
+
+/* The reused event of `context` (current), its id asked of the driver. Lock held. */
+static ap_cu_result ap_cuda_event_locked(ap_cu_context context, ap_cu_event *out) {
+    unsigned long long id = 0;
+    ap_cu_result result = ap_cu.CtxGetId(context, &id);
+    if (result != 0) { ap_cuda_failed = "cuCtxGetId"; return result; }
+    return ap_cuda_event_of_locked(context, id, out);
+}
+
+/* A stream wait inside the calling thread's session, where the session knows the producer's
+ * stream (its context is the session's, current): record the session's context's event on
+ * the producer, the consumer waits for it. Lock held by the caller. */
+static ap_cu_result ap_cuda_session_wait_locked(const ap_cuda_session *session,
+                                                uintptr_t consumer, uintptr_t producer) {
+    ap_cu_event event = NULL;
+    ap_cu_result result = ap_cuda_event_of_locked(session->context, session->context_id,
+                                                  &event);
+    if (result == 0) {
+        result = ap_cu.EventRecord(event, (ap_cu_stream)producer);
+        if (result != 0) ap_cuda_failed = "cuEventRecord";
+    }
+    if (result == 0) {
+        result = ap_cu.StreamWaitEvent((ap_cu_stream)consumer, event, 0);
+        if (result != 0) ap_cuda_failed = "cuStreamWaitEvent";
+        else ap_cuda.stream_waits++;
+    }
+    return result;
 }
 
 /* Order `consumer` (a stream of device `ordinal`) after the work queued on `producer` (of
@@ -288,6 +364,23 @@ static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr
     ap_cu_event event = NULL;
     int pushed = 0, consumer_pushed = 0;
     ap_cu_result result;
+    const ap_cuda_session *session = ap_cuda_session_of(ordinal);
+    if (session != NULL && producer_ordinal == ordinal) {
+        /* The producer's context: the session's where it knows the stream, else asked. A
+         * default-stream consumer is the session's context's too (current). */
+        if (ap_cuda_session_knows(session, producer)) {
+            context = session->context;
+        } else if ((result = ap_cu.StreamGetCtx((ap_cu_stream)producer, &context)) != 0) {
+            ap_cuda_failed = "cuStreamGetCtx";
+            return result;
+        }
+        if (context == session->context) {   /* current, its id known: no more questions */
+            ap_cuda_lock(&ap_cuda.lock);
+            result = ap_cuda_session_wait_locked(session, consumer, producer);
+            ap_cuda_unlock(&ap_cuda.lock);
+            return result;
+        }
+    }
     ap_cuda_lock(&ap_cuda.lock);
     if (ap_cuda_is_default_stream(producer)) {
         result = ap_cuda_primary_locked(producer_ordinal, &context);
@@ -379,10 +472,46 @@ static ap_cu_result ap_cuda_current_device(int *out) {
 static ap_cu_result ap_cuda_enter_device(int ordinal, int *pushed) {
     ap_cu_context context = NULL;
     *pushed = 0;
+    if (ap_cuda_session_of(ordinal) != NULL) return 0;   /* current for the session */
     ap_cuda_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
     ap_cuda_unlock(&ap_cuda.lock);
     return result != 0 ? result : ap_cuda_make_current(context, pushed);
+}
+
+/* Start a device copy's session for device `ordinal` on this thread (`session` lives on the
+ * caller's stack until ap_cuda_session_exit, which the caller always calls, even after a
+ * failure here). One session per thread at a time: a second is refused (never nested). */
+static ap_cu_result ap_cuda_session_enter(int ordinal, ap_cuda_session *session) {
+    memset(session, 0, sizeof *session);
+    session->ordinal = -1;
+    if (ap_cuda_current_session != NULL) { ap_cuda_failed = "a nested copy session"; return 1; }
+    ap_cu_context context = NULL;
+    ap_cuda_lock(&ap_cuda.lock);
+    ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
+    ap_cuda_unlock(&ap_cuda.lock);
+    if (result == 0) result = ap_cuda_make_current(context, &session->pushed);
+    if (result != 0) return result;
+    result = ap_cu.CtxGetId(context, &session->context_id);
+    if (result != 0) {
+        ap_cuda_failed = "cuCtxGetId";
+        ap_cuda_restore_current(session->pushed);
+        session->pushed = 0;
+        return result;
+    }
+    session->context = context;
+    session->ordinal = ordinal;
+    ap_cuda_current_session = session;
+    return 0;
+}
+
+/* End the calling thread's session (`session`, entered or refused): the context made
+ * current for it is popped again. */
+static void ap_cuda_session_exit(ap_cuda_session *session) {
+    if (ap_cuda_current_session == session) ap_cuda_current_session = NULL;
+    ap_cuda_restore_current(session->pushed);
+    session->pushed = 0;
+    session->ordinal = -1;
 }
 
 /* Whether `stream` runs in device `ordinal`'s primary context (*on): a default stream value
@@ -398,6 +527,8 @@ static ap_cu_result ap_cuda_stream_is_on(uintptr_t stream, int ordinal, int *on)
     result = ap_cu.StreamGetCtx((ap_cu_stream)stream, &context);
     if (result != 0) { ap_cuda_failed = "cuStreamGetCtx"; return result; }
     *on = context == primary;
+    ap_cuda_session *session = ap_cuda_session_of(ordinal);
+    if (*on && session != NULL && session->context == primary) session->stream = stream;
     return 0;
 }
 
@@ -440,6 +571,95 @@ static ap_cu_result ap_cuda_allocation_bytes(int ordinal, uintptr_t address, siz
     if (ap_cu.MemGetAddressRange(&base, &size, address) == 0) *out = size;
     ap_cuda_restore_current(pushed);
     return 0;
+}
+
+/* ---- arrayport's kernels: loaded by gpu/kernels (KernelCache, which owns the modules and
+ * unloads them), their functions published here for the core to launch ---- */
+
+/* Say that kernel `which` of device `ordinal` is `function`, of a module loaded into
+ * `context` while its id was `context_id`; `ordinal` -1: no kernel of any device (the
+ * modules are being unloaded). */
+static void ap_cuda_publish_kernel(int ordinal, int which, void *context,
+                                   unsigned long long context_id, void *function) {
+    ap_cuda_lock(&ap_cuda.lock);
+    if (ordinal == -1) {
+        memset(ap_cuda.kernels, 0, sizeof ap_cuda.kernels);
+    } else if (ordinal >= 0 && ordinal < AP_CU_MAX_DEVICES && which >= 0
+               && which < AP_CU_KERNELS) {
+        ap_cu_device_kernels *entry = &ap_cuda.kernels[ordinal];
+        if (entry->context != context || entry->context_id != context_id)
+            memset(entry, 0, sizeof *entry);   /* another context's: gone with it */
+        entry->context = context;
+        entry->context_id = context_id;
+        entry->function[which] = function;
+    }
+    ap_cuda_unlock(&ap_cuda.lock);
+}
+
+/* Whether kernel `which` of device `ordinal` has been published for its primary context
+ * (a table read: no driver call; ap_cuda_launch checks that the context is still it). */
+static int ap_cuda_kernel_published(int ordinal, int which) {
+    int published = 0;
+    ap_cuda_lock(&ap_cuda.lock);
+    if (ordinal >= 0 && ordinal < AP_CU_MAX_DEVICES && which >= 0 && which < AP_CU_KERNELS)
+        published = ap_cuda.kernels[ordinal].function[which] != NULL
+                    && ap_cuda.kernels[ordinal].context == ap_cuda.primary[ordinal];
+    ap_cuda_unlock(&ap_cuda.lock);
+    return published;
+}
+
+/* Launch kernel `which` of device `ordinal` on `stream` (of that device's primary context):
+ * a grid of `grid` blocks of `block` threads, its one by-value parameter `params`. *launched
+ * is 0, with nothing launched, where no function of the context as it is now was published
+ * (none yet, or the context was made again since: the caller's Python path loads it). */
+static ap_cu_result ap_cuda_launch(int ordinal, int which, const unsigned *grid,
+                                   const unsigned *block, void *params, uintptr_t stream,
+                                   int *launched) {
+    ap_cu_context context = NULL;
+    unsigned long long id = 0;
+    void *function = NULL;
+    int pushed = 0;
+    *launched = 0;
+    if (ordinal < 0 || ordinal >= AP_CU_MAX_DEVICES || which < 0 || which >= AP_CU_KERNELS)
+        return 0;
+    ap_cuda_lock(&ap_cuda.lock);
+    ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
+    if (result == 0 && ap_cuda.kernels[ordinal].context == context) {
+        function = ap_cuda.kernels[ordinal].function[which];
+        id = ap_cuda.kernels[ordinal].context_id;
+    }
+    ap_cuda_unlock(&ap_cuda.lock);
+    if (result != 0 || function == NULL) return result;
+    const ap_cuda_session *session = ap_cuda_session_of(ordinal);
+    unsigned long long now = 0;
+    if (session != NULL && session->context == context) {
+        now = session->context_id;   /* read at the session's start; current since */
+    } else {
+        result = ap_cu.CtxGetId(context, &now);
+        if (result != 0) { ap_cuda_failed = "cuCtxGetId"; return result; }
+    }
+    if (now != id) return 0;   /* the module went with the context it was loaded into */
+    if (session == NULL) {
+        result = ap_cuda_make_current(context, &pushed);
+        if (result != 0) return result;
+    }
+    void *arguments[1] = {params};
+    result = ap_cu.LaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
+                                block[2], 0, (ap_cu_stream)stream, arguments, NULL);
+    ap_cuda_restore_current(pushed);
+    if (result != 0) { ap_cuda_failed = "cuLaunchKernel"; return result; }
+    ap_cuda_lock(&ap_cuda.lock);
+    ap_cuda.launches++;
+    ap_cuda_unlock(&ap_cuda.lock);
+    *launched = 1;
+    return 0;
+}
+
+static long ap_cuda_floor_launches(void) {
+    ap_cuda_lock(&ap_cuda.lock);
+    long n = ap_cuda.launches;
+    ap_cuda_unlock(&ap_cuda.lock);
+    return n;
 }
 
 static inline int ap_cuda_floor_ready(void) { return ap_cuda.ready; }
@@ -485,6 +705,7 @@ static void ap_cuda_floor_close(void) {
             }
     }
     free(ap_cuda.events);
+    memset(ap_cuda.kernels, 0, sizeof ap_cuda.kernels);   /* their modules are unloaded */
     ap_cuda.events = NULL;
     ap_cuda.n_events = ap_cuda.events_capacity = 0;
     ap_cuda.ready = 0;   /* closed: whatever comes later (exit-time finalizers) is Python's */

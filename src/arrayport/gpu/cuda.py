@@ -321,6 +321,8 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
         if getattr(self.library, "forked", False):   # the parent's (VendorDriver.close)
             return
         floor = self._owns_floor and self.library is _LIBRARY and _core.cuda_floor_ready()
+        if self._publishes_pools():   # the core launches none of the modules unloaded next
+            _core.publish_cuda_kernel(-1, "", 0, 0, 0)
         self.kernels.close()   # modules and pools first: they live in the contexts
         self._close_result_pools()   # released below
         super().close()
@@ -338,6 +340,17 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
 
     def _publishes_pools(self) -> bool:
         return self._owns_floor and self.library is _LIBRARY
+
+    def publish_kernel(self, ordinal: int, kernel: str, context: int,
+                       context_id: int | None, function: int) -> None:
+        """Tell the core's own device copy (which launches from C, on the floor) that
+        ``kernel`` is ``function`` on device ``ordinal``, its module loaded into ``context``
+        while the context's id was ``context_id`` (``gpu.kernels`` says so when it finds a
+        function). Only the process's driver over the floor's library publishes; a context
+        without an id (an older driver) is not published (the floor would not know it made
+        again)."""
+        if context_id is not None and self._publishes_pools():
+            _core.publish_cuda_kernel(ordinal, kernel, context, context_id, function)
 
     def _generation_of(self, key) -> object:
         return self.context_id(key)   # cuCtxGetId: new after a reset, as the floor keeps it

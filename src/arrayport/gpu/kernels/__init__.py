@@ -40,8 +40,8 @@ def ptx_image(module: str) -> bytes:
 class KernelCache:
     """The kernel modules a CUDA driver has loaded, per context (see the module).
 
-    ``driver`` provides ``on_device``, ``context_id``, ``load_module``, ``module_function``
-    and ``unload_module``. Entries are kept per library, as the driver's own caches are
+    ``driver`` provides ``on_device``, ``context_id``, ``load_module``, ``module_function``,
+    ``unload_module`` and ``publish_kernel`` (told of each function found). Entries are kept per library, as the driver's own caches are
     (tests swap the library for stand-ins)."""
 
     def __init__(self, driver):
@@ -79,7 +79,10 @@ class KernelCache:
                     functions[kernel] = driver.module_function(handle, kernel)
                 except BufferError:   # not in this module's PTX: no such kernel here
                     functions[kernel] = None
-            return functions[kernel]
+            function = functions[kernel]
+            if function is not None:   # the core launches it from C too, in this context
+                driver.publish_kernel(ordinal, kernel, key[0], key[1], function)
+            return function
 
     def why_not(self, ordinal: int, module: str) -> str | None:
         """Why ``module`` could not be loaded on device ``ordinal`` (None: it was, or was
