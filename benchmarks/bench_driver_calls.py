@@ -19,17 +19,27 @@ Exchanges, each with device 0's primary context current (as cuda-core's
 - an import through a DLPack 1.3 exchange table (what PyTorch's CUDA tensors offer: here
   the test producer tests/helpers/exchange_producer.py, whose current work stream has the
   tensor's write pending), without and with a consumer stream: ``ap.view(t)`` /
-  ``tvm_ffi.from_dlpack(t)``, and ``ap.view(t, stream=C)`` (cuda-core has no exchange-table
-  import, and tvm-ffi takes no consumer stream: arrayport only).
+  ``tvm_ffi.from_dlpack(t)``, and ``ap.view(t, stream=C)`` (cuda-core reads no exchange
+  table, and the test producer has no ``__dlpack__`` for it; tvm-ffi takes no consumer
+  stream: arrayport only — the CAI row with a consumer stream is the same wait);
 - a strided device-to-device copy (a transposed 32 x 32 float32): one launch of
-  arrayport's strided-copy kernel (cuda-core has no strided copy: arrayport only).
+  arrayport's strided-copy kernel / the "ctypes floor": the least a Python library over
+  ctypes does for it — a pool allocation and the launch, the kernel's function and its
+  parameters prepared beforehand (cuda-core has no strided copy). Neither side's free is
+  timed: results are kept until a batch is timed, then let go.
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
-it reuses). "host µs" is the median CPU time the calling thread spends per exchange
-(batches of 100, results kept), on the simulator with its streams paused while a batch is
-timed (the work queues and runs after it): Python, ctypes and the simulator's bookkeeping,
-not the waking of its stream threads nor the waits on their locks, which a GPU driver has
-not; a copy's bytes move on the simulator's stream threads, not in it. "py calls" counts the function
+it reuses). "host µs" is the median, over N rounds, of the CPU time the calling thread
+spends per exchange in a batch of ``BATCH`` (results kept); in each round every library of
+the row runs one batch, in turn, so a ratio is taken under the same conditions. Batches
+are short because the simulator is not a GPU driver in one respect that matters here: its
+look-ups (an address's allocation, a stream's queue) walk lists, so a call's cost grows
+with the allocations and queued work a long batch keeps alive (a batch of 400 doubles a
+copy's per-call cost over a batch of 5). The
+simulator's streams are paused while a batch is timed (the work queues and runs after
+it): the time is Python's, ctypes' and the simulator's bookkeeping, not the waking of its
+stream threads nor the waits on their locks, which a GPU driver has not; a copy's bytes
+move on the simulator's stream threads, not in it. "py calls" counts the function
 calls the interpreter makes per exchange (``sys.setprofile``): the Python side's work,
 exact and the same on every machine.
 """
@@ -54,10 +64,13 @@ if cudasim.install() is None:
 import numpy as np  # noqa: E402
 
 import arrayport as ap  # noqa: E402
+from arrayport import _core  # noqa: E402
 from exchange_producer import ExchangeTensor  # noqa: E402
 from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
 
 SIM = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
+BATCH = 10               # exchanges per timed batch (see the module: why short)
+ROUNDS_PER_REPEAT = 5    # timed rounds per --repeat (short batches: more of them)
 
 
 def cpu_model() -> str:
@@ -84,25 +97,30 @@ def counted(exchange, repeat):
             if after[name] != before[name]}
 
 
-def host_microseconds(exchange, repeat, batch=100):
-    """The median over ``repeat`` batches of the CPU time the calling thread spends per
-    exchange, in microseconds (results kept until a batch is timed: freeing is not the
-    exchange). CPU time, not wall time: the simulator's calls wait on locks its stream
-    threads hold, a wait a GPU driver does not have; the CPU the thread spends is Python's,
-    ctypes' and the simulator's bookkeeping."""
-    times = []
-    for _ in range(repeat):
-        kept = []
-        SIM.set_paused(True)   # work queues, nothing runs: no stream thread is woken
-        try:
-            start = time.thread_time()
-            for _ in range(batch):
-                kept.append(exchange())
-            times.append((time.thread_time() - start) / batch)
-        finally:
-            SIM.set_paused(False)
-        kept.clear()
-    return statistics.median(times) * 1e6
+def host_microseconds(runs, repeat, batch=None):
+    """{library: the median over ``repeat`` rounds of the CPU time the calling thread
+    spends per exchange, in microseconds}; in each round every library of ``runs``
+    ({library: exchange}) times one batch, in turn (results kept until its batch is timed:
+    freeing is not the exchange). CPU time, not wall time: the simulator's calls wait on
+    locks its stream threads hold, a wait a GPU driver does not have; the CPU the thread
+    spends is Python's, ctypes' and the simulator's bookkeeping."""
+    batch = batch or BATCH
+    times = {library: [] for library in runs}
+    for round_ in range(repeat * ROUNDS_PER_REPEAT):
+        order = list(runs.items())
+        order = order[round_ % len(order):] + order[:round_ % len(order)]
+        for library, exchange in order:
+            kept = []
+            SIM.set_paused(True)   # work queues, nothing runs: no stream thread is woken
+            try:
+                start = time.thread_time()
+                for _ in range(batch):
+                    kept.append(exchange())
+                times[library].append((time.thread_time() - start) / batch)
+            finally:
+                SIM.set_paused(False)
+            kept.clear()
+    return {library: statistics.median(taken) * 1e6 for library, taken in times.items()}
 
 
 def python_calls(exchange, repeat=20):
@@ -161,9 +179,56 @@ def peer_exchanges(values, producer, consumer, table_tensor):
     return peers, cleanup
 
 
+def ctypes_floor(view, stream):
+    """The least a Python library over ctypes does for a strided device copy of ``view`` on
+    ``stream`` (device 0): a block of arrayport's pool, then one launch of arrayport's
+    kernel — its function and its parameters (all but the destination) prepared here, once.
+    Each exchange returns the block, freed (``cuMemFreeAsync``) when it is let go."""
+    import ctypes
+
+    from arrayport.gpu import cuda as cuda_driver
+    from arrayport.gpu.kernels import strided_copy
+    driver = cuda_driver.driver
+    library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
+    pool = driver._result_pool(0).handle
+    kernel, grid, block, raw = _core.strided_copy_launch(view.shape, view.strides,
+                                                         view.itemsize, view.ptr, 1 << 12)
+    function = driver.kernels.function(0, "strided_copy", kernel)
+    params = strided_copy._STRUCTS[kernel].from_buffer_copy(raw)
+    arguments = (ctypes.c_void_p * 1)(ctypes.addressof(params))
+    allocate, launch = library.cuMemAllocFromPoolAsync, library.cuLaunchKernel
+    allocate.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p,
+                         ctypes.c_void_p]
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
+        ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    library.cuMemFreeAsync.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+    nbytes = view.nbytes
+
+    class Block:
+        __slots__ = ("address",)
+
+        def __init__(self, address):
+            self.address = address
+
+        def __del__(self):
+            library.cuMemFreeAsync(self.address, stream)
+
+    def exchange():
+        address = ctypes.c_uint64()
+        if allocate(ctypes.byref(address), nbytes, pool, stream) != 0:
+            raise BufferError("cuMemAllocFromPoolAsync failed")
+        params.dst = address.value
+        if launch(function, *grid, *block, 0, stream, arguments, None) != 0:
+            raise BufferError("cuLaunchKernel failed")
+        return Block(address.value)
+
+    return exchange
+
+
 def summary(counts):
     """(calls, host synchronizations, events created, calls by name) of one exchange."""
-    counts = dict(counts)
+    counts = {name: n for name, n in counts.items()   # driver calls, not the simulator's
+              if name.startswith("cu") or name == "host_synchronizations"}   # other counts
     syncs = counts.pop("host_synchronizations", 0)
     detail = ", ".join(f"{k} {v:g}" for k, v in sorted(counts.items()))
     return sum(counts.values()), syncs, counts.get("cuEventCreate", 0), detail
@@ -199,20 +264,25 @@ def main():
     }
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
     print("ratio: arrayport's host µs over the row's peer (measured in the same run)")
-    print(f"{'exchange':38} {'library':10} {'calls':>6} {'host syncs':>10} {'events':>7} "
+    print(f"{'exchange':38} {'library':12} {'calls':>6} {'host syncs':>10} {'events':>7} "
           f"{'host µs':>8} {'ratio':>6} {'py calls':>8}  driver calls by name")
+    with Context(0):
+        transposed.copy(stream=int(consumer))   # the kernel loaded (the first copy's work)
+        peers.setdefault("strided device copy on a stream", []).append(
+            ("ctypes floor", ctypes_floor(transposed, int(consumer))))
     for name, exchange in exchanges.items():
-        ours = None
-        for library, run in [("arrayport", exchange)] + peers.get(name, []):
-            with Context(0):   # device 0's context current, as a CUDA user's thread has it
+        runs = dict([("arrayport", exchange)] + peers.get(name, []))
+        with Context(0):   # device 0's context current, as a CUDA user's thread has it
+            micros = host_microseconds(runs, args.repeat)
+            for library, run in runs.items():
                 calls, syncs, events, detail = summary(counted(run, args.repeat))
-                micros = host_microseconds(run, args.repeat)
                 interpreted = python_calls(run)
-            ours = micros if ours is None else ours
-            ratio = "" if library == "arrayport" else f"{ours / micros:.2f}"
-            print(f"{name:38} {library:10} {calls:6g} {syncs:10g} {events:7g} {micros:8.1f} "
-                  f"{ratio:>6} {interpreted:8g}  {detail}")
+                ratio = "" if library == "arrayport" else \
+                    f"{micros['arrayport'] / micros[library]:.2f}"
+                print(f"{name:38} {library:12} {calls:6g} {syncs:10g} {events:7g} "
+                      f"{micros[library]:8.1f} {ratio:>6} {interpreted:8g}  {detail}")
     producer.synchronize()
+    consumer.synchronize()   # every copy read its source: the sources may go
     del pending, table_tensor, transposed
     array.free()
     square.free()
