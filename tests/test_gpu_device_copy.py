@@ -3,6 +3,7 @@ driver simulator, held to the general path it shortcuts (arrayport/gpu/copies.py
 bytes, the same View, the same driver work, the same lifetimes — on plain and strange
 arrays — or the general path's answer where the shortcut does not serve."""
 
+import ctypes
 import gc
 import sys
 
@@ -248,11 +249,13 @@ def test_where_the_core_does_not_serve_the_general_path_answers(streams, monkeyp
     called = _Called(monkeypatch)
     _core.publish_cuda_kernel(-1, "", 0, 0, 0)    # as at the start: no kernel loaded yet
     ap.view(array).T.copy(stream=int(consumer))                    # strided: loads the kernel
-    source.copy(device="cuda:0", stream=int(consumer))             # a device named
+    source.copy(device=(3, 0), stream=int(consumer))               # pinned host memory
     source.copy(device="cuda:1", stream=1)                         # another device
     assert called.count == 3
+    ap.view(array).T.copy(device="cpu", stream=int(consumer))      # strided, to the host
+    assert called.count == 4
     ap.view(array).T.copy(stream=int(consumer))                    # the kernel is the core's now
-    assert called.count == 3
+    assert called.count == 4
     managed = DeviceArray(VALUES, kind="managed")
     before = called.count
     assert contents(ap.view(managed).copy(stream=int(consumer))) == VALUES.tobytes()
@@ -356,3 +359,56 @@ def test_a_kernel_of_a_context_reset_since_is_never_launched():
     # C launched the second copy before the reset; after it, the first copy's launch was
     # the general path's (the dead function never handed to the driver), the second C's.
     assert output.split() == ["launches", "0", "1", "1", "2", "dead", "0"], output
+
+
+@pytest.mark.parametrize("target", ["cpu", "Device", "tuple", "cuda:0", "own Device"])
+@pytest.mark.parametrize("kind", ["plain", "offset", "read-only", "0-d", "bool", "float4",
+                                  "pending"])
+def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_streams, kind,
+                                                              target, monkeypatch):
+    # A copy to the host (one transfer, the host's one wait: readable on return, even of a
+    # source whose producer is still writing) and a copy to its own device named (as None)
+    # are the core's too; each held to the general path's copy of the same source.
+    producer, consumer = streams
+    values = {"bool": (VALUES % 3 == 0), "0-d": np.float32(7.5)}.get(kind, VALUES)
+    array = DeviceArray(np.asarray(values), stream=producer, busy=2 if kind == "pending" else 0)
+    source = ap.view(array)
+    if kind != "pending":
+        producer.synchronize()
+    if kind == "offset":
+        source = source[2:]
+    elif kind == "read-only":
+        source = source.as_readonly()
+    elif kind == "float4":
+        source = _core.view_from_pointer(array.ptr, (8, 48), None, "float4_e2m1fn",
+                                         readonly=False, owner=array, device=(2, 0),
+                                         protocol="test")
+    device = {"cpu": "cpu", "Device": ap.Device("cpu"), "tuple": (1, 0), "cuda:0": "cuda:0",
+              "own Device": ap.Device("cuda:0")}[target]
+    warm(source, int(consumer))
+    called = _Called(monkeypatch)
+    before = simulator.counters() if simulator else None
+    issued = source.copy(device=device, stream=int(consumer))
+    assert called.count == 0                      # no general path: the core's own
+    to_host = target in ("cpu", "Device", "tuple")
+    if simulator:
+        waited = simulator.counters()["host_synchronizations"] - \
+            before["host_synchronizations"]
+        assert (waited > 0) == to_host            # only a copy into host memory waits
+    if to_host:
+        expected = np.asarray(values) if kind != "offset" else np.asarray(values)[2:]
+        if kind == "float4":                      # packed: its bytes
+            assert ctypes.string_at(issued.ptr, issued.nbytes) == np.asarray(values).tobytes()
+        else:                                     # read now: no wait of the test's own
+            assert np.array_equal(np.asarray(issued).ravel(), expected.ravel())
+    before = simulator.counters() if simulator else None
+    reference = general(lambda: source.copy(device=device, stream=int(consumer)))
+    assert called.count == 1
+    if simulator:                                 # as often as the general path, no more
+        assert waited == simulator.counters()["host_synchronizations"] - \
+            before["host_synchronizations"]
+    assert described(issued) == described(reference)
+    consumer.synchronize()
+    assert contents(issued) == contents(reference) == contents(source)
+    del issued, reference, source
+    array.free()

@@ -22,6 +22,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_cuda_floor.pxi: _cuda_floor_direct
 #   _core_describe.pxi: _fill_c_strides, _new_view_like
+#   _core_host_copy.pxi: _new_host_copy_of
 #   _core_kernel_plan.pxi: _plan_view_copy
 #   _core_streams.pxi: _order_copy_after_source, _order_writers_after_copy
 #   _core_view.pxi: View
@@ -33,6 +34,7 @@ cdef extern from "_csrc/cuda_floor.h":
     int ap_cuda_copy_async(int ordinal, uintptr_t dst, uintptr_t src, size_t nbytes,
                            uintptr_t stream) nogil
     int ap_cuda_allocation_bytes(int ordinal, uintptr_t address, size_t* out) nogil
+    int ap_cuda_stream_synchronize(int ordinal, uintptr_t stream) nogil
     void ap_cuda_publish_kernel(int ordinal, int which, void* context,
                                 unsigned long long context_id, void* function) nogil
     bint ap_cuda_kernel_published(int ordinal, int which) nogil
@@ -132,6 +134,39 @@ cdef class _PooledBlock:
                 pass
 
 
+# Where a copy is asked to go, as the core reads it without Python: a (type, id) pair (a
+# Device is one), else a name seen before ("cpu", "cuda:0": parsed once by arrayport.devices,
+# the names' one owner, and remembered here, a few at most).
+cdef dict _copy_targets = {}
+DEF _COPY_TARGETS_KEPT = 32
+
+
+cdef tuple _copy_target(device):
+    """(device type, id) of ``device``, a copy's target; None where the core does not read
+    it (the general path answers, and refuses what it must)."""
+    if isinstance(device, tuple):   # a Device, or a plain (type, id)
+        if len(<tuple>device) != 2:
+            return None
+        kind, number = device
+        if (isinstance(kind, bool) or isinstance(number, bool) or not isinstance(kind, int)
+                or not isinstance(number, int)):
+            return None
+        return (int(kind), int(number))
+    if type(device) is not str:
+        return None
+    target = _copy_targets.get(device)
+    if target is None:
+        from arrayport.devices import Device   # once per name: its parser owns the names
+        try:
+            target = tuple(int(part) for part in Device(device))
+        except (TypeError, ValueError):
+            return None
+        if len(_copy_targets) >= _COPY_TARGETS_KEPT:
+            _copy_targets.clear()
+        _copy_targets[device] = target
+    return target
+
+
 cdef View _cuda_copy_in_c(View v, device, stream):
     """``v.copy(device, stream)`` issued from C where this part serves (see the header);
     None where it does not, or where the floor refused a step (the caller takes the general
@@ -139,17 +174,29 @@ cdef View _cuda_copy_in_c(View v, device, stream):
     cdef int32_t ordinal = v._t.device.device_id
     cdef int status
     cdef uintptr_t handle
-    cdef bint contiguous
+    cdef bint contiguous, to_host = False
+    cdef tuple target
     cdef ap_cuda_session session
-    if (device is not None or not _cuda_floor_direct or not ap_cuda_floor_ready()
+    if (not _cuda_floor_direct or not ap_cuda_floor_ready()
             or v._t.device.device_type != APDL_CUDA):
         return None
+    if device is not None:   # its own device (as None), or the host's memory
+        target = _copy_target(device)
+        if target is None:
+            return None
+        to_host = target == (APDL_CPU, 0)
+        if not to_host and target != (APDL_CUDA, ordinal):
+            return None
     contiguous = ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)
-    if not contiguous and not (ap_cuda_kernel_published(ordinal, 0)
-                               or ap_cuda_kernel_published(ordinal, 1)):
+    if not contiguous and (to_host or not (ap_cuda_kernel_published(ordinal, 0)
+                                           or ap_cuda_kernel_published(ordinal, 1))):
         return None   # the general path loads the kernels (and publishes them) first
-    pool = _cuda_result_pools.get(ordinal)
-    if pool is None or pool[0].closed or (stream is not None and type(stream) is not int):
+    pool = None
+    if not to_host:
+        pool = _cuda_result_pools.get(ordinal)
+        if pool is None or pool[0].closed:
+            return None
+    if stream is not None and type(stream) is not int:
         return None   # the general path reads other stream objects
     if v.nbytes == 0:
         return None
@@ -161,10 +208,39 @@ cdef View _cuda_copy_in_c(View v, device, stream):
     try:
         if status != 0:
             return None
+        if to_host:
+            return _cuda_copy_to_host_in_session(v, ordinal, handle)
         return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool)
     finally:
         with nogil:
             ap_cuda_session_exit(&session)
+
+
+cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handle):
+    """C-contiguous device memory copied into new host memory (``_new_host_copy_of``), on
+    ``handle``, complete when this returns: the waits, one transfer, the host's one wait
+    for the stream (a copy into host memory is readable on return)."""
+    cdef int on = 0
+    cdef int status
+    cdef size_t nbytes = v.nbytes
+    with nogil:
+        status = ap_cuda_stream_is_on(handle, ordinal, &on)
+    if status != 0 or not on:
+        return None
+    cdef View result = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+    try:
+        _order_copy_after_source(None, v, ordinal, handle)
+        with nogil:
+            status = ap_cuda_copy_async(ordinal, <uintptr_t>result._t.data,
+                                        <uintptr_t>v._t.data + v._t.byte_offset, nbytes,
+                                        handle)
+        if status == 0:
+            _order_writers_after_copy(None, v, ordinal, handle)
+            with nogil:
+                status = ap_cuda_stream_synchronize(ordinal, handle)
+    except BufferError:
+        status = -1
+    return result if status == 0 else None
 
 
 cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint contiguous,

@@ -15,7 +15,8 @@
  * context is made current for them), and that a stream handle belongs to the context the
  * driver names (cuStreamGetCtx); where memory lives, read from cuPointerGetAttributes's
  * answer (ap_cuda_location_of), and which device a thread works on. A device copy's calls
- * (a pool allocation, the transfer, an allocation's extent, the launch of one of
+ * (a pool allocation, the transfer, an allocation's extent, a host wait for a copy into
+ * host memory, the launch of one of
  * arrayport's kernels — their modules loaded and unloaded by gpu/kernels, their functions
  * published here with the context's id, so a context made again is never launched into).
  * It decides nothing: when to wait is the core's stream order (_core_streams.pxi), when a
@@ -113,6 +114,7 @@ static struct {
     ap_cu_result (*MemGetAddressRange)(unsigned long long *, size_t *, unsigned long long);
     ap_cu_result (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                                  unsigned, unsigned, ap_cu_stream, void **, void **);
+    ap_cu_result (*StreamSynchronize)(ap_cu_stream);
 } ap_cu;
 
 /* How many of arrayport's kernels the floor can launch (their functions published to it:
@@ -214,6 +216,7 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuMemcpyAsync", (void **)&ap_cu.MemcpyAsync},
         {"cuMemGetAddressRange", (void **)&ap_cu.MemGetAddressRange},
         {"cuLaunchKernel", (void **)&ap_cu.LaunchKernel},
+        {"cuStreamSynchronize", (void **)&ap_cu.StreamSynchronize},
     };
     if (!AP_CUDA_FLOOR_BUILT) {
         ap_cuda_failed = "the compiled floor (not built on this platform)";
@@ -556,6 +559,18 @@ static ap_cu_result ap_cuda_copy_async(int ordinal, uintptr_t dst, uintptr_t src
     result = ap_cu.MemcpyAsync(dst, src, nbytes, (ap_cu_stream)stream);
     ap_cuda_restore_current(pushed);
     if (result != 0) ap_cuda_failed = "cuMemcpyAsync";
+    return result;
+}
+
+/* Block the calling thread until `stream`'s work so far is done (of device `ordinal`): only
+ * where the host itself reads the result (a copy into host memory). Called without the GIL. */
+static ap_cu_result ap_cuda_stream_synchronize(int ordinal, uintptr_t stream) {
+    int pushed = 0;
+    ap_cu_result result = ap_cuda_enter_device(ordinal, &pushed);
+    if (result != 0) return result;
+    result = ap_cu.StreamSynchronize((ap_cu_stream)stream);
+    ap_cuda_restore_current(pushed);
+    if (result != 0) ap_cuda_failed = "cuStreamSynchronize";
     return result;
 }
 
