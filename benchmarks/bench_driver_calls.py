@@ -22,6 +22,9 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   ``tvm_ffi.from_dlpack(t)``, and ``ap.view(t, stream=C)`` (cuda-core reads no exchange
   table, and the test producer has no ``__dlpack__`` for it; tvm-ffi takes no consumer
   stream: arrayport only — the CAI row with a consumer stream is the same wait);
+- a copy of device memory into new host memory, readable on return:
+  ``View.copy(device="cpu", stream=C)`` / the ctypes floor (a NumPy array, the transfer, the
+  host's wait for the stream);
 - a strided device-to-device copy (a transposed 32 x 32 float32): one launch of
   arrayport's strided-copy kernel / the "ctypes floor": the least a Python library over
   ctypes does for it — a pool allocation and the launch, the kernel's function and its
@@ -70,6 +73,7 @@ from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
 
 SIM = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
 BATCH = 10               # exchanges per timed batch (see the module: why short)
+HOST_WAITS = {"device → host copy"}   # rows timed with the streams running: they wait
 ROUNDS_PER_REPEAT = 5    # timed rounds per --repeat (short batches: more of them)
 
 
@@ -97,13 +101,14 @@ def counted(exchange, repeat):
             if after[name] != before[name]}
 
 
-def host_microseconds(runs, repeat, batch=None):
+def host_microseconds(runs, repeat, batch=None, paused=True):
     """{library: the median over ``repeat`` rounds of the CPU time the calling thread
     spends per exchange, in microseconds}; in each round every library of ``runs``
     ({library: exchange}) times one batch, in turn (results kept until its batch is timed:
     freeing is not the exchange). CPU time, not wall time: the simulator's calls wait on
     locks its stream threads hold, a wait a GPU driver does not have; the CPU the thread
-    spends is Python's, ctypes' and the simulator's bookkeeping."""
+    spends is Python's, ctypes' and the simulator's bookkeeping. ``paused`` False for an
+    exchange that waits for its stream (a copy into host memory): the work must run."""
     batch = batch or BATCH
     times = {library: [] for library in runs}
     for round_ in range(repeat * ROUNDS_PER_REPEAT):
@@ -111,7 +116,7 @@ def host_microseconds(runs, repeat, batch=None):
         order = order[round_ % len(order):] + order[:round_ % len(order)]
         for library, exchange in order:
             kept = []
-            SIM.set_paused(True)   # work queues, nothing runs: no stream thread is woken
+            SIM.set_paused(paused)   # work queues, nothing runs: no stream thread is woken
             try:
                 start = time.thread_time()
                 for _ in range(batch):
@@ -225,6 +230,26 @@ def ctypes_floor(view, stream):
     return exchange
 
 
+def ctypes_download(view, stream):
+    """The least a Python library over ctypes does to copy ``view`` (device 0's memory) into
+    a new NumPy array on ``stream``, readable on return: the array, the transfer, the host's
+    wait for the stream."""
+    import ctypes
+    library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
+    copy, wait = library.cuMemcpyAsync, library.cuStreamSynchronize
+    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    wait.argtypes = [ctypes.c_void_p]
+    shape, dtype, source, nbytes = view.shape, np.dtype("float32"), view.ptr, view.nbytes
+
+    def exchange():
+        out = np.empty(shape, dtype)
+        if copy(out.ctypes.data, source, nbytes, stream) != 0 or wait(stream) != 0:
+            raise BufferError("cuMemcpyAsync or cuStreamSynchronize failed")
+        return out
+
+    return exchange
+
+
 def summary(counts):
     """(calls, host synchronizations, events created, calls by name) of one exchange."""
     counts = {name: n for name, n in counts.items()   # driver calls, not the simulator's
@@ -258,6 +283,7 @@ def main():
             stream=int(consumer), max_version=(1, 3)),
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
         "strided device copy on a stream": lambda: transposed.copy(stream=int(consumer)),
+        "device → host copy": lambda: pending.copy(device="cpu", stream=int(consumer)),
         "exchange-table import": lambda: ap.view(table_tensor),
         "exchange-table import, consumer stream": lambda: ap.view(table_tensor,
                                                                   stream=int(consumer)),
@@ -270,10 +296,12 @@ def main():
         transposed.copy(stream=int(consumer))   # the kernel loaded (the first copy's work)
         peers.setdefault("strided device copy on a stream", []).append(
             ("ctypes floor", ctypes_floor(transposed, int(consumer))))
+        peers.setdefault("device → host copy", []).append(
+            ("ctypes floor", ctypes_download(pending, int(consumer))))
     for name, exchange in exchanges.items():
         runs = dict([("arrayport", exchange)] + peers.get(name, []))
         with Context(0):   # device 0's context current, as a CUDA user's thread has it
-            micros = host_microseconds(runs, args.repeat)
+            micros = host_microseconds(runs, args.repeat, paused=name not in HOST_WAITS)
             for library, run in runs.items():
                 calls, syncs, events, detail = summary(counted(run, args.repeat))
                 interpreted = python_calls(run)
