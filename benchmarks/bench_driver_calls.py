@@ -295,9 +295,9 @@ def main():
     with Context(0):
         transposed.copy(stream=int(consumer))   # the kernel loaded (the first copy's work)
         peers.setdefault("strided device copy on a stream", []).append(
-            ("ctypes floor", ctypes_floor(transposed, int(consumer))))
+            ("ctypes-floor", ctypes_floor(transposed, int(consumer))))
         peers.setdefault("device → host copy", []).append(
-            ("ctypes floor", ctypes_download(pending, int(consumer))))
+            ("ctypes-floor", ctypes_download(pending, int(consumer))))
     for name, exchange in exchanges.items():
         runs = dict([("arrayport", exchange)] + peers.get(name, []))
         with Context(0):   # device 0's context current, as a CUDA user's thread has it
