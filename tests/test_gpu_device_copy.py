@@ -412,3 +412,74 @@ def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_stre
     assert contents(issued) == contents(reference) == contents(source)
     del issued, reference, source
     array.free()
+
+
+@pytest.mark.parametrize("target", ["cuda:0", "Device", "tuple"])
+@pytest.mark.parametrize("kind", ["plain", "offset", "read-only", "0-d", "bool", "float4",
+                                  "pinned"])
+def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, kind, target,
+                                                         monkeypatch):
+    # Host memory to a device: one transfer into the device's pool, issued from C; the
+    # source kept alive until the block is freed only where the driver may still read it
+    # (pinned memory), as the general path keeps it.
+    _, consumer = streams
+    values = {"bool": (VALUES % 3 == 0), "0-d": np.float32(7.5)}.get(kind, VALUES)
+    host = np.ascontiguousarray(values)
+    pinned = None
+    if kind == "pinned":                           # page-locked host memory, labelled CPU
+        pinned = DeviceArray(host, kind="pinned")
+        source = _core.view_from_pointer(pinned.ptr, host.shape, None, "float32",
+                                         readonly=False, owner=pinned, device=(1, 0),
+                                         protocol="test")
+    else:
+        source = ap.view(host)
+    if kind == "offset":
+        source = source[2:]
+    elif kind == "read-only":
+        source = source.as_readonly()
+    elif kind == "float4":
+        source = _core.view_from_pointer(host.ctypes.data, (8, 48), None, "float4_e2m1fn",
+                                         readonly=False, owner=host, device=(1, 0),
+                                         protocol="test")
+    device = {"cuda:0": "cuda:0", "Device": ap.Device("cuda:0"), "tuple": (2, 0)}[target]
+    general(lambda: source.copy(device=device, stream=int(consumer)))   # the pool made
+    gc.collect()
+    called = _Called(monkeypatch)
+    driver = cuda_driver.driver
+    driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
+    results = driver.held_results()
+    issued = source.copy(device=device, stream=int(consumer))
+    assert called.count == 0                      # no general path: the core's own
+    reference = general(lambda: source.copy(device=device, stream=int(consumer)))
+    assert called.count == 1
+    assert described(issued) == described(reference)
+    assert str(issued.device) == "cuda:0" and issued.ptr != reference.ptr
+    consumer.synchronize()
+    assert contents(issued) == contents(reference) == bytes(
+        np.ascontiguousarray(np.asarray(host)[2:] if kind == "offset" else host).tobytes()
+        if kind != "float4" else host.tobytes())
+    del issued
+    gc.collect()                                  # held with its source only where pinned
+    assert driver.held_results() - results == (2 if kind == "pinned" else 1)
+    del reference, source
+    if pinned is not None:
+        gc.collect()
+        driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
+        pinned.free()
+
+
+def test_a_large_pageable_upload_is_left_to_the_pinned_ring(streams, monkeypatch):
+    # From the ring's threshold on (gpu/staging.py's, read at each copy), a pageable upload
+    # is the general path's: the core leaves it alone.
+    from arrayport.gpu import staging
+    _, consumer = streams
+    source = ap.view(np.arange(4096, dtype=np.float32))
+    source.copy(device="cuda:0", stream=int(consumer))
+    called = _Called(monkeypatch)
+    small = source[:1024]
+    monkeypatch.setattr(staging, "THRESHOLD_BYTES", 8192)
+    small.copy(device="cuda:0", stream=int(consumer))        # 4 KiB: below it, the core's
+    assert called.count == 0
+    source.copy(device="cuda:0", stream=int(consumer))       # 16 KiB: the ring's
+    assert called.count == 1
+    consumer.synchronize()

@@ -3,7 +3,9 @@
 # issued from C on the compiled floor (_csrc/cuda_floor.h), with no Python between the call
 # and the driver: C-contiguous memory as one transfer (the copy cuda-core's Buffer.copy_to
 # makes), strided memory as one launch of arrayport's strided-copy kernel, planned by
-# _csrc/device_copy_plan.h. Everything else (another device, the host, ROCm, a driver
+# _csrc/device_copy_plan.h; C-contiguous device memory to the host as one transfer and a
+# host wait; C-contiguous host memory to a device as one transfer (pageable memory below the
+# pinned ring's threshold, gpu/staging.py's, read from it at each copy). Everything else (another device, the host, ROCm, a driver
 # without the floor, a pool not made yet, kernels not loaded yet in the device's context, a
 # layout the kernels take no plan for) is arrayport/gpu/copies.py's, through the copy hook;
 # so is every failure here: where the floor refuses a step, the general path makes the copy
@@ -167,7 +169,68 @@ cdef tuple _copy_target(device):
     return target
 
 
+# gpu/staging.py, once imported: its THRESHOLD_BYTES says from what size a pageable upload
+# is the pinned ring's (a Python path); None until then (the core's uploads wait for it).
+cdef object _upload_staging = None
+
+
+def publish_upload_staging(module):
+    """Say where the pinned ring's threshold is read (gpu/staging.py, at its import)."""
+    global _upload_staging
+    _upload_staging = module
+
+
 cdef View _cuda_copy_in_c(View v, device, stream):
+    """``v.copy(device, stream)`` issued from C where this part serves (see the header);
+    None where it does not (the caller takes the general path)."""
+    if v._t.device.device_type == APDL_CPU:
+        return _cuda_upload_in_c(v, device, stream) if device is not None else None
+    return _cuda_device_copy_in_c(v, device, stream)
+
+
+cdef View _cuda_upload_in_c(View v, device, stream):
+    """C-contiguous host memory copied to a CUDA device's pool, from C (see the header);
+    None where this does not serve: a strided source (the general path packs it first), a
+    source with GPU work pending or a producer stream (host memory a stream writes), large
+    pageable memory (the pinned ring), another target."""
+    cdef tuple target = _copy_target(device)
+    cdef int32_t ordinal, device_type = 0, device_id = 0
+    cdef int status
+    cdef uintptr_t handle
+    cdef bint pageable
+    cdef ap_cuda_session session
+    if (target is None or target[0] != APDL_CUDA or not _cuda_floor_direct
+            or not ap_cuda_floor_ready() or _upload_staging is None
+            or v._stream is not None or v._producer_stream is not None
+            or not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)):
+        return None
+    ordinal = target[1]
+    pool = _cuda_result_pools.get(ordinal)
+    if pool is None or pool[0].closed or (stream is not None and type(stream) is not int):
+        return None
+    if v.nbytes == 0:
+        return None
+    handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
+    with nogil:   # pageable, or memory the driver knows (pinned): kept until the copy ran
+        status = ap_cuda_locate_pointer(<uintptr_t>v._t.data + v._t.byte_offset,
+                                        &device_type, &device_id)
+    if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
+        return None
+    pageable = status == AP_CU_UNKNOWN_MEMORY
+    if pageable and v.nbytes >= _upload_staging.THRESHOLD_BYTES:
+        return None   # the pinned ring's
+    with nogil:
+        status = ap_cuda_session_enter(ordinal, &session)
+    try:
+        if status != 0:
+            return None
+        return _cuda_copy_in_session(v, ordinal, handle, True, pool, False, pageable)
+    finally:
+        with nogil:
+            ap_cuda_session_exit(&session)
+
+
+cdef View _cuda_device_copy_in_c(View v, device, stream):
     """``v.copy(device, stream)`` issued from C where this part serves (see the header);
     None where it does not, or where the floor refused a step (the caller takes the general
     path, which makes the copy whole)."""
@@ -210,7 +273,7 @@ cdef View _cuda_copy_in_c(View v, device, stream):
             return None
         if to_host:
             return _cuda_copy_to_host_in_session(v, ordinal, handle)
-        return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool)
+        return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool, True, False)
     finally:
         with nogil:
             ap_cuda_session_exit(&session)
@@ -244,10 +307,12 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
 
 
 cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint contiguous,
-                                tuple pool):
-    """The copy's steps, inside the floor's session for device ``ordinal``: a block of
-    ``pool`` on ``handle``, the waits, the transfer or the launch, the result (None where a
-    step is refused)."""
+                                tuple pool, bint on_device, bint pageable):
+    """The copy's steps into device ``ordinal``'s memory, inside the floor's session for it:
+    a block of ``pool`` on ``handle``, the waits, the transfer or the launch, the result
+    (None where a step is refused). ``v`` is that device's memory (``on_device``), or host
+    memory — ``pageable`` (the driver has read it when the transfer call returns: nothing
+    kept), else pinned (kept until the block is freed, as a device source is)."""
     cdef int on = 0, launched = 0
     cdef int status
     cdef uintptr_t address = 0
@@ -285,18 +350,23 @@ cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint 
                     status = -1   # not published (yet, or for this context as it is now)
         if status == 0:
             _order_writers_after_copy(None, v, ordinal, handle)
-            with nogil:
-                status = ap_cuda_allocation_bytes(ordinal, <uintptr_t>v._t.data, &extent)
+            if on_device:
+                with nogil:
+                    status = ap_cuda_allocation_bytes(ordinal, <uintptr_t>v._t.data, &extent)
     except BufferError:
         status = -1
     if status != 0:
         return None   # the block goes back with `block`; the general path starts again
     # What the copy reads stays alive until its block is really freed, counted at its
-    # whole allocation (a small View of a large one holds all of it).
-    block.keep, block.keep_bytes = (v,), extent or nbytes
+    # whole allocation (a small View of a large one holds all of it); pageable host memory
+    # was read when the transfer call returned.
+    if not pageable:
+        block.keep, block.keep_bytes = (v,), extent or nbytes
     cdef View result = _new_view_like(v, block, "copy")
     result._t.data = <void*>address
     result._t.byte_offset = 0
+    result._t.device.device_type = APDL_CUDA
+    result._t.device.device_id = ordinal
     _fill_c_strides(result._t.ndim, result._t.shape, result._t.strides)
     result._flags = (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
     result._stream = handle

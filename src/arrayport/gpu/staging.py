@@ -19,6 +19,7 @@ Device → host stays the driver's pageable path: measured on an H100 at 2.3× P
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 
 from arrayport import _core
@@ -52,6 +53,11 @@ _rings_lock = threading.Lock()
 def uses_ring(nbytes: int) -> bool:
     """Whether a pageable host → device copy of ``nbytes`` goes through the ring."""
     return nbytes >= THRESHOLD_BYTES
+
+
+# The core's own uploads (_core_device_copy.pxi) leave copies from this size on to the ring:
+# it reads THRESHOLD_BYTES from this module at each copy (set it here, and both paths see it).
+_core.publish_upload_staging(sys.modules[__name__])
 
 
 def _ring_of(driver) -> _Ring:
