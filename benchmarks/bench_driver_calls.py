@@ -22,6 +22,8 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   ``tvm_ffi.from_dlpack(t)``, and ``ap.view(t, stream=C)`` (cuda-core reads no exchange
   table, and the test producer has no ``__dlpack__`` for it; tvm-ffi takes no consumer
   stream: arrayport only — the CAI row with a consumer stream is the same wait);
+- a copy of 4 KiB of pageable host memory to device 0: ``View.copy(device="cuda:0",
+  stream=C)`` / the ctypes floor (a pool allocation, the transfer);
 - a copy of device memory into new host memory, readable on return:
   ``View.copy(device="cpu", stream=C)`` / the ctypes floor (a NumPy array, the transfer, the
   host's wait for the stream);
@@ -250,6 +252,41 @@ def ctypes_download(view, stream):
     return exchange
 
 
+def ctypes_upload(view, stream):
+    """The least a Python library over ctypes does to copy ``view`` (host memory) into a
+    new block of arrayport's pool on device 0, on ``stream``: the allocation, the transfer
+    (freed, ``cuMemFreeAsync``, when the exchange's result is let go)."""
+    import ctypes
+
+    from arrayport.gpu import cuda as cuda_driver
+    library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
+    pool = cuda_driver.driver._result_pool(0).handle
+    allocate, copy = library.cuMemAllocFromPoolAsync, library.cuMemcpyAsync
+    allocate.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p,
+                         ctypes.c_void_p]
+    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    library.cuMemFreeAsync.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+    source, nbytes = view.ptr, view.nbytes
+
+    class Block:
+        __slots__ = ("address",)
+
+        def __init__(self, address):
+            self.address = address
+
+        def __del__(self):
+            library.cuMemFreeAsync(self.address, stream)
+
+    def exchange():
+        address = ctypes.c_uint64()
+        if allocate(ctypes.byref(address), nbytes, pool, stream) != 0 or \
+                copy(address.value, source, nbytes, stream) != 0:
+            raise BufferError("cuMemAllocFromPoolAsync or cuMemcpyAsync failed")
+        return Block(address.value)
+
+    return exchange
+
+
 def summary(counts):
     """(calls, host synchronizations, events created, calls by name) of one exchange."""
     counts = {name: n for name, n in counts.items()   # driver calls, not the simulator's
@@ -270,6 +307,7 @@ def main():
     pending = ap.view(array)          # a View whose data is pending on the producer's stream
     square = DeviceArray(np.arange(32 * 32, dtype=np.float32).reshape(32, 32), device=0)
     transposed = ap.view(square).T
+    host = ap.view(np.arange(1024, dtype=np.float32))   # 4 KiB of pageable host memory
 
     ExchangeTensor.current_stream[0] = int(producer)
     table_tensor = ExchangeTensor(DeviceArray(values, device=0, stream=producer))
@@ -284,6 +322,7 @@ def main():
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
         "strided device copy on a stream": lambda: transposed.copy(stream=int(consumer)),
         "device → host copy": lambda: pending.copy(device="cpu", stream=int(consumer)),
+        "host → device copy": lambda: host.copy(device="cuda:0", stream=int(consumer)),
         "exchange-table import": lambda: ap.view(table_tensor),
         "exchange-table import, consumer stream": lambda: ap.view(table_tensor,
                                                                   stream=int(consumer)),
@@ -298,6 +337,9 @@ def main():
             ("ctypes-floor", ctypes_floor(transposed, int(consumer))))
         peers.setdefault("device → host copy", []).append(
             ("ctypes-floor", ctypes_download(pending, int(consumer))))
+        host.copy(device="cuda:0", stream=int(consumer))   # gpu.staging imported (its threshold)
+        peers.setdefault("host → device copy", []).append(
+            ("ctypes-floor", ctypes_upload(host, int(consumer))))
     for name, exchange in exchanges.items():
         runs = dict([("arrayport", exchange)] + peers.get(name, []))
         with Context(0):   # device 0's context current, as a CUDA user's thread has it

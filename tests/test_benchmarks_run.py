@@ -77,7 +77,7 @@ def test_the_driver_call_benchmark_counts_each_exchange():
     names = {"CAI import, consumer stream", "CAI import, no stream",
              "DLPack export to a consumer stream",
              "device copy on a stream", "strided device copy on a stream",
-             "device → host copy",
+             "device → host copy", "host → device copy",
              "exchange-table import", "exchange-table import, consumer stream"}
     assert {name for name, _ in rows} == names
     for name in names:
