@@ -186,43 +186,59 @@ def peer_exchanges(values, producer, consumer, table_tensor):
     return peers, cleanup
 
 
+class _PoolFloor:
+    """What the ctypes floors that allocate share: the simulator's library with the entry
+    points they call declared, a block of arrayport's pool on device 0 in ``stream``'s
+    order, and the block as an exchange's result (freed, ``cuMemFreeAsync``, when it is let
+    go: not part of the timed exchange)."""
+
+    def __init__(self, stream):
+        import ctypes
+
+        from arrayport.gpu import cuda as cuda_driver
+        self.ctypes, self.stream = ctypes, stream
+        self.library = library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
+        self.pool = cuda_driver.driver._result_pool(0).handle
+        library.cuMemAllocFromPoolAsync.argtypes = [
+            ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+        library.cuMemcpyAsync.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                          ctypes.c_void_p]
+        library.cuMemFreeAsync.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+        library.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
+            ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        free = library.cuMemFreeAsync
+
+        class Block:
+            __slots__ = ("address",)
+
+            def __init__(self, address):
+                self.address = address
+
+            def __del__(self):
+                free(self.address, stream)
+
+        self.Block = Block
+
+
 def ctypes_floor(view, stream):
     """The least a Python library over ctypes does for a strided device copy of ``view`` on
     ``stream`` (device 0): a block of arrayport's pool, then one launch of arrayport's
-    kernel — its function and its parameters (all but the destination) prepared here, once.
-    Each exchange returns the block, freed (``cuMemFreeAsync``) when it is let go."""
-    import ctypes
-
+    kernel — its function and its parameters (all but the destination) prepared here, once."""
     from arrayport.gpu import cuda as cuda_driver
     from arrayport.gpu.kernels import strided_copy
-    driver = cuda_driver.driver
-    library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
-    pool = driver._result_pool(0).handle
+    floor = _PoolFloor(stream)
     kernel, grid, block, raw = _core.strided_copy_launch(view.shape, view.strides,
                                                          view.itemsize, view.ptr, 1 << 12)
-    function = driver.kernels.function(0, "strided_copy", kernel)
+    function = cuda_driver.driver.kernels.function(0, "strided_copy", kernel)
     params = strided_copy._STRUCTS[kernel].from_buffer_copy(raw)
-    arguments = (ctypes.c_void_p * 1)(ctypes.addressof(params))
-    allocate, launch = library.cuMemAllocFromPoolAsync, library.cuLaunchKernel
-    allocate.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p,
-                         ctypes.c_void_p]
-    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
-        ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
-    library.cuMemFreeAsync.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
-    nbytes = view.nbytes
+    arguments = (floor.ctypes.c_void_p * 1)(floor.ctypes.addressof(params))
+    launch, nbytes = floor.library.cuLaunchKernel, view.nbytes
+    allocate, pool, address, Block = (floor.library.cuMemAllocFromPoolAsync, floor.pool,
+                                      floor.ctypes.c_uint64(), floor.Block)
+    at = floor.ctypes.byref(address)
 
-    class Block:
-        __slots__ = ("address",)
-
-        def __init__(self, address):
-            self.address = address
-
-        def __del__(self):
-            library.cuMemFreeAsync(self.address, stream)
-
-    def exchange():
-        address = ctypes.c_uint64()
-        if allocate(ctypes.byref(address), nbytes, pool, stream) != 0:
+    def exchange():   # (inlined: the floor makes no call it need not make)
+        if allocate(at, nbytes, pool, stream) != 0:
             raise BufferError("cuMemAllocFromPoolAsync failed")
         params.dst = address.value
         if launch(function, *grid, *block, 0, stream, arguments, None) != 0:
@@ -254,32 +270,15 @@ def ctypes_download(view, stream):
 
 def ctypes_upload(view, stream):
     """The least a Python library over ctypes does to copy ``view`` (host memory) into a
-    new block of arrayport's pool on device 0, on ``stream``: the allocation, the transfer
-    (freed, ``cuMemFreeAsync``, when the exchange's result is let go)."""
-    import ctypes
+    new block of arrayport's pool on device 0, on ``stream``: the allocation, the transfer."""
+    floor = _PoolFloor(stream)
+    copy, source, nbytes = floor.library.cuMemcpyAsync, view.ptr, view.nbytes
+    allocate, pool, address, Block = (floor.library.cuMemAllocFromPoolAsync, floor.pool,
+                                      floor.ctypes.c_uint64(), floor.Block)
+    at = floor.ctypes.byref(address)
 
-    from arrayport.gpu import cuda as cuda_driver
-    library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
-    pool = cuda_driver.driver._result_pool(0).handle
-    allocate, copy = library.cuMemAllocFromPoolAsync, library.cuMemcpyAsync
-    allocate.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p,
-                         ctypes.c_void_p]
-    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
-    library.cuMemFreeAsync.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
-    source, nbytes = view.ptr, view.nbytes
-
-    class Block:
-        __slots__ = ("address",)
-
-        def __init__(self, address):
-            self.address = address
-
-        def __del__(self):
-            library.cuMemFreeAsync(self.address, stream)
-
-    def exchange():
-        address = ctypes.c_uint64()
-        if allocate(ctypes.byref(address), nbytes, pool, stream) != 0 or \
+    def exchange():   # (inlined: the floor makes no call it need not make)
+        if allocate(at, nbytes, pool, stream) != 0 or \
                 copy(address.value, source, nbytes, stream) != 0:
             raise BufferError("cuMemAllocFromPoolAsync or cuMemcpyAsync failed")
         return Block(address.value)
