@@ -114,6 +114,7 @@ def gpu_paths():
     table_tensor = ExchangeTensor(DeviceArray(values, stream=producer))
     square = ap.view(DeviceArray(np.arange(32 * 32, dtype=np.float32).reshape(32, 32))).T
     upload = np.ones(max(staging.THRESHOLD_BYTES, 1) // 4 + 1, np.float32)
+    small_upload = ap.view(np.ones(1024, np.float32))
     on = int(consumer)
 
     def synchronized(exchange):
@@ -137,6 +138,9 @@ def gpu_paths():
             stream=on, max_version=(1, 3)),
         "gpu: device copy (result pool)": lambda: pending.copy(stream=on),
         "gpu: strided device copy (kernel)": lambda: square.copy(stream=on),
+        "gpu: device → host copy": lambda: pending.copy(device="cpu", stream=on),
+        "gpu: host → device copy, 4 KiB": lambda: small_upload.copy(device="cuda:0",
+                                                                    stream=on),
         "gpu: upload through the pinned ring": lambda: ap.view(upload).copy(
             device="cuda:0", stream=on),
         "gpu: Arrow device export": lambda: pending.__arrow_c_device_array__(),
