@@ -414,9 +414,15 @@ def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_stre
     array.free()
 
 
+# Strided host sources: packed by the host kernel, then one transfer.
+STRIDED_HOST = {"transposed": lambda a: a.T, "row slice, reversed": lambda a: a[::-1, 1:5],
+                "complex128 transposed": lambda a: (a + 1j * a).astype(np.complex128).T,
+                "int8 every third": lambda a: a.astype(np.int8)[:, ::3]}
+
+
 @pytest.mark.parametrize("target", ["cuda:0", "Device", "tuple"])
 @pytest.mark.parametrize("kind", ["plain", "offset", "read-only", "0-d", "bool", "float4",
-                                  "pinned"])
+                                  "pinned", *STRIDED_HOST])
 def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, kind, target,
                                                          monkeypatch):
     # Host memory to a device: one transfer into the device's pool, issued from C; the
@@ -424,7 +430,7 @@ def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, 
     # (pinned memory), as the general path keeps it.
     _, consumer = streams
     values = {"bool": (VALUES % 3 == 0), "0-d": np.float32(7.5)}.get(kind, VALUES)
-    host = np.ascontiguousarray(values)
+    host = STRIDED_HOST[kind](VALUES) if kind in STRIDED_HOST else np.ascontiguousarray(values)
     pinned = None
     if kind == "pinned":                           # page-locked host memory, labelled CPU
         pinned = DeviceArray(host, kind="pinned")
@@ -458,6 +464,7 @@ def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, 
     assert contents(issued) == contents(reference) == bytes(
         np.ascontiguousarray(np.asarray(host)[2:] if kind == "offset" else host).tobytes()
         if kind != "float4" else host.tobytes())
+    assert issued.is_c_contiguous and source.is_c_contiguous == (kind not in STRIDED_HOST)
     del issued
     gc.collect()                                  # held with its source only where pinned
     assert driver.held_results() - results == (2 if kind == "pinned" else 1)
@@ -482,4 +489,9 @@ def test_a_large_pageable_upload_is_left_to_the_pinned_ring(streams, monkeypatch
     assert called.count == 0
     source.copy(device="cuda:0", stream=int(consumer))       # 16 KiB: the ring's
     assert called.count == 1
+    square = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    ap.view(square[:32].T).copy(device="cuda:0", stream=int(consumer))   # 8 KiB, packed: too
+    assert called.count == 2
+    ap.view(square[:16].T).copy(device="cuda:0", stream=int(consumer))   # 4 KiB: the core's
+    assert called.count == 2
     consumer.synchronize()

@@ -4,8 +4,9 @@
 # and the driver: C-contiguous memory as one transfer (the copy cuda-core's Buffer.copy_to
 # makes), strided memory as one launch of arrayport's strided-copy kernel, planned by
 # _csrc/device_copy_plan.h; C-contiguous device memory to the host as one transfer and a
-# host wait; C-contiguous host memory to a device as one transfer (pageable memory below the
-# pinned ring's threshold, gpu/staging.py's, read from it at each copy). Everything else (another device, the host, ROCm, a driver
+# host wait; host memory to a device as one transfer (strided memory packed by the host
+# kernel first; pageable memory below the pinned ring's threshold, gpu/staging.py's, read
+# from it at each copy). Everything else (another device, the host, ROCm, a driver
 # without the floor, a pool not made yet, kernels not loaded yet in the device's context, a
 # layout the kernels take no plan for) is arrayport/gpu/copies.py's, through the copy hook;
 # so is every failure here: where the floor refuses a step, the general path makes the copy
@@ -24,7 +25,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_cuda_floor.pxi: _cuda_floor_direct
 #   _core_describe.pxi: _fill_c_strides, _new_view_like
-#   _core_host_copy.pxi: _new_host_copy_of
+#   _core_host_copy.pxi: _copy_elements, _new_host_copy_of
 #   _core_kernel_plan.pxi: _plan_view_copy
 #   _core_streams.pxi: _order_copy_after_source, _order_writers_after_copy
 #   _core_view.pxi: View
@@ -189,8 +190,8 @@ cdef View _cuda_copy_in_c(View v, device, stream):
 
 
 cdef View _cuda_upload_in_c(View v, device, stream):
-    """C-contiguous host memory copied to a CUDA device's pool, from C (see the header);
-    None where this does not serve: a strided source (the general path packs it first), a
+    """Host memory copied to a CUDA device's pool, from C (see the header): a strided source
+    packed by the host kernel first, then one transfer. None where this does not serve: a
     source with GPU work pending or a producer stream (host memory a stream writes), large
     pageable memory (the pinned ring), another target."""
     cdef tuple target = _copy_target(device)
@@ -201,8 +202,7 @@ cdef View _cuda_upload_in_c(View v, device, stream):
     cdef ap_cuda_session session
     if (target is None or target[0] != APDL_CUDA or not _cuda_floor_direct
             or not ap_cuda_floor_ready() or _upload_staging is None
-            or v._stream is not None or v._producer_stream is not None
-            or not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)):
+            or v._stream is not None or v._producer_stream is not None):
         return None
     ordinal = target[1]
     pool = _cuda_result_pools.get(ordinal)
@@ -211,14 +211,21 @@ cdef View _cuda_upload_in_c(View v, device, stream):
     if v.nbytes == 0:
         return None
     handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
-    with nogil:   # pageable, or memory the driver knows (pinned): kept until the copy ran
-        status = ap_cuda_locate_pointer(<uintptr_t>v._t.data + v._t.byte_offset,
-                                        &device_type, &device_id)
-    if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
-        return None
-    pageable = status == AP_CU_UNKNOWN_MEMORY
-    if pageable and v.nbytes >= _upload_staging.THRESHOLD_BYTES:
-        return None   # the pinned ring's
+    if not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
+        if v.nbytes >= _upload_staging.THRESHOLD_BYTES:
+            return None   # packed, then the pinned ring's (the general path does both)
+        packed = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+        _copy_elements(v, <char*>packed._t.data)   # packed by the host kernel: pageable
+        v, pageable = packed, True
+    else:
+        with nogil:   # pageable, or memory the driver knows (pinned): kept until it ran
+            status = ap_cuda_locate_pointer(<uintptr_t>v._t.data + v._t.byte_offset,
+                                            &device_type, &device_id)
+        if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
+            return None
+        pageable = status == AP_CU_UNKNOWN_MEMORY
+        if pageable and v.nbytes >= _upload_staging.THRESHOLD_BYTES:
+            return None   # the pinned ring's
     with nogil:
         status = ap_cuda_session_enter(ordinal, &session)
     try:
