@@ -252,7 +252,7 @@ def test_where_the_core_does_not_serve_the_general_path_answers(streams, monkeyp
     source.copy(device=(3, 0), stream=int(consumer))               # pinned host memory
     source.copy(device="cuda:1", stream=1)                         # another device
     assert called.count == 3
-    ap.view(array).T.copy(device="cpu", stream=int(consumer))      # strided, to the host
+    source.copy(device=(13, 0), stream=int(consumer))               # managed memory
     assert called.count == 4
     ap.view(array).T.copy(stream=int(consumer))                    # the kernel is the core's now
     assert called.count == 4
@@ -363,18 +363,25 @@ def test_a_kernel_of_a_context_reset_since_is_never_launched():
 
 @pytest.mark.parametrize("target", ["cpu", "Device", "tuple", "cuda:0", "own Device"])
 @pytest.mark.parametrize("kind", ["plain", "offset", "read-only", "0-d", "bool", "float4",
-                                  "pending"])
+                                  "pending", "transposed", "transposed, pending",
+                                  "int8 transposed, misaligned"])
 def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_streams, kind,
                                                               target, monkeypatch):
     # A copy to the host (one transfer, the host's one wait: readable on return, even of a
     # source whose producer is still writing) and a copy to its own device named (as None)
     # are the core's too; each held to the general path's copy of the same source.
     producer, consumer = streams
-    values = {"bool": (VALUES % 3 == 0), "0-d": np.float32(7.5)}.get(kind, VALUES)
-    array = DeviceArray(np.asarray(values), stream=producer, busy=2 if kind == "pending" else 0)
+    values = {"bool": (VALUES % 3 == 0), "0-d": np.float32(7.5),
+              **STRANGE_VALUES}.get(kind, VALUES)
+    pending = kind.endswith("pending")
+    array = DeviceArray(np.asarray(values), stream=producer, busy=2 if pending else 0)
     source = ap.view(array)
-    if kind != "pending":
+    if not pending:
         producer.synchronize()
+    if kind.startswith("transposed"):           # packed by the kernel, then one transfer
+        source = source.T
+    elif kind == "int8 transposed, misaligned":
+        source = strided_source(kind, array)
     if kind == "offset":
         source = source[2:]
     elif kind == "read-only":
@@ -396,7 +403,10 @@ def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_stre
             before["host_synchronizations"]
         assert (waited > 0) == to_host            # only a copy into host memory waits
     if to_host:
-        expected = np.asarray(values) if kind != "offset" else np.asarray(values)[2:]
+        expected = {"offset": lambda a: a[2:], "transposed": lambda a: a.T,
+                    "transposed, pending": lambda a: a.T,
+                    "int8 transposed, misaligned": lambda a: a[1:, 3:35].T}.get(
+            kind, lambda a: a)(np.asarray(values))
         if kind == "float4":                      # packed: its bytes
             assert ctypes.string_at(issued.ptr, issued.nbytes) == np.asarray(values).tobytes()
         else:                                     # read now: no wait of the test's own
@@ -409,7 +419,9 @@ def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_stre
             before["host_synchronizations"]
     assert described(issued) == described(reference)
     consumer.synchronize()
-    assert contents(issued) == contents(reference) == contents(source)
+    assert contents(issued) == contents(reference)
+    if source.is_c_contiguous:
+        assert contents(issued) == contents(source)
     del issued, reference, source
     array.free()
 
@@ -495,3 +507,64 @@ def test_a_large_pageable_upload_is_left_to_the_pinned_ring(streams, monkeypatch
     ap.view(square[:16].T).copy(device="cuda:0", stream=int(consumer))   # 4 KiB: the core's
     assert called.count == 2
     consumer.synchronize()
+
+
+class _Owner:
+    """Something a source View keeps alive, to watch with a weak reference."""
+
+
+@pytest.mark.parametrize("path", ["core", "general"])
+@pytest.mark.parametrize("copy, kept", [
+    ("device → device", True),        # the transfer may still read it: kept with the result
+    ("device → host", False),         # complete on return: nothing reads it later
+    ("pinned → device", True),        # the driver reads pinned memory asynchronously
+    ("pageable → device", False),     # read when the call returns
+])
+def test_a_copy_keeps_its_source_alive_only_while_a_transfer_may_read_it(
+        streams, path, copy, kept):
+    # Both paths hold a source by the same rule (docs/devices.md, "Copies"): alive with the
+    # result only where an enqueued transfer may still read it.
+    import weakref
+    _, consumer = streams
+    owner = _Owner()
+    watched = weakref.ref(owner)
+    pinned = DeviceArray(VALUES, kind="pinned") if copy == "pinned → device" else None
+    device_memory = DeviceArray(VALUES) if copy.startswith("device") else None
+    host = VALUES.copy()
+    address, device = {"device": (device_memory.ptr if device_memory else 0, (2, 0)),
+                       "pinned": (pinned.ptr if pinned else 0, (1, 0)),
+                       "pageable": (host.ctypes.data, (1, 0))}[copy.split()[0]]
+    source = _core.view_from_pointer(address, VALUES.shape, None, "float32", readonly=False,
+                                     owner=owner, device=device, protocol="test")
+    target = "cpu" if copy.endswith("host") else "cuda:0"
+    warm_target = lambda: source.copy(device=target, stream=int(consumer))  # noqa: E731
+    general(warm_target)                          # the pool made, kernels published
+    gc.collect()
+    result = warm_target() if path == "core" else general(warm_target)
+    del source, owner
+    gc.collect()
+    assert (watched() is not None) == kept, (path, copy)
+    consumer.synchronize()
+    del result
+    gc.collect()
+    driver = cuda_driver.driver
+    driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
+    gc.collect()
+    assert watched() is None                      # and never longer than that
+    for array in (pinned, device_memory):
+        if array is not None:
+            array.free()
+
+
+def test_a_target_id_outside_int32_is_refused_as_the_general_path_refuses(streams):
+    _, consumer = streams
+    source = ap.view(np.arange(8, dtype=np.float32))
+    general(lambda: source.copy(device="cuda:0", stream=int(consumer)))
+    refusals = []
+    for make in (lambda: source.copy(device=(2, 2**40), stream=int(consumer)),
+                 lambda: general(lambda: source.copy(device=(2, 2**40),
+                                                     stream=int(consumer)))):
+        with pytest.raises(ValueError, match="device id") as refused:
+            make()
+        refusals.append(str(refused.value))
+    assert refusals[0] == refusals[1]

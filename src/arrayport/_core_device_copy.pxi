@@ -3,8 +3,8 @@
 # issued from C on the compiled floor (_csrc/cuda_floor.h), with no Python between the call
 # and the driver: C-contiguous memory as one transfer (the copy cuda-core's Buffer.copy_to
 # makes), strided memory as one launch of arrayport's strided-copy kernel, planned by
-# _csrc/device_copy_plan.h; C-contiguous device memory to the host as one transfer and a
-# host wait; host memory to a device as one transfer (strided memory packed by the host
+# _csrc/device_copy_plan.h; device memory to the host as one transfer (of the source, or
+# of its packing by that kernel into staging) and a host wait; host memory to a device as one transfer (strided memory packed by the host
 # kernel first; pageable memory below the pinned ring's threshold, gpu/staging.py's, read
 # from it at each copy). Everything else (another device, the host, ROCm, a driver
 # without the floor, a pool not made yet, kernels not loaded yet in the device's context, a
@@ -38,6 +38,7 @@ cdef extern from "_csrc/cuda_floor.h":
                            uintptr_t stream) nogil
     int ap_cuda_allocation_bytes(int ordinal, uintptr_t address, size_t* out) nogil
     int ap_cuda_stream_synchronize(int ordinal, uintptr_t stream) nogil
+    int ap_cuda_free_async(int ordinal, uintptr_t address, uintptr_t stream) nogil
     void ap_cuda_publish_kernel(int ordinal, int which, void* context,
                                 unsigned long long context_id, void* function) nogil
     bint ap_cuda_kernel_published(int ordinal, int which) nogil
@@ -142,6 +143,7 @@ cdef class _PooledBlock:
 # the names' one owner, and remembered here, a few at most).
 cdef dict _copy_targets = {}
 DEF _COPY_TARGETS_KEPT = 32
+DEF _INT32_MAX = 2147483647
 
 
 cdef tuple _copy_target(device):
@@ -152,8 +154,8 @@ cdef tuple _copy_target(device):
             return None
         kind, number = device
         if (isinstance(kind, bool) or isinstance(number, bool) or not isinstance(kind, int)
-                or not isinstance(number, int)):
-            return None
+                or not isinstance(number, int) or not 0 <= number <= _INT32_MAX):
+            return None   # the general path refuses it, in its words
         return (int(kind), int(number))
     if type(device) is not str:
         return None
@@ -258,14 +260,12 @@ cdef View _cuda_device_copy_in_c(View v, device, stream):
         if not to_host and target != (APDL_CUDA, ordinal):
             return None
     contiguous = ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)
-    if not contiguous and (to_host or not (ap_cuda_kernel_published(ordinal, 0)
-                                           or ap_cuda_kernel_published(ordinal, 1))):
+    if not contiguous and not (ap_cuda_kernel_published(ordinal, 0)
+                               or ap_cuda_kernel_published(ordinal, 1)):
         return None   # the general path loads the kernels (and publishes them) first
-    pool = None
-    if not to_host:
-        pool = _cuda_result_pools.get(ordinal)
-        if pool is None or pool[0].closed:
-            return None
+    pool = _cuda_result_pools.get(ordinal)   # results, and a strided download's staging
+    if (not to_host or not contiguous) and (pool is None or pool[0].closed):
+        return None
     if stream is not None and type(stream) is not int:
         return None   # the general path reads other stream objects
     if v.nbytes == 0:
@@ -279,37 +279,60 @@ cdef View _cuda_device_copy_in_c(View v, device, stream):
         if status != 0:
             return None
         if to_host:
-            return _cuda_copy_to_host_in_session(v, ordinal, handle)
+            return _cuda_copy_to_host_in_session(v, ordinal, handle, contiguous, pool)
         return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool, True, False)
     finally:
         with nogil:
             ap_cuda_session_exit(&session)
 
 
-cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handle):
-    """C-contiguous device memory copied into new host memory (``_new_host_copy_of``), on
-    ``handle``, complete when this returns: the waits, one transfer, the host's one wait
-    for the stream (a copy into host memory is readable on return)."""
-    cdef int on = 0
+cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handle,
+                                        bint contiguous, tuple pool):
+    """Device memory copied into new host memory (``_new_host_copy_of``), on ``handle``,
+    complete when this returns: the waits, one transfer — of the source, or of its packing
+    by the strided-copy kernel into a staging block of ``pool`` (freed in the stream's order
+    after the transfer, as the general path's staging is) — and the host's one wait for the
+    stream (a copy into host memory is readable on return)."""
+    cdef int on = 0, launched = 0
     cdef int status
     cdef size_t nbytes = v.nbytes
+    cdef uintptr_t source = <uintptr_t>v._t.data + v._t.byte_offset, staging = 0
+    cdef ap_plan_launch launch
+    cdef uintptr_t pool_handle = 0 if pool is None else pool[1]
     with nogil:
         status = ap_cuda_stream_is_on(handle, ordinal, &on)
+        if status == 0 and on and not contiguous:   # (a full device: the general path)
+            status = ap_cuda_pool_allocate(ordinal, <void*>pool_handle, nbytes, handle,
+                                           &staging)
     if status != 0 or not on:
         return None
-    cdef View result = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+    cdef View result
     try:
+        if not contiguous and _plan_view_copy(v, staging, &launch) != 0:
+            return None   # no plan (too deep): the general path copies by DMA
+        result = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
         _order_copy_after_source(None, v, ordinal, handle)
         with nogil:
-            status = ap_cuda_copy_async(ordinal, <uintptr_t>result._t.data,
-                                        <uintptr_t>v._t.data + v._t.byte_offset, nbytes,
-                                        handle)
+            if not contiguous:
+                status = ap_cuda_launch(ordinal, launch.tiled, launch.grid, launch.block,
+                                        &launch.params, handle, &launched)
+                if status == 0 and not launched:
+                    status = -1   # not published for this context as it is now
+                source = staging
+            if status == 0:
+                status = ap_cuda_copy_async(ordinal, <uintptr_t>result._t.data, source,
+                                            nbytes, handle)
         if status == 0:
             _order_writers_after_copy(None, v, ordinal, handle)
-            with nogil:
-                status = ap_cuda_stream_synchronize(ordinal, handle)
     except BufferError:
         status = -1
+    finally:
+        if staging:   # after the transfer that reads it, in the stream's order
+            with nogil:
+                ap_cuda_free_async(ordinal, staging, handle)
+    if status == 0:
+        with nogil:
+            status = ap_cuda_stream_synchronize(ordinal, handle)
     return result if status == 0 else None
 
 

@@ -15,8 +15,8 @@
  * context is made current for them), and that a stream handle belongs to the context the
  * driver names (cuStreamGetCtx); where memory lives, read from cuPointerGetAttributes's
  * answer (ap_cuda_location_of), and which device a thread works on. A device copy's calls
- * (a pool allocation, the transfer, an allocation's extent, a host wait for a copy into
- * host memory, the launch of one of
+ * (a pool allocation and a stream-ordered free, the transfer, an allocation's extent, a host
+ * wait for a copy into host memory, the launch of one of
  * arrayport's kernels — their modules loaded and unloaded by gpu/kernels, their functions
  * published here with the context's id, so a context made again is never launched into).
  * It decides nothing: when to wait is the core's stream order (_core_streams.pxi), when a
@@ -115,6 +115,7 @@ static struct {
     ap_cu_result (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                                  unsigned, unsigned, ap_cu_stream, void **, void **);
     ap_cu_result (*StreamSynchronize)(ap_cu_stream);
+    ap_cu_result (*MemFreeAsync)(unsigned long long, ap_cu_stream);
 } ap_cu;
 
 /* How many of arrayport's kernels the floor can launch (their functions published to it:
@@ -217,6 +218,7 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuMemGetAddressRange", (void **)&ap_cu.MemGetAddressRange},
         {"cuLaunchKernel", (void **)&ap_cu.LaunchKernel},
         {"cuStreamSynchronize", (void **)&ap_cu.StreamSynchronize},
+        {"cuMemFreeAsync", (void **)&ap_cu.MemFreeAsync},
     };
     if (!AP_CUDA_FLOOR_BUILT) {
         ap_cuda_failed = "the compiled floor (not built on this platform)";
@@ -559,6 +561,18 @@ static ap_cu_result ap_cuda_copy_async(int ordinal, uintptr_t dst, uintptr_t src
     result = ap_cu.MemcpyAsync(dst, src, nbytes, (ap_cu_stream)stream);
     ap_cuda_restore_current(pushed);
     if (result != 0) ap_cuda_failed = "cuMemcpyAsync";
+    return result;
+}
+
+/* A block of a memory pool (`address`, of device `ordinal`) freed in `stream`'s order:
+ * after the work queued on it so far (a copy's staging, read by that work only). */
+static ap_cu_result ap_cuda_free_async(int ordinal, uintptr_t address, uintptr_t stream) {
+    int pushed = 0;
+    ap_cu_result result = ap_cuda_enter_device(ordinal, &pushed);
+    if (result != 0) return result;
+    result = ap_cu.MemFreeAsync((unsigned long long)address, (ap_cu_stream)stream);
+    ap_cuda_restore_current(pushed);
+    if (result != 0) ap_cuda_failed = "cuMemFreeAsync";
     return result;
 }
 

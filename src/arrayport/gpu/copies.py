@@ -115,15 +115,17 @@ def _driver_copy(view, source, target, driver, stream):
     _core.order_writers_after_copy(driver, view, ordinal, stream)
     lands_on_host = not gpu.is_device_memory(target.type)
     stream = _core.finish_copy(driver, ordinal, stream, lands_on_host)
-    # The result keeps the source (and what was packed, while a transfer may read it)
-    # alive as long as it lives, and a result on a device longer: its transfers may still
-    # be pending when it dies, so its memory's release keeps them until the memory is
-    # really freed — after the work that may use it (gpu.cuda_memory) — counting what they
-    # hold allocated (a small View of a large allocation holds all of it). A host source
-    # needs it only where the transfer read it asynchronously: pinned memory (from pageable
-    # memory the driver has read it when the call returns).
-    if not lands_on_host and hasattr(memory, "keep") and (
-            source.type is not DeviceType.CPU or not _pageable(driver, packed.ptr)):
+    # Where a transfer may still read the source (and what was packed) after ``copy``
+    # returns, the result keeps them alive as long as it lives, and a result on a device
+    # longer: its transfers may still be pending when it dies, so its memory's release
+    # keeps them until the memory is really freed — after the work that may use it
+    # (gpu.cuda_memory) — counting what they hold allocated (a small View of a large
+    # allocation holds all of it). Nothing reads the source later where the copy lands in
+    # host memory (complete on return), nor from pageable host memory (the driver has read
+    # it when the call returns): there the source's life is its own.
+    reads_later = not lands_on_host and (
+        source.type is not DeviceType.CPU or not _pageable(driver, packed.ptr))
+    if reads_later and hasattr(memory, "keep"):
         memory.keep = (view,) if packed is view else (view, packed)
         memory.keep_bytes = (driver.allocation_bytes(source.id, view.ptr)
                              if gpu.is_device_memory(source.type) else 0) or view.nbytes
@@ -131,7 +133,8 @@ def _driver_copy(view, source, target, driver, stream):
             memory.keep_bytes += packed.nbytes
     result = _core.view_from_pointer(
         memory.address, view.shape, None, view.dtype, readonly=False,
-        owner=_CopyOwner(memory, view, None if lands_on_host else packed),
+        owner=_CopyOwner(memory, view if reads_later else None,
+                         packed if reads_later else None),
         device=tuple(target), protocol="copy")
     return _core.mark_copied(result, stream)
 
@@ -185,8 +188,8 @@ def _pageable(driver, address: int) -> bool:
 
 
 class _CopyOwner:
-    """What a copy's View keeps alive: the new memory, and the source it was read from
-    (whose memory may still be read by the enqueued transfer)."""
+    """What a copy's View keeps alive: the new memory, and — where an enqueued transfer
+    may still read them — the source it was read from and what was packed (else None)."""
 
     __slots__ = ("memory", "source", "packed", "__weakref__")
 
