@@ -568,3 +568,29 @@ def test_a_target_id_outside_int32_is_refused_as_the_general_path_refuses(stream
             make()
         refusals.append(str(refused.value))
     assert refusals[0] == refusals[1]
+
+
+@pytest.mark.parametrize("method", ["stream_is_on", "allocate_result", "allocate_temporary",
+                                    "copy_async", "allocation_bytes", "synchronize",
+                                    "has_kernel", "launch_kernel"])
+def test_a_stand_in_for_a_call_the_core_s_copies_make_takes_them_back(streams, monkeypatch,
+                                                                      method):
+    # A test's stand-in for one of the driver's copy calls (a failure injected, a call
+    # logged, "no kernels here": the fixture without_kernels) must see every copy: the
+    # core's copies stand aside while it is in, and come back once it is taken out.
+    _, consumer = streams
+    array = DeviceArray(VALUES)
+    source = ap.view(array).T
+    warm(source, int(consumer))
+    called = _Called(monkeypatch)
+    driver = cuda_driver.driver
+    monkeypatch.setattr(driver, method, getattr(driver, method))   # the same, as a stand-in
+    source.copy(stream=int(consumer))
+    assert called.count == 1                      # the general path: the stand-in sees it
+    monkeypatch.undo()
+    called = _Called(monkeypatch)
+    source.copy(stream=int(consumer))
+    assert called.count == 0                      # the core's again
+    consumer.synchronize()
+    del source
+    array.free()

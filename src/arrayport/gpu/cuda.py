@@ -166,7 +166,10 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
     # the floor's library with these methods — this class's own, on the instance and on the
     # class (the tests swap in stand-in libraries and methods, on either, and take them out
     # again): said whenever one changes (here, and by the class's metaclass).
-    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor")
+    # (The core's own copies stand in for the copy calls, the kernels' and the pool's.)
+    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor",
+                     "stream_is_on", "allocate_result", "allocate_temporary", "copy_async",
+                     "allocation_bytes", "synchronize", "has_kernel", "launch_kernel")
 
     def __setattr__(self, name, value) -> None:
         object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
