@@ -1,17 +1,20 @@
-# Included by _core.pyx. A device copy the core issues itself: View.copy of CUDA device
-# memory on its own device, into a block of arrayport's pool on that device, planned and
-# issued from C on the compiled floor (_csrc/cuda_floor.h), with no Python between the call
-# and the driver: C-contiguous memory as one transfer (the copy cuda-core's Buffer.copy_to
-# makes), strided memory as one launch of arrayport's strided-copy kernel, planned by
-# _csrc/device_copy_plan.h; device memory to the host as one transfer (of the source, or
-# of its packing by that kernel into staging) and a host wait; host memory to a device as one transfer (strided memory packed by the host
-# kernel first; pageable memory below the pinned ring's threshold, gpu/staging.py's, read
-# from it at each copy). Everything else (another device, the host, ROCm, a driver
-# without the floor, a pool not made yet, kernels not loaded yet in the device's context, a
-# layout the kernels take no plan for) is arrayport/gpu/copies.py's, through the copy hook;
-# so is every failure here: where the floor refuses a step, the general path makes the copy
-# again from the start and says what went wrong as it always does (its refusals, its
-# room-making for a full device).
+# Included by _core.pyx. The copies the core issues itself (View.copy), planned and issued
+# from C on CUDA's compiled floor (_csrc/cuda_floor.h), in one floor session each, with no
+# Python between the call and the driver:
+#   - CUDA device memory to its own device, into a block of arrayport's pool there: one
+#     transfer where C-contiguous (the copy cuda-core's Buffer.copy_to makes), else one
+#     launch of arrayport's strided-copy kernel, planned by _csrc/device_copy_plan.h;
+#   - CUDA device memory to new host memory: one transfer (of the source, or of its packing
+#     by that kernel into a pool block freed in the stream's order), then the host's wait;
+#   - host memory to a device's pool: one transfer (strided memory packed by the host kernel
+#     first; pageable memory only below the pinned ring's threshold, gpu/staging.py's, read
+#     from that module at each copy).
+# Everything else (another device, pinned or managed targets, ROCm, a driver without the
+# floor, a pool not made yet, kernels not loaded yet in the device's context, a layout the
+# kernels take no plan for) is arrayport/gpu/copies.py's, through the copy hook; so is
+# every failure here: where the floor refuses a step, the general path makes the copy again
+# from the start and says what went wrong as it always does (its refusals, its room-making
+# for a full device).
 #
 # Who owns what: the pool, and what becomes of a dead result's block (held, then returned
 # after one synchronization), are gpu/cuda_memory.py's, which publishes each device's pool
