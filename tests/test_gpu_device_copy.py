@@ -291,23 +291,33 @@ def test_a_stream_of_another_device_takes_the_general_path(streams, monkeypatch)
     array.free()
 
 
-def test_the_core_s_copy_on_the_second_device_stays_there(monkeypatch):
-    # The path picks its device from the source: a copy of cuda:1 memory on a cuda:1
-    # stream is the core's, lands on cuda:1 and reads the same as the general path's.
+@pytest.mark.parametrize("copy", ["contiguous", "transposed", "to the host",
+                                  "transposed, to the host", "upload"])
+def test_the_core_s_copy_on_the_second_device_stays_there(monkeypatch, copy):
+    # The path picks its device from the source (the target, for an upload): a copy on
+    # cuda:1 on a cuda:1 stream is the core's — its kernel loaded and published in cuda:1's
+    # context — lands where it should and reads the same as the general path's.
     from sim_arrays import Stream
     stream = Stream(1)
     array = DeviceArray(VALUES, device=1, stream=stream)
-    source = ap.view(array)
+    source = {"upload": ap.view(VALUES)}.get(copy, ap.view(array))
+    if copy.startswith("transposed"):
+        source = source.T
+    device = "cpu" if copy.endswith("host") else ("cuda:1" if copy == "upload" else None)
+    make = lambda: source.copy(device=device, stream=int(stream))  # noqa: E731
     try:
-        warm(source, int(stream))
+        general(make)                             # the pool made, the kernel published
+        gc.collect()
         called = _Called(monkeypatch)
-        issued = source.copy(stream=int(stream))
+        issued = make()
         assert called.count == 0
-        reference = general(lambda: source.copy(stream=int(stream)))
+        reference = general(make)
         assert described(issued) == described(reference)
-        assert str(issued.device) == "cuda:1"
+        assert str(issued.device) == ("cpu" if device == "cpu" else "cuda:1")
         stream.synchronize()
-        assert contents(issued) == contents(reference) == VALUES.tobytes()
+        expected = VALUES.T if copy.startswith("transposed") else VALUES
+        assert contents(issued) == contents(reference) == \
+            np.ascontiguousarray(expected).tobytes()
         del issued, reference
     finally:
         gc.collect()
