@@ -188,10 +188,41 @@ def publish_upload_staging(module):
 
 cdef View _cuda_copy_in_c(View v, device, stream):
     """``v.copy(device, stream)`` issued from C where this part serves (see the header);
-    None where it does not (the caller takes the general path)."""
+    None where it does not, or where the floor refused a step (the caller takes the general
+    path, which makes the copy whole)."""
+    if (not _cuda_floor_direct or not ap_cuda_floor_ready() or v.nbytes == 0
+            or (stream is not None and type(stream) is not int)):
+        return None   # (the general path reads other stream objects)
     if v._t.device.device_type == APDL_CPU:
         return _cuda_upload_in_c(v, device, stream) if device is not None else None
-    return _cuda_device_copy_in_c(v, device, stream)
+    if v._t.device.device_type == APDL_CUDA:
+        return _cuda_device_copy_in_c(v, device, stream)
+    return None
+
+
+DEF _TO_DEVICE = 0   # what a session's copy does: to the device (its own memory, or an upload)
+DEF _TO_HOST = 1     # device memory into new host memory
+
+
+cdef View _in_one_session(int kind, View v, int32_t ordinal, uintptr_t handle,
+                          bint contiguous, tuple pool, bint on_device, bint pageable):
+    """The copy's calls in one session of the floor for device ``ordinal``: its context made
+    current, and its id read, once (cuda_floor.h says what the session saves, and why it
+    may); the session ends however the copy does."""
+    cdef ap_cuda_session session
+    cdef int status
+    with nogil:
+        status = ap_cuda_session_enter(ordinal, &session)
+    try:
+        if status != 0:
+            return None
+        if kind == _TO_HOST:
+            return _cuda_copy_to_host_in_session(v, ordinal, handle, contiguous, pool)
+        return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool, on_device,
+                                     pageable)
+    finally:
+        with nogil:
+            ap_cuda_session_exit(&session)
 
 
 cdef View _cuda_upload_in_c(View v, device, stream):
@@ -204,16 +235,12 @@ cdef View _cuda_upload_in_c(View v, device, stream):
     cdef int status
     cdef uintptr_t handle
     cdef bint pageable
-    cdef ap_cuda_session session
-    if (target is None or target[0] != APDL_CUDA or not _cuda_floor_direct
-            or not ap_cuda_floor_ready() or _upload_staging is None
+    if (target is None or target[0] != APDL_CUDA or _upload_staging is None
             or v._stream is not None or v._producer_stream is not None):
         return None
     ordinal = target[1]
     pool = _cuda_result_pools.get(ordinal)
-    if pool is None or pool[0].closed or (stream is not None and type(stream) is not int):
-        return None
-    if v.nbytes == 0:
+    if pool is None or pool[0].closed:
         return None
     handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
     if not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
@@ -231,30 +258,16 @@ cdef View _cuda_upload_in_c(View v, device, stream):
         pageable = status == AP_CU_UNKNOWN_MEMORY
         if pageable and v.nbytes >= _upload_staging.THRESHOLD_BYTES:
             return None   # the pinned ring's
-    with nogil:
-        status = ap_cuda_session_enter(ordinal, &session)
-    try:
-        if status != 0:
-            return None
-        return _cuda_copy_in_session(v, ordinal, handle, True, pool, False, pageable)
-    finally:
-        with nogil:
-            ap_cuda_session_exit(&session)
+    return _in_one_session(_TO_DEVICE, v, ordinal, handle, True, pool, False, pageable)
 
 
 cdef View _cuda_device_copy_in_c(View v, device, stream):
-    """``v.copy(device, stream)`` issued from C where this part serves (see the header);
-    None where it does not, or where the floor refused a step (the caller takes the general
-    path, which makes the copy whole)."""
+    """CUDA device memory copied to its own device or to the host, from C (see the
+    header); None where this does not serve."""
     cdef int32_t ordinal = v._t.device.device_id
-    cdef int status
     cdef uintptr_t handle
     cdef bint contiguous, to_host = False
     cdef tuple target
-    cdef ap_cuda_session session
-    if (not _cuda_floor_direct or not ap_cuda_floor_ready()
-            or v._t.device.device_type != APDL_CUDA):
-        return None
     if device is not None:   # its own device (as None), or the host's memory
         target = _copy_target(device)
         if target is None:
@@ -269,24 +282,9 @@ cdef View _cuda_device_copy_in_c(View v, device, stream):
     pool = _cuda_result_pools.get(ordinal)   # results, and a strided download's staging
     if (not to_host or not contiguous) and (pool is None or pool[0].closed):
         return None
-    if stream is not None and type(stream) is not int:
-        return None   # the general path reads other stream objects
-    if v.nbytes == 0:
-        return None
     handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
-    # The copy's calls in one session of the floor: the device's context made current, and
-    # its id read, once (cuda_floor.h says what the session saves, and why it may).
-    with nogil:
-        status = ap_cuda_session_enter(ordinal, &session)
-    try:
-        if status != 0:
-            return None
-        if to_host:
-            return _cuda_copy_to_host_in_session(v, ordinal, handle, contiguous, pool)
-        return _cuda_copy_in_session(v, ordinal, handle, contiguous, pool, True, False)
-    finally:
-        with nogil:
-            ap_cuda_session_exit(&session)
+    return _in_one_session(_TO_HOST if to_host else _TO_DEVICE, v, ordinal, handle,
+                           contiguous, pool, True, False)
 
 
 cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handle,
