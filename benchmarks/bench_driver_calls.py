@@ -198,7 +198,7 @@ class _PoolFloor:
         from arrayport.gpu import cuda as cuda_driver
         self.ctypes, self.stream = ctypes, stream
         self.library = library = ctypes.CDLL(os.environ["CUDASIM_LIBRARY"])
-        self.pool = cuda_driver.driver._result_pool(0).handle
+        self.pool = cuda_driver.driver.memory.result_pool(0).handle
         library.cuMemAllocFromPoolAsync.argtypes = [
             ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
         library.cuMemcpyAsync.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,

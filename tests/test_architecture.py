@@ -192,10 +192,63 @@ def test_both_gpu_drivers_provide_the_one_interface(module_name):
             "device_count", "allocate_device"} - floor <= shared
 
 
-# The drivers themselves: the vendor modules, CUDA's memory and its kernel cache, the
-# loader and the interface. Every other module is a layer above them.
+@pytest.mark.parametrize("module_name", ["cuda", "hip"])
+def test_both_gpu_drivers_provide_the_memory_floor(module_name):
+    """MemoryFloor states what the memory policy asks of a driver; each vendor's driver
+    provides every call with the same parameters, and the policy is each driver's own
+    ``memory``, over that driver."""
+    import importlib
+    import inspect
+
+    from arrayport.gpu.held_memory import DeviceMemory
+    from arrayport.gpu.interface import MemoryFloor
+    driver = importlib.import_module(f"arrayport.gpu.{module_name}").driver
+    calls = _calls_of(MemoryFloor)
+    assert len(calls) == 23
+    for name in calls:
+        member = getattr(type(driver), name)
+        if isinstance(member, property):
+            assert isinstance(vars(MemoryFloor)[name], property), name
+            continue
+        expected = [p for p in inspect.signature(getattr(MemoryFloor, name)).parameters
+                    if p != "self"]
+        provided = list(inspect.signature(getattr(driver, name)).parameters)
+        assert provided == expected, f"{module_name}.{name}{provided} vs {expected}"
+    assert isinstance(driver.memory, DeviceMemory) and driver.memory.floor is driver
+
+
+def _calls_of(protocol) -> set[str]:
+    return {name for name, member in vars(protocol).items()
+            if (callable(member) or isinstance(member, property)) and not name.startswith("_")}
+
+
+def test_the_memory_policy_asks_only_the_memory_floor_and_names_no_vendor():
+    """gpu/held_memory.py decides for every vendor: each ``floor.<call>`` it makes is a
+    call of ``MemoryFloor``, it reaches no driver otherwise (no ``ctypes``, no library, no
+    vendor module), and its code names no vendor's entry point (``cu…``, ``hip…``)."""
+    from arrayport.gpu.interface import MemoryFloor
+    text = (PACKAGE / "gpu" / "held_memory.py").read_text()
+    code = _code_of(text)
+    asked = set(re.findall(r"\bfloor\.(\w+)", code))
+    assert len(asked) >= 20, f"the scan found almost no floor call: {asked}"
+    assert asked <= _calls_of(MemoryFloor), asked - _calls_of(MemoryFloor)
+    imports = set(re.findall(r"^(?:from|import) ([\w.]+)", code, re.MULTILINE))
+    assert imports <= {"__future__", "collections", "contextlib", "functools", "os",
+                       "threading", "time", "weakref", "arrayport.gpu.library"}, imports
+    assert not re.search(r"\b(?:cu|hip)[A-Z]\w+|\.library\.|\b_core\b", code)
+
+
+def _code_of(text: str) -> str:
+    """``text`` without its comments and docstrings (a string on lines of its own)."""
+    text = re.sub(r'"""[\s\S]*?"""', "", text)
+    return re.sub(r"#.*", "", text)
+
+
+# The drivers themselves: the vendor modules, their memory floor and policy, CUDA's kernel
+# cache, the loader and the interfaces. Every other module is a layer above them.
 _DRIVERS_OWN = {"gpu/cuda.py", "gpu/hip.py", "gpu/vendor.py", "gpu/cuda_memory.py",
-                "gpu/kernels/__init__.py", "gpu/library.py", "gpu/interface.py"}
+                "gpu/held_memory.py", "gpu/kernels/__init__.py", "gpu/library.py",
+                "gpu/interface.py"}
 
 
 def test_the_layers_above_the_drivers_ask_only_the_driver_interface():

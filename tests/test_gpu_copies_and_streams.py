@@ -241,18 +241,18 @@ def held_budget(monkeypatch):
     """Set how many bytes of dead results arrayport's pools and its holder of ordinary
     memory hold before one wait returns them (0: every death returns its block at once,
     waiting), and how many entries at most (``entries``; default: no limit)."""
-    from arrayport.gpu import cuda_memory
+    from arrayport.gpu import held_memory
 
     def return_held():   # earlier tests' dead results: the budget counts from none
         driver = cuda_driver.driver
-        for holder in (driver._result_pool(0), driver._ordinary_holder()):
+        for holder in (driver.memory.result_pool(0), driver.memory.ordinary_holder()):
             if holder is not None:   # None: a test's setup without pools
-                driver._return_held(holder, holder.take())
+                driver.memory.return_held(holder, holder.take())
 
     def set_budget(nbytes, entries=None):
         return_held()
-        monkeypatch.setattr(cuda_memory._ResultPool, "budget", lambda pool: nbytes)
-        monkeypatch.setattr(cuda_memory, "_HELD_ENTRIES_MAX", entries or 1 << 40)
+        monkeypatch.setattr(held_memory.ResultPool, "budget", lambda pool: nbytes)
+        monkeypatch.setattr(held_memory, "_HELD_ENTRIES_MAX", entries or 1 << 40)
     yield set_budget
     return_held()
 
@@ -274,7 +274,7 @@ def test_copy_results_come_from_arrayports_pool_with_no_allocation_once_warm(cud
     for _ in range(3):                     # the pool grows to three blocks, held, returned
         source.copy(stream=consumer)
     cuda_driver.driver.synchronize(0, 1)
-    assert cuda_driver.driver.held_blocks() == 0
+    assert cuda_driver.driver.memory.held_blocks() == 0
     before = simulator.counters()
     waits = []
     for _ in range(6):
@@ -289,7 +289,7 @@ def test_copy_results_come_from_arrayports_pool_with_no_allocation_once_warm(cud
         cuda_driver.driver.synchronize(0, 1)   # an idle device: any free has run
     # one wait per three deaths: a synchronization of each device that may read the pool's
     # blocks (its own, and the peers it grants access: cuDeviceCanAccessPeer)
-    readers = len(cuda_driver.driver._made_pool(0).readers)
+    readers = len(cuda_driver.driver.memory.made_pool(0).readers)
     assert waits == [0, 0, readers, 0, 0, readers]
     counts = {name: simulator.counters()[name] - before[name] for name in before}
     assert counts["cuMemAlloc"] == counts["cuMemFree"] == 0
@@ -309,7 +309,7 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
     held_budget(1 << 30)                       # nothing returned by deaths alone
     for _ in range(3):
         source.copy()
-    assert cuda_driver.driver.held_blocks() == 3
+    assert cuda_driver.driver.memory.held_blocks() == 3
     driver = cuda_driver.driver
     real = driver._optional("cuMemAllocFromPoolAsync")
     refusals = []
@@ -324,7 +324,7 @@ def test_a_pool_out_of_memory_returns_the_held_blocks_and_tries_again(cuda, monk
                         if name == "cuMemAllocFromPoolAsync" else type(driver)._optional(
                             driver, name))
     copy = source.copy()
-    assert refusals and driver.held_blocks() == 0
+    assert refusals and driver.memory.held_blocks() == 0
     assert contents(copy) == np.arange(32.0).tobytes()
     del copy, source
 
@@ -355,7 +355,7 @@ def test_a_device_out_of_memory_gets_the_held_blocks_back_for_a_copy_on_another_
     copy = source.copy(stream=consumer)
     counts = {name: simulator.counters()[name] - before[name] for name in before}
     assert counts["cuMemAllocFromPoolAsync"] == 2 and counts["pool_reuses"] == 1
-    assert cuda_driver.driver.held_blocks() == 0
+    assert cuda_driver.driver.memory.held_blocks() == 0
     assert contents(copy) == values.tobytes()
     del copy, source
 
@@ -374,7 +374,7 @@ def full_device(held_budget):
         for _ in range(count):
             source.copy(stream=stream)
         gc.collect()
-        assert cuda_driver.driver.held_blocks() == count
+        assert cuda_driver.driver.memory.held_blocks() == count
     yield fill
     simulator.set_device_memory(0)
 
@@ -401,7 +401,7 @@ def test_a_strided_copy_to_another_device_on_its_stream_gets_room_like_any_other
         copy = source.copy(device="cuda:1", stream=int(destination))
         counts = {name: simulator.counters()[name] - before[name] for name in before}
         assert counts["cuMemAlloc"] == 3          # refused, refused, served (see below)
-        assert cuda_driver.driver.held_blocks() == 0
+        assert cuda_driver.driver.memory.held_blocks() == 0
         assert contents(copy) == np.ascontiguousarray(array.T).tobytes()
         del copy
     finally:
@@ -418,34 +418,34 @@ def test_arrayports_pool_keeps_little_idle_memory_past_a_synchronization(
     # Its release threshold: min(256 MiB, an eighth of the device), or
     # ARRAYPORT_POOL_KEEP_BYTES; memory the pool holds past it goes back to the driver at
     # the next synchronization (the driver's rule), for other libraries' allocators.
-    from arrayport.gpu import cuda_memory
+    from arrayport.gpu import held_memory
     driver = cuda_driver.driver
-    assert cuda_memory.pool_keep_bytes(80 << 30) == 256 << 20          # an H100
-    assert cuda_memory.pool_keep_bytes(1 << 30) == 128 << 20
+    assert held_memory.pool_keep_bytes(80 << 30) == 256 << 20          # an H100
+    assert held_memory.pool_keep_bytes(1 << 30) == 128 << 20
     ap.view(np.zeros(1)).copy(device="cuda:0")                        # the pool, made
     threshold = ctypes.c_uint64()
     assert driver._optional("cuMemPoolGetAttribute")(
-        driver._result_pool(0).handle, 4, ctypes.byref(threshold)) == 0
-    assert threshold.value == min(256 << 20, driver._device_memory(0) // 8)
+        driver.memory.result_pool(0).handle, 4, ctypes.byref(threshold)) == 0
+    assert threshold.value == min(256 << 20, driver.device_memory(0) // 8)
     monkeypatch.setenv("ARRAYPORT_POOL_KEEP_BYTES", "nonsense")
     with pytest.raises(ValueError, match="ARRAYPORT_POOL_KEEP_BYTES must be a number"):
-        cuda_memory.pool_keep_bytes(1 << 30)
+        held_memory.pool_keep_bytes(1 << 30)
     monkeypatch.setenv("ARRAYPORT_POOL_KEEP_BYTES", str(5 << 20))
-    monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(driver.memory, "_result_pools", weakref.WeakKeyDictionary())
     try:
         values = np.arange(1 << 18, dtype=np.float64)                  # 2 MiB: a chunk
         held_budget(1 << 40)                      # a pool of its own: the setting's
-        pool = driver._result_pool(0)
+        pool = driver.memory.result_pool(0)
         results = [ap.view(values).copy(device="cuda:0") for _ in range(4)]
-        assert driver._reserved(pool) == 4 * values.nbytes
+        assert driver.pool_reserved(pool.handle) == 4 * values.nbytes
         del results
         gc.collect()
-        driver._return_held(pool, pool.take())    # back to the pool, frees enqueued
-        assert driver._reserved(pool) == 4 * values.nbytes            # not before...
+        driver.memory.return_held(pool, pool.take())    # back to the pool, frees enqueued
+        assert driver.pool_reserved(pool.handle) == 4 * values.nbytes            # not before...
         driver.synchronize(0, 1)                                      # ...a synchronization
-        assert driver._reserved(pool) == 2 * values.nbytes <= 5 << 20
+        assert driver.pool_reserved(pool.handle) == 2 * values.nbytes <= 5 << 20
     finally:
-        driver._close_result_pools()              # the test's pool, destroyed
+        driver.memory.close_pools()              # the test's pool, destroyed
 
 
 @needs_simulator
@@ -462,7 +462,7 @@ def test_a_request_larger_than_any_held_block_gets_the_pools_memory_trimmed_back
     full_device(small, consumer, 3, room=small.nbytes // 2)
     copy = ap.view(large).copy(device="cuda:0", stream=consumer)
     assert contents(copy) == large.tobytes()
-    assert cuda_driver.driver.held_blocks() == 0
+    assert cuda_driver.driver.memory.held_blocks() == 0
     del copy, small
 
 
@@ -479,7 +479,7 @@ def test_a_request_no_room_can_serve_is_refused_with_the_drivers_error(streams, 
     full_device(small, consumer, 1, room=small.nbytes // 2)
     with pytest.raises(BufferError, match=r"cuMemAllocFromPoolAsync\(8388608\) failed"):
         ap.view(huge).copy(device="cuda:0", stream=consumer)
-    assert cuda_driver.driver.held_blocks() == 0
+    assert cuda_driver.driver.memory.held_blocks() == 0
     simulator.set_device_memory(0)
     copy = ap.view(huge).copy(device="cuda:0", stream=consumer)
     assert contents(copy) == huge.tobytes()
@@ -505,7 +505,7 @@ def test_a_staging_allocation_refused_memory_gets_room_from_arrayports_pool(
     full_device(results, consumer, 3, room=array.nbytes // 2)
     copy = source.copy(device="cpu", stream=consumer)
     np.testing.assert_array_equal(ap.to_numpy(copy), array.T)
-    assert cuda_driver.driver.held_blocks() == 0
+    assert cuda_driver.driver.memory.held_blocks() == 0
     del copy, source, results
 
 
@@ -520,7 +520,7 @@ def test_out_of_memory_waits_for_a_return_under_way_on_another_thread(streams, f
     consumer = int(streams.consumer)
     source.copy(stream=consumer)
     driver = cuda_driver.driver
-    pool = driver._result_pool(0)
+    pool = driver.memory.result_pool(0)
     taken, go, outcome = threading.Event(), threading.Event(), []
 
     def returner():             # a return under way: taken, its frees not yet enqueued
@@ -528,7 +528,7 @@ def test_out_of_memory_waits_for_a_return_under_way_on_another_thread(streams, f
             blocks = pool.take()
             taken.set()
             go.wait(10)
-            driver._return_held(pool, blocks)
+            driver.memory.return_held(pool, blocks)
 
     def copier():
         try:
@@ -569,26 +569,26 @@ def test_release_device_memory_gives_back_what_the_pool_keeps_and_spares_live_re
     ap.view(np.zeros(1)).copy(device="cuda:0")       # the pool, made
     held_budget(1 << 40)                              # deaths alone return nothing
     ap.release_device_memory()                        # earlier tests' idle blocks: gone
-    pool = driver._result_pool(0)
+    pool = driver.memory.result_pool(0)
     values = np.arange(1 << 18, dtype=np.float64)        # 2 MiB: a chunk of the pool each
     live = ap.view(values).copy(device="cuda:0")
     for _ in range(3):
         ap.view(values).copy(device="cuda:0")         # dead at once: held
     gc.collect()
-    assert driver.held_blocks() == 3
-    reserved = driver._reserved(pool)
+    assert driver.memory.held_blocks() == 3
+    reserved = driver.pool_reserved(pool.handle)
     assert reserved >= 4 * values.nbytes
     released = ap.release_device_memory()
-    assert driver.held_blocks() == 0
-    assert released == reserved - driver._reserved(pool)
+    assert driver.memory.held_blocks() == 0
+    assert released == reserved - driver.pool_reserved(pool.handle)
     if SIMULATED:
         assert released >= 3 * values.nbytes
-        assert driver._reserved(pool) >= values.nbytes  # the live result's block stays
+        assert driver.pool_reserved(pool.handle) >= values.nbytes  # the live result's block stays
     assert ap.to_numpy(live.copy(device="cpu")).tolist() == values.tolist()
     del live
     gc.collect()
     ap.release_device_memory()
-    assert driver._reserved(pool) == 0
+    assert driver.pool_reserved(pool.handle) == 0
     assert ap.release_device_memory() == 0            # nothing more to give
 
 
@@ -642,8 +642,8 @@ def test_a_cumemalloc_result_is_freed_only_after_a_consumers_pending_reads(
     # simulator poisons freed memory: the consumer's pending read would fault).
     driver = cuda_driver.driver
     held_budget(1 << 40)
-    monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
-    monkeypatch.setattr(driver, "_make_result_pool", lambda ordinal: None)   # no pools
+    monkeypatch.setattr(driver.memory, "_result_pools", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(driver.memory, "_make_result_pool", lambda ordinal: None)   # no pools
     first = np.arange(64.0)
     reader = Stream(0)
     library = driver.library.get()
@@ -681,14 +681,14 @@ def test_results_held_or_alive_when_the_driver_closes_are_all_freed(nothing_leak
     held = driver.allocate_result(0, 256, 1)
     alive = driver.allocate_result(0, 256, 1)
     del held
-    assert driver.held_blocks() == 1
+    assert driver.memory.held_blocks() == 1
     frees = simulator.counters()["cuMemFreeAsync"]
     driver.close()
-    assert driver.held_blocks() == 0
+    assert driver.memory.held_blocks() == 0
     assert simulator.counters()["cuMemFreeAsync"] - frees == 1
     del alive
     gc.collect()
-    assert driver.held_blocks() == 0
+    assert driver.memory.held_blocks() == 0
     assert simulator.counters()["cuMemFreeAsync"] - frees == 2
     cuda_driver.driver.synchronize(0, 1)
 
@@ -701,8 +701,8 @@ def test_a_dead_result_is_held_without_a_lock_a_collection_could_reenter():
     # there hung on 3.12 and 3.13; a thread keeps a hang from hanging the suite).
     import sys
     import threading
-    from arrayport.gpu.cuda_memory import _ResultPool
-    pool = _ResultPool(0, (0,), 1 << 30)
+    from arrayport.gpu.held_memory import ResultPool
+    pool = ResultPool(0, (0,), 1 << 30)
     nested = []
 
     def collection_at_a_call(frame, event, arg):
@@ -734,9 +734,9 @@ def test_a_pool_the_driver_cannot_make_leaves_copies_on_cumemalloc(cuda, monkeyp
     # raised, and a pool made before a later step failed was never destroyed).
     import weakref
     driver = cuda_driver.driver
-    monkeypatch.setattr(driver, "_result_pools", weakref.WeakKeyDictionary())
-    monkeypatch.setattr(driver, "_configure_result_pool",
-                        lambda pool, ordinal, memory: driver._call(
+    monkeypatch.setattr(driver.memory, "_result_pools", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(driver, "_configure_pool",
+                        lambda pool, keeps, peers: driver._call(
                             "cuMemPoolSetAttribute", pool, 99, ctypes.byref(ctypes.c_uint64(0))))
     before = simulator.counters()
     source = device_array(np.arange(12.0).reshape(3, 4))

@@ -230,12 +230,12 @@ def test_a_dead_copy_s_block_is_held_with_its_source_as_the_general_path_holds_i
     for name, make in (("core", lambda: source.copy(stream=int(consumer))),
                        ("general", lambda: general(
                            lambda: source.copy(stream=int(consumer))))):
-        driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
-        blocks, results = driver.held_blocks(), driver.held_results()
+        driver.memory.return_held(driver.memory.result_pool(0), driver.memory.result_pool(0).take())
+        blocks, results = driver.memory.held_blocks(), driver.memory.held_results()
         copy = make()
         del copy
         gc.collect()
-        counts[name] = (driver.held_blocks() - blocks, driver.held_results() - results)
+        counts[name] = (driver.memory.held_blocks() - blocks, driver.memory.held_results() - results)
     assert counts["core"] == counts["general"] == (1, 2), counts   # the block, its source
     del source
     array.free()
@@ -474,8 +474,8 @@ def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, 
     gc.collect()
     called = _Called(monkeypatch)
     driver = cuda_driver.driver
-    driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
-    results = driver.held_results()
+    driver.memory.return_held(driver.memory.result_pool(0), driver.memory.result_pool(0).take())
+    results = driver.memory.held_results()
     issued = source.copy(device=device, stream=int(consumer))
     assert called.count == 0                      # no general path: the core's own
     reference = general(lambda: source.copy(device=device, stream=int(consumer)))
@@ -489,11 +489,11 @@ def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, 
     assert issued.is_c_contiguous and source.is_c_contiguous == (kind not in STRIDED_HOST)
     del issued
     gc.collect()                                  # held with its source only where pinned
-    assert driver.held_results() - results == (2 if kind == "pinned" else 1)
+    assert driver.memory.held_results() - results == (2 if kind == "pinned" else 1)
     del reference, source
     if pinned is not None:
         gc.collect()
-        driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
+        driver.memory.return_held(driver.memory.result_pool(0), driver.memory.result_pool(0).take())
         pinned.free()
 
 
@@ -558,7 +558,7 @@ def test_a_copy_keeps_its_source_alive_only_while_a_transfer_may_read_it(
     del result
     gc.collect()
     driver = cuda_driver.driver
-    driver._return_held(driver._result_pool(0), driver._result_pool(0).take())
+    driver.memory.return_held(driver.memory.result_pool(0), driver.memory.result_pool(0).take())
     gc.collect()
     assert watched() is None                      # and never longer than that
     for array in (pinned, device_memory):

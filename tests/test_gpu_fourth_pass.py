@@ -150,9 +150,9 @@ def test_a_small_view_of_a_large_allocation_counts_all_of_it_while_its_dead_copy
     # allocation keeps 4 MiB, and that counts toward the return: the sources do not pile up.
     output = run_on_the_simulator("""
         import gc, numpy as np, arrayport as ap
-        from arrayport.gpu import cuda_memory
+        from arrayport.gpu import held_memory
         from sim_arrays import DeviceArray
-        cuda_memory._ResultPool.budget = lambda pool: 10 << 20   # a 10 MiB budget
+        held_memory.ResultPool.budget = lambda pool: 10 << 20   # a 10 MiB budget
         alive = []
 
         class Foreign:   # frees its memory when it goes, as a framework's tensor does
@@ -183,17 +183,17 @@ def test_a_small_view_of_a_large_allocation_counts_all_of_it_while_its_dead_copy
 def test_a_tiny_result_counts_a_page_at_least(monkeypatch):
     # Dead 4-byte results were held by the million before a return (~0.5 KiB of host memory
     # each, and a page of the driver's): each counts a page at least.
-    from arrayport.gpu import cuda_memory
-    monkeypatch.setattr(cuda_memory._ResultPool, "budget", lambda pool: 3 * 4096)
-    pool = cuda_memory._ResultPool(None, (0,), 1 << 30)
+    from arrayport.gpu import held_memory
+    monkeypatch.setattr(held_memory.ResultPool, "budget", lambda pool: 3 * 4096)
+    pool = held_memory.ResultPool(None, (0,), 1 << 30)
     assert pool.hold(0x1000, 4) == [] and pool.hold(0x2000, 4) == []
     assert [entry[0] for entry in pool.hold(0x3000, 4)] == [0x1000, 0x2000, 0x3000]
 
 
 def test_held_entries_have_a_most(monkeypatch):
-    from arrayport.gpu import cuda_memory
-    monkeypatch.setattr(cuda_memory, "_HELD_ENTRIES_MAX", 2)
-    pool = cuda_memory._ResultPool(None, (0,), 1 << 30)
+    from arrayport.gpu import held_memory
+    monkeypatch.setattr(held_memory, "_HELD_ENTRIES_MAX", 2)
+    pool = held_memory.ResultPool(None, (0,), 1 << 30)
     assert pool.hold(0x1000, 4096) == [] and len(pool.hold(0x2000, 4096)) == 2
 
 
@@ -201,10 +201,10 @@ def test_held_entries_have_a_most(monkeypatch):
 def test_the_return_of_ordinary_memory_wakes_no_device_nobody_uses_and_cannot_deadlock():
     output = run_on_the_simulator("""
         import gc, numpy as np, arrayport as ap, cudasim
-        from arrayport.gpu import cuda as cuda_driver, cuda_memory
+        from arrayport.gpu import cuda as cuda_driver, held_memory
         simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
         driver = cuda_driver.driver
-        cuda_memory._ResultPool.budget = lambda pool: 0      # every death returns at once
+        held_memory.ResultPool.budget = lambda pool: 0      # every death returns at once
         pinned = ap.view(np.arange(4.0)).copy(device="cuda_host")
         retains = simulator.counters()["cuDevicePrimaryCtxRetain"]
         del pinned
@@ -258,7 +258,7 @@ def test_a_faulted_device_does_not_keep_the_others_memory_from_being_freed():
             print("released")
         except BufferError as error:
             print("raised:", error)
-        print("held", driver.held_blocks(), "freed", live - simulator.live()[0])
+        print("held", driver.memory.held_blocks(), "freed", live - simulator.live()[0])
         os._exit(0)   # device 1's context is broken for good: no exit-time release
     """)
     assert "device 1 faulted" in output and "raised:" in output, output
@@ -273,7 +273,7 @@ def test_a_forked_child_leaves_the_parent_s_locks_alone_at_exit():
         driver = cuda_driver.driver
         ap.view(np.arange(4.0)).copy(device="cuda:0")
         ring = staging._ring_of(driver) if hasattr(staging, "_ring_of") else None
-        locks = [driver._events_lock, driver._result_pools_lock, driver._contexts_lock]
+        locks = [driver._events_lock, driver.memory._result_pools_lock, driver._contexts_lock]
         for lock in locks:
             lock.acquire()        # another thread's, at the moment of the fork
         child = os.fork()

@@ -1,7 +1,7 @@
 """arrayport's memory and the devices that may read it (`pytest -m gpu`): arrayport's pool on
 a device grants access to every peer device that can read it (``cuDeviceCanAccessPeer``,
 ``cuMemPoolSetAccess``), and those peers are its readers — a held block goes back to the
-pool only once each of them has finished its work (gpu/cuda_memory.py, ``_return_held``).
+pool only once each of them has finished its work (gpu/held_memory.py, ``return_held``).
 On the simulator a peer's kernel touching a pool block it was not granted faults, and so does
 work that runs after the block's free (freed memory is poisoned), so a return that waits
 for the pool's own device alone is seen. The main suite runs this file in a process of its
@@ -61,7 +61,7 @@ def test_arrayports_pool_grants_each_peer_that_can_read_its_device():
     # on) and counts it among its readers; where it says no, neither.
     driver = cuda_driver.driver
     library = driver.library.get()
-    pool = driver._result_pool(0)
+    pool = driver.memory.result_pool(0)
     assert pool is not None and pool.readers[0] == 0
     for peer in range(1, driver.device_count()):
         can = peer_can_read(library, peer, 0)
@@ -80,7 +80,7 @@ def test_a_pool_made_where_no_peer_can_read_grants_none(nothing_leaks):
     try:
         library = driver.library.get()
         assert not peer_can_read(library, 1, 0)
-        pool = driver._result_pool(0)
+        pool = driver.memory.result_pool(0)
         assert pool.readers == (0,)
         assert pool_access(library, pool.handle, 1) == PROT_NONE
     finally:
@@ -102,7 +102,7 @@ def test_held_blocks_go_back_only_after_a_peer_devices_pending_reads(slow_stream
     # simulator's poisoned freed memory makes the read fault (sticky for device 1).
     driver = cuda_driver.driver
     ap.release_device_memory()                      # nothing held by earlier tests
-    pool = driver._result_pool(0)
+    pool = driver.memory.result_pool(0)
     assert 1 in pool.readers                        # the simulator's devices are peers
     values = np.arange(256, dtype=np.float64)
     source = DeviceArray(values, device=0)
@@ -126,7 +126,7 @@ def test_held_blocks_go_back_only_after_a_peer_devices_pending_reads(slow_stream
         before = simulator.counters()
         del result
         gc.collect()
-        assert driver.held_blocks() == 1            # held: its free waits for a return
+        assert driver.memory.held_blocks() == 1            # held: its free waits for a return
         ap.release_device_memory()                  # the return: the readers, then the free
         reader.synchronize()                        # the read ran on live memory: no fault
         counts = {name: simulator.counters()[name] - before[name] for name in before}

@@ -17,8 +17,8 @@
 # for a full device).
 #
 # Who owns what: the pool, and what becomes of a dead result's block (held, then returned
-# after one synchronization), are gpu/cuda_memory.py's, which publishes each device's pool
-# here (publish_cuda_result_pool) and takes a block back through the function it published
+# after one synchronization), are the memory policy's (gpu/held_memory.py), which publishes
+# each device's pool here (through CUDA's memory floor: publish_cuda_result_pool) and takes a block back through the function it published
 # with it; the kernels' modules are gpu/kernels' (KernelCache: loaded per context, unloaded
 # at exit), which publishes their functions here (publish_cuda_kernel) with the context's
 # id; the stream rules (which streams wait for whom) are _core_streams.pxi's, asked with the
@@ -56,8 +56,8 @@ cdef extern from "_csrc/cuda_floor.h":
         AP_CU_KERNELS
 
 
-# Each device's pool, as gpu/cuda_memory.py published it: ordinal -> (the pool (its
-# _ResultPool: its handle, and whether it closed), release(address, nbytes, keep,
+# Each device's pool, as gpu/held_memory.py published it: ordinal -> (the pool (its
+# ResultPool: its handle, and whether it closed), release(address, nbytes, keep,
 # keep_bytes): a dead result's block given back to it, room(status, attempt): an allocation
 # refused for want of memory tried again as every allocation is, after room is made).
 cdef dict _cuda_result_pools = {}
@@ -66,7 +66,7 @@ cdef int _CUDA_ERROR_OUT_OF_MEMORY = 2
 
 def publish_cuda_result_pool(int ordinal, pool, release, room):
     """Say that device ``ordinal``'s copies may take blocks of ``pool`` (a
-    gpu/cuda_memory.py pool: ``.handle``, ``.closed``), given back by ``release(address,
+    gpu/held_memory.py ResultPool: ``.handle``, ``.closed``), given back by ``release(address,
     nbytes, keep, keep_bytes)``, room made by ``room(status, attempt)``; ``pool`` None: no
     longer (it closes); ``ordinal`` -1 with None: no pool of any device (the driver's pool
     table was replaced)."""

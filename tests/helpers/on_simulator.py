@@ -77,7 +77,7 @@ def nothing_leaks():
     before = simulator.live() if simulator else None
     cached = cuda_driver.driver.cached_events()
     ring = staging.held(cuda_driver.driver)
-    held = cuda_driver.driver.held_results()
+    held = cuda_driver.driver.memory.held_results()
     yield
     if simulator is not None:
         gc.collect()
@@ -85,7 +85,7 @@ def nothing_leaks():
         kept = cuda_driver.driver.cached_events() - cached
         ring_now = staging.held(cuda_driver.driver)               # the ring's, kept for reuse
         allocations -= ring_now[0] - ring[0]
-        allocations -= cuda_driver.driver.held_results() - held  # held for one wait
+        allocations -= cuda_driver.driver.memory.held_results() - held  # held for one wait
         kept += ring_now[1] - ring[1]
         assert (allocations, events - kept, streams) == before, \
             "device memory, events or streams left behind"

@@ -21,7 +21,7 @@
  * published here with the context's id, so a context made again is never launched into).
  * It decides nothing: when to wait is the core's stream order (_core_streams.pxi), when a
  * copy is made here the core's _core_device_copy.pxi, the kernel's plan the core's
- * _csrc/device_copy_plan.h, what memory to hold gpu/cuda_memory.py's.
+ * _csrc/device_copy_plan.h, what memory to hold gpu/held_memory.py's.
  *
  * The declarations are arrayport's own (no cuda.h): CUresult is an int, handles pointers.
  * Each entry point is asked for with the CUDA version whose ABI is declared here (12.0:
@@ -469,7 +469,7 @@ static ap_cu_result ap_cuda_current_device(int *out) {
     return 0;
 }
 
-/* ---- a device copy's calls (the core's _core_device_copy.pxi decides when; gpu/cuda_memory.py
+/* ---- a device copy's calls (the core's _core_device_copy.pxi decides when; gpu/held_memory.py
  * owns the pool and what becomes of its blocks) ---- */
 
 /* Device `ordinal`'s primary context current on this thread (*pushed says whether it was

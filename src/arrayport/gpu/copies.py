@@ -119,7 +119,7 @@ def _driver_copy(view, source, target, driver, stream):
     # returns, the result keeps them alive as long as it lives, and a result on a device
     # longer: its transfers may still be pending when it dies, so its memory's release
     # keeps them until the memory is really freed — after the work that may use it
-    # (gpu.cuda_memory) — counting what they hold allocated (a small View of a large
+    # (gpu.held_memory) — counting what they hold allocated (a small View of a large
     # allocation holds all of it). Nothing reads the source later where the copy lands in
     # host memory (complete on return), nor from pageable host memory (the driver has read
     # it when the call returns): there the source's life is its own.

@@ -32,7 +32,7 @@ import threading
 import weakref
 
 from arrayport import _core, errors
-from arrayport.gpu.cuda_memory import CudaStreamOrderedMemory
+from arrayport.gpu.cuda_memory import CudaMemoryFloor
 from arrayport.gpu.kernels import KernelCache
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
 from arrayport.gpu.library import NativeLibrary, c_address, c_handle, c_size
@@ -42,6 +42,8 @@ __all__ = ["CudaUnavailable", "CudaDriver", "driver"]
 # CUDA driver API facts (cuda.h).
 _CU_MEMORYTYPE_UNIFIED = 4
 _CUDA_ERROR_INVALID_CONTEXT = 201
+_CUDA_ERROR_OUT_OF_MEMORY = 2
+_CU_MEM_ATTACH_GLOBAL = 0x1       # managed memory any stream may use
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_MEMHOSTALLOC_PORTABLE = 0x1   # pinned memory usable from every context
 _CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11
@@ -87,6 +89,7 @@ _SIGNATURES = {
     "cuMemAlloc_v2": (_INT, [ctypes.POINTER(c_address), c_size]),
     "cuMemFree_v2": (_INT, [c_address]),
     "cuMemAllocManaged": (_INT, [ctypes.POINTER(c_address), c_size, ctypes.c_uint]),
+    "cuCtxSynchronize": (_INT, []),
     "cuMemHostAlloc": (_INT, [ctypes.POINTER(ctypes.c_void_p), c_size, ctypes.c_uint]),
     "cuMemFreeHost": (_INT, [ctypes.c_void_p]),
     "cuMemGetAddressRange_v2": (_INT, [ctypes.POINTER(c_address), ctypes.POINTER(c_size),
@@ -134,7 +137,10 @@ _SYMBOLS = VendorSymbols(
     host_allocate="cuMemHostAlloc", host_free="cuMemFreeHost", copy="cuMemcpyAsync",
     device_attribute="cuDeviceGetAttribute", max_pitch_attribute=_CU_DEVICE_ATTRIBUTE_MAX_PITCH,
     event_disable_timing=_CU_EVENT_DISABLE_TIMING,
-    host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE, default_streams=(0, 1, 2))
+    host_allocate_portable=_CU_MEMHOSTALLOC_PORTABLE, default_streams=(0, 1, 2),
+    device_synchronize="cuCtxSynchronize", out_of_memory=_CUDA_ERROR_OUT_OF_MEMORY,
+    frees_synchronize=False, managed_allocate="cuMemAllocManaged",
+    managed_attach_global=_CU_MEM_ATTACH_GLOBAL)
 
 
 class _SaysWhetherDirect(type):
@@ -152,10 +158,11 @@ class _SaysWhetherDirect(type):
             driver._say_whether_direct()
 
 
-class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDirect):
+class CudaDriver(CudaMemoryFloor, VendorDriver, metaclass=_SaysWhetherDirect):
     """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
-    managed memory, stream-ordered memory (``gpu.cuda_memory``)."""
+    managed memory, the memory pools (``gpu.cuda_memory``: the memory floor arrayport's
+    policy, ``gpu.held_memory``, allocates over)."""
 
     # Whether this instance's calls may go through the compiled floor: only the process's
     # driver (``driver`` below) owns it; other instances (the tests' own) keep their own
@@ -175,15 +182,11 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
         object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
         if name == "library" or name in self._FLOOR_SERVED:
             self._say_whether_direct()
-        elif name == "_result_pools" and self._owns_floor:   # a test's own pool table
-            _core.publish_cuda_result_pool(-1, None, None, None)   # published anew on use
 
     def __delattr__(self, name) -> None:
         object.__delattr__(self, name)
         if name == "library" or name in self._FLOOR_SERVED:
             self._say_whether_direct()
-        elif name == "_result_pools" and self._owns_floor:
-            _core.publish_cuda_result_pool(-1, None, None, None)
 
     def _say_whether_direct(self) -> None:
         if self._owns_floor:
@@ -200,7 +203,7 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
         self._contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._contexts_lock = threading.Lock()
         self.kernels = KernelCache(self)   # arrayport's device kernels, per context
-        self._init_stream_ordered_memory()
+        self._init_memory_floor()
 
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
@@ -327,9 +330,7 @@ class CudaDriver(CudaStreamOrderedMemory, VendorDriver, metaclass=_SaysWhetherDi
         if self._publishes_pools():   # the core launches none of the modules unloaded next
             _core.publish_cuda_kernel(-1, "", 0, 0, 0)
         self.kernels.close()   # modules and pools first: they live in the contexts
-        self._close_result_pools()   # released below
-        super().close()
-        self._close_ordinary_holder()   # after the pinned ring let its memory go
+        super().close()   # the pools, the pinned ring, the events, the held memory
         with self._contexts_lock:
             contexts = self._contexts.pop(self.library, {})
         if floor:   # its events, then the contexts it retained

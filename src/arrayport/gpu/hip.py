@@ -33,6 +33,7 @@ _HIP_MEMORY_TYPE_DEVICE = 2
 _HIP_MEMORY_TYPE_MANAGED = 3
 _HIP_MEMORY_TYPE_UNIFIED = 11
 _HIP_ERROR_INVALID_VALUE = 1
+_HIP_ERROR_OUT_OF_MEMORY = 2   # HIP: an allocation refused for want of memory
 _HIP_EVENT_DISABLE_TIMING = 0x2
 _HIP_HOST_MALLOC_PORTABLE = 0x1
 _HIP_MEMCPY_DEFAULT = 4
@@ -68,6 +69,7 @@ _SIGNATURES = {
     "hipEventDestroy": (_INT, [c_handle]),
     "hipStreamWaitEvent": (_INT, [c_handle, c_handle, ctypes.c_uint]),
     "hipStreamSynchronize": (_INT, [c_handle]),
+    "hipDeviceSynchronize": (_INT, []),
     "hipEventSynchronize": (_INT, [c_handle]),
     # Device addresses as integers, as CUDA's: void* is 64 bits on every platform ROCm runs on.
     "hipMalloc": (_INT, [ctypes.POINTER(c_address), c_size]),
@@ -110,7 +112,9 @@ _SYMBOLS = VendorSymbols(
     device_attribute="hipDeviceGetAttribute", max_pitch_attribute=_HIP_DEVICE_ATTRIBUTE_MAX_PITCH,
     event_disable_timing=_HIP_EVENT_DISABLE_TIMING,
     host_allocate_portable=_HIP_HOST_MALLOC_PORTABLE, copy_kind=(_HIP_MEMCPY_DEFAULT,),
-    default_streams=(0,))
+    default_streams=(0,), device_synchronize="hipDeviceSynchronize",
+    out_of_memory=_HIP_ERROR_OUT_OF_MEMORY, frees_synchronize=True,
+    no_managed_reason=" (DLPack has no ROCm managed device type to ask for one)")
 
 
 class HipDriver(VendorDriver):
@@ -153,10 +157,6 @@ class HipDriver(VendorDriver):
         finally:
             if previous != ordinal:
                 self.library.get().hipSetDevice(previous)
-
-    def _allocate_managed(self, ordinal: int, nbytes: int):
-        raise HipUnavailable("hip: managed allocations are not implemented (DLPack has no "
-                             "ROCm managed device type to ask for one)")
 
     def copy_2d_async(self, ordinal: int, dst: int, dst_pitch: int, src: int, src_pitch: int,
                       width: int, height: int, stream: int) -> None:

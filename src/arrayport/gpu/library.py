@@ -119,7 +119,7 @@ class OwnedMemory:
     Releasing is not freeing at once: a free call does not promise to wait for work still
     using the memory (CUDA's ``cuMemFree`` "may" synchronize, ``cuMemFreeHost`` promises
     nothing), so each driver's ``release`` orders the free after that work — in a stream's
-    order, or after a synchronization of the devices that may read it (``gpu.cuda_memory``);
+    order, or after a synchronization of the devices that may read it (``gpu.held_memory``);
     HIP's ``hipFree``/``hipHostFree`` document an implicit device synchronization."""
 
     def __init__(self, address: int, nbytes: int, release: Callable[..., None],

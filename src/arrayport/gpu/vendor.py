@@ -22,6 +22,7 @@ import threading
 import weakref
 from typing import NamedTuple
 
+from arrayport.gpu.held_memory import DeviceMemory
 from arrayport.gpu.library import NativeLibrary, OwnedEvent, OwnedMemory, c_address, c_handle
 
 
@@ -45,14 +46,21 @@ class VendorSymbols(NamedTuple):
     event_disable_timing: int
     max_pitch_attribute: int      # the device attribute: the largest pitch of a 2-D copy
     host_allocate_portable: int
+    device_synchronize: str       # (), the current device's (context's) work finished
+    out_of_memory: int            # the status of an allocation refused for want of memory
+    frees_synchronize: bool       # the ordinary frees wait for the device's work
     copy_kind: tuple = ()
     default_streams: tuple = ()   # stream values that name the current device's stream
+    managed_allocate: str = ""    # (address *, size, flags); "" where there is none
+    managed_attach_global: int = 0
+    no_managed_reason: str = ""   # said where there is none
 
 
 class VendorDriver:
     """The shared half of a GPU driver. Subclasses provide ``current_device``,
     ``on_device`` (a context manager making a device current), ``locate_pointer``,
-    ``copy_2d_async``, ``copy_peer_async`` and ``_allocate_managed``."""
+    ``copy_2d_async`` and ``copy_peer_async``. Its memory is arrayport's policy
+    (``gpu.held_memory``, ``self.memory``) over the memory floor written below."""
 
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         self.library = library   # replaced by tests to play a machine without the driver
@@ -61,6 +69,7 @@ class VendorDriver:
         # reused by every stream wait; see make_stream_wait.
         self._events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._events_lock = threading.Lock()
+        self.memory = DeviceMemory(self)   # the memory policy, over this driver's floor
         atexit.register(self.close)
 
     def cached_events(self) -> int:
@@ -75,6 +84,7 @@ class VendorDriver:
         may have been held by the parent's other threads at the fork."""
         if getattr(self.library, "forked", False):
             return
+        self.memory.close_pools()   # the pools first: they live in the contexts
         from arrayport.gpu import staging
         staging.release(self)   # the pinned ring, after the transfers that read it
         with self._events_lock:
@@ -87,6 +97,7 @@ class VendorDriver:
                     getattr(self.library.get(), self.symbols.event_destroy)(event)
             except Exception:   # at exit: the library may be gone; nothing to save
                 pass
+        self.memory.close_ordinary_holder()   # after the pinned ring let its memory go
 
     def _context_of_event(self, key) -> contextlib.AbstractContextManager:
         """The context a cached event (keyed by ``make_stream_wait``) was made in."""
@@ -199,57 +210,26 @@ class VendorDriver:
         with self.on_device(ordinal):
             self._call(self.symbols.event_synchronize, event)
 
-    def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
-        """``nbytes`` of device memory on device ``ordinal`` (or managed memory where the
-        vendor has it), freed on the same device when the last View on it goes: at once,
-        where the vendor's free waits for the device's work (HIP's ``hipFree`` documents an
-        implicit device synchronization). CUDA's ``cuMemFree`` does not promise to:
-        ``CudaDriver`` replaces this (``gpu.cuda_memory``)."""
-        if managed:
-            return self._allocate_managed(ordinal, nbytes)
-        address = c_address(0)
-        with self.on_device(ordinal):
-            self._call(self.symbols.allocate, ctypes.byref(address), max(nbytes, 1),
-                       what=f"{self.symbols.allocate}({nbytes})")
-        free = self.symbols.free
+    # The GpuDriver's allocations: arrayport's memory policy decides (``gpu.held_memory``,
+    # ``self.memory``), over this driver's memory floor (below).
 
-        def release(pointer: int, keep=(), keep_bytes=0) -> None:
-            with self.on_device(ordinal):   # the driver frees in a context, and says so
-                self._call(free, pointer, what=f"{free}({pointer:#x})")
-        return OwnedMemory(address.value, nbytes, release)
+    def allocate_device(self, ordinal: int, nbytes: int, managed: bool = False) -> OwnedMemory:
+        """``nbytes`` of device memory on device ``ordinal`` (managed memory where asked and
+        the vendor has it), freed on the same device when the last View on it goes
+        (``gpu.held_memory`` says when)."""
+        return self.memory.allocate_device(ordinal, nbytes, managed)
 
     def allocate_temporary(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
-        """Device memory that only work on ``stream`` will touch (a copy's staging): where
-        the vendor has stream-ordered allocation, allocated and freed in that stream's
-        order (see ``CudaDriver``); here an ordinary allocation."""
-        return self.allocate_device(ordinal, nbytes)
+        """Device memory that only work on ``stream`` will touch (a copy's staging)."""
+        return self.memory.allocate_temporary(ordinal, nbytes, stream)
 
     def allocate_result(self, ordinal: int, nbytes: int, stream: int) -> OwnedMemory:
-        """Device memory for a copy's result, made on ``stream``: where the vendor has
-        stream-ordered pools, from arrayport's pool (see ``CudaDriver``); here an ordinary
-        allocation."""
-        return self.allocate_device(ordinal, nbytes)
-
-    def _allocate_managed(self, ordinal: int, nbytes: int) -> OwnedMemory:
-        raise self.unavailable(f"{self.library.label}: managed allocations are not available")
+        """Device memory for a copy's result, made on ``stream``."""
+        return self.memory.allocate_result(ordinal, nbytes, stream)
 
     def allocate_pinned(self, nbytes: int) -> OwnedMemory:
-        """``nbytes`` of page-locked host memory, portable: usable from every device; freed
-        at once when the last View on it goes, where the vendor's free waits for the
-        device's work (HIP's ``hipHostFree`` documents an implicit device synchronization;
-        ``CudaDriver`` replaces this: ``cuMemFreeHost`` promises no wait)."""
-        names = self.symbols
-        address = ctypes.c_void_p()
-        # Pinned allocations and their free need a current context (any: the memory is
-        # portable), which a thread that never touched the GPU does not have.
-        with self.on_device(0):
-            self._call(names.host_allocate, ctypes.byref(address), max(nbytes, 1),
-                       names.host_allocate_portable, what=f"{names.host_allocate}({nbytes})")
-
-        def release(pointer: int, keep=(), keep_bytes=0) -> None:
-            with self.on_device(0):
-                self._call(names.host_free, pointer, what=f"{names.host_free}({pointer:#x})")
-        return OwnedMemory(address.value, nbytes, release)
+        """``nbytes`` of page-locked host memory, portable: usable from every device."""
+        return self.memory.allocate_pinned(nbytes)
 
     def allocation_bytes(self, ordinal: int, address: int) -> int:
         """The size of the whole allocation the memory of device ``ordinal`` at ``address``
@@ -259,8 +239,8 @@ class VendorDriver:
 
     def release_cached_memory(self) -> int:
         """Give back to the driver the device memory arrayport keeps for reuse; the bytes
-        given back (here: 0, a vendor whose frees wait keeps none)."""
-        return 0
+        given back."""
+        return self.memory.release_cached_memory()
 
     def max_pitch(self, ordinal: int) -> int:
         """The largest row pitch, in bytes, a 2-D copy on device ``ordinal`` accepts (a
@@ -276,6 +256,112 @@ class VendorDriver:
         From pageable host memory the call returns once the source has been read."""
         with self.on_device(ordinal):
             self._call(self.symbols.copy, dst, src, nbytes, *self.symbols.copy_kind, stream)
+
+    # The memory floor (``gpu.interface.MemoryFloor``): what the policy asks, the calls
+    # both vendors share; CUDA adds its pools (``gpu.cuda_memory``).
+
+    @property
+    def memory_key(self) -> NativeLibrary:
+        return self.library
+
+    def check(self, status: int, call: str) -> None:
+        self.library.check(status, call)
+
+    def refused_for_memory(self, status: int) -> bool:
+        return status == self.symbols.out_of_memory
+
+    def frees_wait_for_work(self) -> bool:
+        """Whether the ordinary frees wait for the device's work (HIP's ``hipFree`` and
+        ``hipHostFree`` document an implicit device synchronization; CUDA's do not)."""
+        return self.symbols.frees_synchronize
+
+    def device_memory(self, ordinal: int) -> int:
+        """Device ``ordinal``'s memory in bytes (8 GiB where the vendor does not say)."""
+        return 8 << 30
+
+    def stream_is_on(self, stream: int, ordinal: int) -> bool:
+        """Whether ``stream`` surely runs on device ``ordinal``: here, a default stream
+        (the current device's); another, where the vendor cannot say, no."""
+        return self.is_default_stream(stream)
+
+    def devices_at_work(self) -> tuple[int, ...]:
+        """The devices whose work may read memory any device can address: every device."""
+        return tuple(range(self.device_count()))
+
+    def synchronize_device(self, ordinal: int) -> None:
+        """Block the host until device ``ordinal``'s work has finished."""
+        with self.on_device(ordinal):
+            self._call(self.symbols.device_synchronize,
+                       what=f"{self.symbols.device_synchronize} (device {ordinal})")
+
+    def allocate_ordinary(self, ordinal: int, nbytes: int,
+                          managed: bool) -> tuple[int, int, str]:
+        name = self.symbols.managed_allocate if managed else self.symbols.allocate
+        if not name:
+            raise self.unavailable(f"{self.library.label}: managed allocations are not "
+                                   f"available{self.symbols.no_managed_reason}")
+        address = c_address(0)
+        with self.on_device(ordinal):
+            status = getattr(self.library.get(), name)(
+                ctypes.byref(address), max(nbytes, 1),
+                *((self.symbols.managed_attach_global,) if managed else ()))
+        return status, address.value or 0, f"{name}({nbytes})"
+
+    def free_ordinary(self, ordinal: int, pointer: int) -> None:
+        with self.on_device(ordinal):   # the driver frees in a context, and says so
+            self._call(self.symbols.free, pointer, what=f"{self.symbols.free}({pointer:#x})")
+
+    def allocate_host(self, nbytes: int) -> tuple[int, int, str]:
+        names = self.symbols
+        address = ctypes.c_void_p()
+        # Pinned allocations and their free need a current context (any: the memory is
+        # portable), which a thread that never touched the GPU does not have.
+        with self.on_device(0):
+            status = getattr(self.library.get(), names.host_allocate)(
+                ctypes.byref(address), max(nbytes, 1), names.host_allocate_portable)
+        return status, address.value or 0, f"{names.host_allocate}({nbytes})"
+
+    def free_host(self, pointer: int) -> None:
+        with self.on_device(0):
+            self._call(self.symbols.host_free, pointer,
+                       what=f"{self.symbols.host_free}({pointer:#x})")
+
+    def allocation_start(self, pointer: int) -> int:
+        """Where the driver allocation holding ``pointer`` starts; 0 where it knows none."""
+        return 0
+
+    def has_memory_pools(self, ordinal: int) -> bool:
+        """Whether device ``ordinal`` has stream-ordered memory pools arrayport can make
+        and allocate from (here: none, a vendor without them)."""
+        return False
+
+    def peers_reading(self, ordinal: int) -> tuple[int, ...]:
+        return ()
+
+    def create_pool(self, ordinal: int, keep_bytes: int, peers: tuple[int, ...]) -> int:
+        raise self.unavailable(f"{self.library.label}: memory pools are not available")
+
+    def destroy_pool(self, pool: int) -> None:
+        raise self.unavailable(f"{self.library.label}: memory pools are not available")
+
+    def trim_pool(self, ordinal: int, pool: int) -> None:
+        raise self.unavailable(f"{self.library.label}: memory pools are not available")
+
+    def pool_reserved(self, pool: int) -> int:
+        return 0
+
+    def allocate_in_stream_order(self, ordinal: int, pool: int | None, nbytes: int,
+                                 stream: int) -> tuple[int, int, str]:
+        raise self.unavailable(f"{self.library.label}: stream-ordered allocations are not "
+                               f"available")
+
+    def free_in_stream_order(self, ordinal: int, pointer: int, stream: int | None) -> None:
+        raise self.unavailable(f"{self.library.label}: stream-ordered allocations are not "
+                               f"available")
+
+    def publish_pool(self, ordinal: int, pool, release, room) -> None:
+        """Tell the core's own copies which pool serves device ``ordinal`` (here: the core
+        has no copies of this vendor's)."""
 
     # The vendor's own half (see the class docstring).
     def current_device(self) -> int:
