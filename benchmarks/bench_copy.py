@@ -1,6 +1,7 @@
 """Copy bandwidth: View.copy beside NumPy, memcpy and PyTorch, in one run.
 
     python benchmarks/bench_copy.py [--repeat 15] [--size 4096] [--gpu-mib 256]
+                                    [--large-mib 1,4,16,64,256,1024] [--paths]
 
 Host: a transposed float32 square (--size, default 4096: 64 MiB), two 3-d permutations
 of the same bytes, 1-, 2-, 8- and 16-byte transposes, a uint8 image (2160 x 3840 x 3) HWC -> CHW
@@ -12,6 +13,10 @@ write) and once into memory written before (the copy alone). The kernel's choice
 path, cache sizes, threads) is printed first; ``--paths`` adds a column per vector path
 the CPU runs, each forced and on one thread (the best path's share of memcpy into new
 memory beside them), and one with every copy split across all the CPUs.
+Streaming (issue 53): transposed float32 and float16 of --large-mib sizes (1 MiB to 1 GiB
+by default, where the machine's available memory allows), ``View.copy`` with today's
+streaming threshold and with the former one (half the last-level cache) beside NumPy and
+memcpy into new memory, in ms, with the caches reported and the thresholds chosen.
 GPU (when PyTorch sees a CUDA device): host→device from pageable memory (through
 arrayport's pinned ring, and with the ring off: the driver's own staging) and from pinned
 memory, device→host, device→device, a transposed copy to the device and to the host of --gpu-mib
@@ -48,6 +53,10 @@ def arguments():
                         "sample; accepted so all benchmarks take the same options)")
     parser.add_argument("--paths", action="store_true",
                         help="also time View.copy on every vector path the CPU runs")
+    parser.add_argument("--large-mib", default="1,4,16,64,256,1024",
+                        help="sizes (MiB, comma-separated) of the streaming table: transposed "
+                             "float32 and float16 beside memcpy and NumPy; a size is left out "
+                             "where the machine's available memory is under 5 times it")
     return parser.parse_args()
 
 
@@ -105,24 +114,93 @@ def kernel_line():
             f"{info['thread_bytes'] >> 20} MiB each at least")
 
 
+def former_streaming_bytes(info):
+    """The streaming threshold before issue 53: half the last-level cache (8 MiB where
+    none is reported), 1 MiB at least — timed beside today's rule in the same run."""
+    return max(info["llc"] // 2 if info["llc"] else 8 << 20, 1 << 20)
+
+
+def available_bytes() -> int:
+    """MemAvailable (Linux); else the physical memory; 0 where neither is known."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) << 10
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def transposed_of(nbytes, dtype):
+    """A transposed matrix of ``nbytes`` of ``dtype``: rows a power of two, about square
+    (64 MiB float32: 4096 x 4096; float16: 4096 x 8192)."""
+    count = nbytes // np.dtype(dtype).itemsize
+    rows = 1 << ((count.bit_length() - 1) // 2)
+    return np.ones((rows, count // rows), dtype).T
+
+
+def streaming_table(args):
+    """Transposed copies from 1 MiB to 1 GiB: View.copy with today's streaming threshold
+    and with the former one (half the last-level cache), NumPy's copy, memcpy into new
+    memory — one run, in alternation."""
+    info = _core.copy_kernel()
+    former = former_streaming_bytes(info)
+    print(f"# streaming: from {info['streaming_bytes'] / (1 << 20):g} MiB (one core's L2 "
+          f"{info['l2'] >> 10} KiB, within 1 MiB and half the last level "
+          f"{info['llc'] >> 20} MiB); formerly from {former / (1 << 20):g} MiB; "
+          f"ARRAYPORT_COPY_STREAMING_BYTES overrides; median of {args.repeat}, ms")
+    print(f"{'case':<38} {'View.copy':>10} {'former':>9} {'numpy':>9} {'memcpy new':>10} "
+          f"{'vs memcpy':>9} {'former vs':>9} {'vs former':>9}")
+    available = available_bytes()
+    for mib in (float(size) for size in args.large_mib.split(",") if size.strip()):
+        nbytes = int(mib * (1 << 20))
+        if available and 5 * nbytes > available:
+            print(f"{f'{mib:g} MiB':<38} (left out: {available >> 20} MiB available)")
+            continue
+        for dtype in ("float32", "float16"):
+            array = transposed_of(nbytes, dtype)
+            view = ap.view(array)
+            flat = array.T.reshape(-1)   # the same bytes, contiguous
+            times = alternating_medians([
+                view.copy, streaming_from(former, view.copy),
+                lambda: np.ascontiguousarray(array), memcpy_fresh(flat.ctypes.data, flat.nbytes),
+            ], max(1, args.repeat if mib < 256 else min(args.repeat, 5)))
+            ours, before, numpy_time, fresh = times
+            label = f"transposed {array.shape[1]}x{array.shape[0]} {dtype} ({mib:g} MiB)"
+            print(f"{label:<38} {ours * 1e3:>10.2f} {before * 1e3:>9.2f} "
+                  f"{numpy_time * 1e3:>9.2f} {fresh * 1e3:>10.2f} {ours / fresh:>8.2f}x "
+                  f"{before / fresh:>8.2f}x {ours / before:>8.2f}x")
+            del array, view, flat
+
+
+def with_kernel(setter, *setting):
+    """A function that runs another with the copy kernel set by ``setter(*setting)`` (one
+    of ``_core``'s setters, which return what they replaced), restoring it after."""
+    def wrap(function):
+        def run():
+            previous = setter(*setting)
+            try:
+                return function()
+            finally:
+                setter(*previous) if isinstance(previous, tuple) else setter(previous)
+        return run
+    return wrap
+
+
 def on_threads(threads, function):
-    def run():
-        previous = _core.set_copy_threads(threads, 1)
-        try:
-            return function()
-        finally:
-            _core.set_copy_threads(*previous)
-    return run
+    return with_kernel(_core.set_copy_threads, threads, 1)(function)
 
 
 def on_path(path, function):
-    def run():
-        previous = _core.force_copy_path(path)
-        try:
-            return function()
-        finally:
-            _core.force_copy_path(previous)
-    return run
+    return with_kernel(_core.force_copy_path, path)(function)
+
+
+def streaming_from(nbytes, function):
+    return with_kernel(_core.set_copy_streaming, nbytes)(function)
 
 
 def host_table(args):
@@ -273,6 +351,7 @@ def bar_verdict(ratio: float, bar: float | None) -> str:
 def main():
     args = arguments()
     host_table(args)
+    streaming_table(args)
     gpu_table(args)
 
 

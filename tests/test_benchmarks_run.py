@@ -24,7 +24,8 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 @pytest.mark.parametrize("script,rows", [
     ("bench_copy.py", ["transposed 4096x4096 float32", ".transpose(2, 0, 1)", ".transpose(1, 2, 0)",
-                       "# gpu:"]),
+                       "# streaming: from", "transposed 512x512 float32 (1 MiB)",
+                       "transposed 1024x2048 float16 (4 MiB)", "# gpu:"]),
     pytest.param("bench_arrow.py", ["View.from_arrow(pa) vs np.from_dlpack",
                                     "pa.array(View) vs pa.array(ndarray)"],
                  marks=needs("pyarrow")),
@@ -43,8 +44,10 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
                        "memoryview(View vs ndarray)", "view.T vs ndarray.T"]),
 ])
 def test_benchmark_prints_every_row_it_can(script, rows):
+    # (the copy table's large sizes, to 1 GiB, are a run of their own: 1 and 4 MiB here)
+    sizes = ["--large-mib", "1,4"] if script == "bench_copy.py" else []
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--repeat", "1", "--number", "10"],
+        [sys.executable, str(BENCHMARKS / script), "--repeat", "1", "--number", "10", *sizes],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for row in rows:

@@ -4,6 +4,7 @@ x86-64; NEON on ARM64), so a path that gives a different bit anywhere fails here
 user's machine."""
 
 import contextlib
+import os
 
 import numpy as np
 import pytest
@@ -71,7 +72,7 @@ def test_large_transposed_copies(shape):
 
 # The kernel's vector paths work in blocks of one cache line by one cache line (64 x 64
 # bytes, 32 x 32 two-byte, 16 x 16 four-byte or 8 x 8 eight-byte elements), prefetch four
-# blocks ahead and stream results larger than half the last-level cache; these layouts
+# blocks ahead and stream results larger than one core's L2; these layouts
 # cross every block edge, leftover row and column.
 BLOCK_LAYOUTS = [
     ((16, 16), (1, 0)), ((17, 33), (1, 0)), ((64, 80), (1, 0)), ((100, 3), (1, 0)),
@@ -171,11 +172,31 @@ def test_the_thread_variables_are_read_at_start_up():
     import subprocess
     import sys
     environment = dict(os.environ, ARRAYPORT_NUM_THREADS="1",
-                       ARRAYPORT_COPY_THREAD_BYTES="12345")
+                       ARRAYPORT_COPY_THREAD_BYTES="12345",
+                       ARRAYPORT_COPY_STREAMING_BYTES="3000000",
+                       ARRAYPORT_HUGE_PAGE_BYTES="8388608")
     shown = subprocess.run([sys.executable, "-c", "from arrayport import _core; "
-                            "k = _core.copy_kernel(); print(k['threads'], k['thread_bytes'])"],
+                            "k = _core.copy_kernel(); print(k['threads'], k['thread_bytes'], "
+                            "k['streaming_bytes'], k['huge_page_bytes'])"],
                            capture_output=True, text=True, env=environment, timeout=120)
-    assert shown.stdout.split() == ["1", "12345"], shown.stderr
+    assert shown.stdout.split() == ["1", "12345", "3000000", "8388608"], shown.stderr
+
+
+def test_results_from_the_huge_page_size_on_are_aligned_for_huge_pages():
+    """A result of 4 MiB and more starts on a 2 MiB boundary (offered transparent huge
+    pages); ARRAYPORT_HUGE_PAGE_BYTES moves that size (read at start-up)."""
+    import subprocess
+    import sys
+    program = ("import numpy as np, arrayport as ap; "
+               "a = np.ones((1024, 1280), np.float32).T; "   # 5 MiB, transposed
+               "print(ap.view(a).copy().ptr % (2 << 20) == 0)")
+    for setting, aligned in ((None, "True"), ("8388608", "False")):
+        environment = {k: v for k, v in os.environ.items() if k != "ARRAYPORT_HUGE_PAGE_BYTES"}
+        if setting:
+            environment["ARRAYPORT_HUGE_PAGE_BYTES"] = setting
+        shown = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                               env=environment, timeout=120)
+        assert shown.stdout.split() == [aligned], (setting, shown.stderr)
 
 
 def test_the_kernel_reports_what_it_chose():
@@ -183,14 +204,46 @@ def test_the_kernel_reports_what_it_chose():
     assert info["path"] in info["paths"] and info["paths"][0] == "portable"
     assert info["line"] > 0 and info["band_lines"] >= 16
     assert info["streaming_bytes"] >= 1 << 20
+    assert info["huge_page_bytes"] == 4 << 20 or os.environ.get("ARRAYPORT_HUGE_PAGE_BYTES")
     with pytest.raises(ValueError, match="not one this CPU runs"):
         _core.force_copy_path("avx-9000")
+
+
+def test_results_larger_than_one_core_s_l2_are_streamed():
+    """The streaming threshold is one core's L2 (1 MiB at least), never more than half the
+    last level — not the last level alone, which a VM reports whole (docs/devices.md)."""
+    if os.environ.get("ARRAYPORT_COPY_STREAMING_BYTES"):
+        pytest.skip("ARRAYPORT_COPY_STREAMING_BYTES sets the threshold in this process")
+    info = _core.copy_kernel()
+    expected = max(info["l2"], 1 << 20)
+    if info["llc"]:
+        expected = min(expected, info["llc"] // 2)
+    assert info["streaming_bytes"] == max(expected, 1 << 20)
+
+
+@pytest.mark.parametrize("shape,axes", BLOCK_LAYOUTS)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_streamed_copy_is_the_cached_copy(shape, axes, path):
+    """The same layouts with every result streamed (a threshold of 1 byte): the same bits as
+    through the caches, on every path; a threshold below 1 byte is refused."""
+    array = random_bits(shape, "float32").transpose(axes)
+    cached = ap.to_numpy(ap.view(array).host_copy()).tobytes()
+    previous = _core.set_copy_streaming(1)
+    try:
+        with forced(path):
+            for layout in (array, array[::-1], random_bits(shape, "uint8").transpose(axes)):
+                assert_copied_exactly(layout)
+            assert ap.to_numpy(ap.view(array).host_copy()).tobytes() == cached
+    finally:
+        assert _core.set_copy_streaming(previous) == 1
+    with pytest.raises(ValueError, match="streaming threshold"):
+        _core.set_copy_streaming(0)
 
 
 @pytest.mark.parametrize("dtype,columns", [("float32", 1100), ("float64", 1030),
                                            ("uint16", 2048), ("uint8", 4100)])
 def test_streamed_copies_larger_than_the_caches(dtype, columns):
-    """Results larger than the kernel's streaming threshold (half the last-level cache)
+    """Results larger than the kernel's streaming threshold (one core's L2, within bounds)
     are written with non-temporal stores."""
     threshold = _core.copy_kernel()["streaming_bytes"]
     rows = threshold // (columns * np.dtype(dtype).itemsize) + 3

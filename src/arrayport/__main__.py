@@ -45,8 +45,10 @@ def _print_copy_kernel() -> None:
     print(f"host copy kernel: {kernel['path']} path (CPU runs {', '.join(kernel['paths'])}; "
           f"ARRAYPORT_COPY_PATH to force one)\n  sized from {caches}: bands of "
           f"{kernel['band_lines']} source lines, streaming stores from "
-          f"{kernel['streaming_bytes'] >> 20} MiB; up to {kernel['threads']} thread(s) "
-          f"(ARRAYPORT_NUM_THREADS), {kernel['thread_bytes'] >> 20} MiB each at least")
+          f"{kernel['streaming_bytes'] >> 20} MiB (ARRAYPORT_COPY_STREAMING_BYTES); up to "
+          f"{kernel['threads']} thread(s) (ARRAYPORT_NUM_THREADS), "
+          f"{kernel['thread_bytes'] >> 20} MiB each at least (ARRAYPORT_COPY_THREAD_BYTES); "
+          f"huge pages from {kernel['huge_page_bytes'] >> 20} MiB (ARRAYPORT_HUGE_PAGE_BYTES)")
 
 
 def _why_not_exercised(library) -> str:

@@ -27,6 +27,7 @@ cdef extern from "_csrc/core_support.h":
     void ap_counter_add(long* counter, long delta) nogil
     long ap_counter_get(long* counter) nogil
     void* ap_host_alloc(size_t nbytes) nogil
+    size_t ap_huge_pages_from() nogil
 
     APDLManagedTensorVersioned* ap_alloc_exported_versioned(int32_t ndim) except NULL
     APDLManagedTensor* ap_alloc_exported_legacy(int32_t ndim) except NULL
@@ -56,6 +57,7 @@ cdef extern from "_csrc/core_support.h":
     void ap_copy_configure() nogil
     int ap_copy_force_path(int path) nogil
     void ap_copy_set_threads(int64_t threads, int64_t thread_bytes) nogil
+    int64_t ap_copy_set_streaming(int64_t bytes) nogil
 
 import os as _os
 import sys as _sys

@@ -82,10 +82,12 @@ def copy_kernel():
         (``line``, ``l1d``, ``l2``, ``llc`` in bytes, ``l2_ways``; 0 when not reported),
         ``band_lines`` (source lines a band of blocks keeps open at most: half the L1; fewer
         for strides that reach few L2 sets), ``streaming_bytes`` (results this large are
-        written with non-temporal stores: half the last level), ``threads`` (at most this
+        written with non-temporal stores: one core's L2, 1 MiB at least, half the last
+        level at most; ``ARRAYPORT_COPY_STREAMING_BYTES`` overrides it), ``threads`` (at most this
         many threads share a copy: the CPUs this process may use, capped by
-        ``ARRAYPORT_NUM_THREADS``) and ``thread_bytes`` (each thread gets at least this
-        many bytes).
+        ``ARRAYPORT_NUM_THREADS``), ``thread_bytes`` (each thread gets at least this
+        many bytes: ``ARRAYPORT_COPY_THREAD_BYTES``) and ``huge_page_bytes`` (results this
+        large are offered transparent huge pages: 4 MiB, ``ARRAYPORT_HUGE_PAGE_BYTES``).
     """
     ap_copy_configure()
     return {"path": ap_copy_path_names[ap_copy_config.path].decode(),
@@ -94,7 +96,8 @@ def copy_kernel():
             "llc": ap_copy_config.llc, "l2_ways": ap_copy_config.l2_ways,
             "band_lines": ap_copy_config.band_lines,
             "streaming_bytes": ap_copy_config.streaming_bytes,
-            "threads": ap_copy_config.threads, "thread_bytes": ap_copy_config.thread_bytes}
+            "threads": ap_copy_config.threads, "thread_bytes": ap_copy_config.thread_bytes,
+            "huge_page_bytes": ap_huge_pages_from()}
 
 
 def set_copy_threads(threads, thread_bytes):
@@ -110,6 +113,27 @@ def set_copy_threads(threads, thread_bytes):
     info = copy_kernel()
     ap_copy_set_threads(threads, thread_bytes)
     return info["threads"], info["thread_bytes"]
+
+
+def set_copy_streaming(nbytes):
+    """Write host copies' results of at least ``nbytes`` bytes with streaming stores,
+    process-wide (benchmarks compare thresholds in one run; ``ARRAYPORT_COPY_STREAMING_BYTES``
+    does the same at start-up).
+
+    Returns
+    -------
+    int
+        The previous threshold.
+
+    Raises
+    ------
+    ValueError
+        ``nbytes`` below 1.
+    """
+    if nbytes < 1:
+        raise ValueError(f"copy kernel: a streaming threshold is a number of bytes from 1, "
+                         f"not {nbytes!r}")
+    return ap_copy_set_streaming(nbytes)
 
 
 def force_copy_path(name):

@@ -56,11 +56,24 @@ static inline long ap_counter_get(long *counter) {
  * never NULL for zero bytes (some consumers reject NULL). Blocks of 4 MiB and more are
  * aligned to 2 MiB and offered to the kernel for transparent huge pages, as NumPy does:
  * a fresh 64 MiB copy otherwise spends most of its time faulting in 16384 small pages.
+ * ARRAYPORT_HUGE_PAGE_BYTES (bytes, read once) sets another size from which they are.
  * Freed with free(). */
 #define AP_HUGE_PAGE ((size_t)2 << 20)
+static size_t ap_huge_pages_from_bytes = 0;   /* 0: not read yet */
+
+static size_t ap_huge_pages_from(void) {
+    size_t from = ap_huge_pages_from_bytes;
+    if (from == 0) {   /* racing threads read the same value */
+        const char *asked = getenv("ARRAYPORT_HUGE_PAGE_BYTES");
+        from = asked && atoll(asked) > 0 ? (size_t)atoll(asked) : 2 * AP_HUGE_PAGE;
+        ap_huge_pages_from_bytes = from;
+    }
+    return from;
+}
+
 static void *ap_host_alloc(size_t nbytes) {
     void *block = NULL;
-    size_t alignment = nbytes >= 2 * AP_HUGE_PAGE ? AP_HUGE_PAGE : 64;
+    size_t alignment = nbytes >= ap_huge_pages_from() ? AP_HUGE_PAGE : 64;
     if (posix_memalign(&block, alignment, nbytes > 0 ? nbytes : 64) != 0) return NULL;
 #if defined(MADV_HUGEPAGE)
     if (alignment == AP_HUGE_PAGE) madvise(block, nbytes, MADV_HUGEPAGE);  /* advice only */

@@ -212,10 +212,19 @@ static void ap_copy_configure(void) {
     int64_t l1d = c.l1d > 0 ? c.l1d : 32 << 10;
     c.band_lines = l1d / 2 / 2 / c.line;
     if (c.band_lines < 16) c.band_lines = 16;
-    /* Results larger than half the last-level cache would evict everything else anyway:
-     * they are streamed. Unknown caches: 8 MiB. */
-    c.streaming_bytes = c.llc > 0 ? c.llc / 2 : (int64_t)8 << 20;
+    /* Results larger than one core's L2 (1 MiB at least) are streamed, and never more than
+     * half the last-level cache. Not the last level alone: a VM or a container is shown its
+     * host's whole cache (480 MiB on one cloud VM of 2 vCPUs), of which it owns a share
+     * nobody reports, and a transposed result's lines written through the caches cost a
+     * read each. Measured (docs/devices.md, "Streaming stores"): on a 2-CPU Xeon VM with a
+     * 1 MiB L2 and a 36 MiB L3, streamed results were as fast at 1 MiB and 1.4-2.2x faster
+     * from 2 to 16 MiB, the copy followed by a sum of the result too (0.61-0.74x).
+     * ARRAYPORT_COPY_STREAMING_BYTES overrides it. */
+    c.streaming_bytes = c.l2 > ((int64_t)1 << 20) ? c.l2 : (int64_t)1 << 20;
+    if (c.llc > 0 && c.streaming_bytes > c.llc / 2) c.streaming_bytes = c.llc / 2;
     if (c.streaming_bytes < ((int64_t)1 << 20)) c.streaming_bytes = (int64_t)1 << 20;
+    const char *streaming = getenv("ARRAYPORT_COPY_STREAMING_BYTES");
+    if (streaming && atoll(streaming) > 0) c.streaming_bytes = atoll(streaming);
     /* Threads: the CPUs this process may run on; ARRAYPORT_NUM_THREADS asks for fewer
      * (1: never). */
     c.threads = 1;
@@ -249,6 +258,15 @@ static void ap_copy_set_threads(int64_t threads, int64_t thread_bytes) {
 #endif
     if (threads >= 1) ap_copy_config.threads = threads < AP_COPY_MAX_THREADS ? threads : AP_COPY_MAX_THREADS;
     if (thread_bytes >= 1) ap_copy_config.thread_bytes = thread_bytes;
+}
+
+/* Set the size from which results are written with streaming stores (benchmarks compare
+ * thresholds in one run; tests stream every copy); the previous size. */
+static int64_t ap_copy_set_streaming(int64_t bytes) {
+    ap_copy_configure();
+    int64_t previous = ap_copy_config.streaming_bytes;
+    if (bytes >= 1) ap_copy_config.streaming_bytes = bytes;
+    return previous;
 }
 
 /* Force a path (tests run every path a CPU has); -1 when the CPU lacks it. */
