@@ -23,6 +23,12 @@ from _timing import arguments, median_ns, namespace_with_libraries, print_table
 ROWS = [
     ("view(torch) vs tvm_ffi.from_dlpack", "ap.view(torch_tensor)",
      "tvm_ffi.from_dlpack(torch_tensor)", "tvm_ffi"),
+    # issue 53: 1-D, and a 2-D view (a reshape: a tensor with autograd metadata, whose
+    # requires_grad PyTorch's getter answered in 262 instructions)
+    ("view(torch 1-D) vs tvm_ffi", "ap.view(torch_vector)",
+     "tvm_ffi.from_dlpack(torch_vector)", "tvm_ffi"),
+    ("view(torch reshaped 2-D) vs tvm_ffi", "ap.view(torch_reshaped)",
+     "tvm_ffi.from_dlpack(torch_reshaped)", "tvm_ffi"),
     ("to_torch(np) vs torch.from_dlpack", "ap.to_torch(np_array)",
      "torch.from_dlpack(np_array)", "torch"),
     ("to_numpy(torch) vs np.from_dlpack", "ap.to_numpy(torch_tensor)",
@@ -58,6 +64,9 @@ def print_c_loop(consumer, namespace, args):
 def main():
     args = arguments(__doc__.splitlines()[0])
     namespace = namespace_with_libraries()
+    if "torch" in namespace:
+        namespace["torch_vector"] = namespace["torch"].ones(12)
+        namespace["torch_reshaped"] = namespace["torch"].ones(12).reshape(3, 4)
     print_table(ROWS, namespace, args)
     consumer = c_consumer()
     if consumer is None:

@@ -34,6 +34,8 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
     ("bench_dlpack.py", ["from_dlpack(numpy array)", "np.from_dlpack(View vs ndarray)"]),
     pytest.param("bench_exchange.py", ["to_torch(np) vs torch.from_dlpack",
                                        "to_numpy(torch) vs np.from_dlpack",
+                                       "view(torch 1-D) vs tvm_ffi",
+                                       "view(torch reshaped 2-D) vs tvm_ffi",
                                        C_LOOP_ROW],
                  marks=needs("torch")),
     pytest.param("bench_gpu_exchange.py", ["import a CPU tensor", "a CPU View to PyTorch"],

@@ -16,6 +16,8 @@ on the code before the fix. The policies they pin:
   owns it.
 """
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -91,7 +93,14 @@ def _strange_tensors():
     with torch.inference_mode():
         inference = torch.zeros(3)
     toggled = torch.zeros(3).requires_grad_(True).requires_grad_(False)
-    yield from [torch.zeros(3), torch.zeros((3, 4)).t(), torch.zeros(5)[1::2],
+    later = torch.zeros(4)
+    view_of_later = later.reshape(2, 2)[1:]     # a view of a view, before its base...
+    later.requires_grad_(True)                  # ...requires grad: it does too
+    with torch.no_grad():
+        viewed_without_grad = leaf[1:]
+    yield from [view_of_later, viewed_without_grad, torch.zeros(4).reshape(2, 2),
+                (leaf * 2)[1:], leaf.unsqueeze(1).t(),
+                torch.zeros(3), torch.zeros((3, 4)).t(), torch.zeros(5)[1::2],
                 torch.zeros((2, 3)).expand(4, 2, 3), torch.tensor(1.5),
                 torch.zeros(0), torch._neg_view(torch.ones(3, dtype=torch.int16)),
                 complex_.conj(), complex_.conj().imag, complex_.conj().real,
@@ -151,6 +160,8 @@ def test_the_fields_are_measured_on_the_pinned_pytorch():
     ap.view(torch.zeros(1))
     measured = ap._core.torch_bits_read_from_fields()
     assert measured is not None and measured["autograd"] is not None
+    if sys.platform in ("linux", "darwin"):   # a view's requires_grad asked of libc10 itself
+        assert measured["requires_grad_called"]
     for bit in ("negative_key", "conjugate_key"):
         assert measured[bit] & (measured[bit] - 1) == 0     # one dispatch key each
 

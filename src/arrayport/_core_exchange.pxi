@@ -23,8 +23,8 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_describe.pxi: _adopt
 #   _core_dlpack.pxi: _refuse_foreign_major
-#   _core_producers.pxi: _finish_import, _producer_failure, _producer_kind,
-#       _refuse_unexportable, _torch_after_import, _torch_before_export
+#   _core_producers.pxi: _finish_import, _finish_import_of_kind, _producer_failure,
+#       _producer_kind, _refuse_unexportable, _torch_after_import, _torch_before_export
 #   _core_streams.pxi: _export_orders_consumer, _import_asks_producer_stream,
 #       _note_exchange_import, _order_consumer_handle_after_pending
 #   _core_view.pxi: View
@@ -58,23 +58,34 @@ cdef uintptr_t _find_exchange_api(object tp):
 
 # One-entry cache in front of the dict, (type, table address) in one object so that
 # threads never see a type paired with another type's table.
-cdef tuple _last_exchange = (None, 0)
+cdef class _TypeTable:
+    """A type and its exchange table's address, in one object (replaced whole, never
+    changed); the address a C integer, read without a conversion."""
+    cdef object tp
+    cdef uintptr_t api
+
+
+cdef _TypeTable _last_exchange = _TypeTable.__new__(_TypeTable)   # no type yet
 
 
 cdef inline uintptr_t _exchange_api_for(object tp):
     """The exchange API table of type ``tp`` (0: none), looked up once per type."""
     global _last_exchange
-    cdef tuple last = _last_exchange
-    if last[0] is tp:
-        return last[1]
+    cdef _TypeTable last = _last_exchange
+    if last.tp is tp:
+        return last.api
     cached = _exchange_api_by_type.get(tp)
+    cdef uintptr_t found
     if cached is not None:
-        _last_exchange = (tp, cached)
-        return cached
-    cdef uintptr_t found = _find_exchange_api(tp)
-    if len(_exchange_api_by_type) >= _TYPE_CACHE_LIMIT:
-        _exchange_api_by_type.clear()
-    _exchange_api_by_type[tp] = found
+        found = cached
+    else:
+        found = _find_exchange_api(tp)
+        if len(_exchange_api_by_type) >= _TYPE_CACHE_LIMIT:
+            _exchange_api_by_type.clear()
+        _exchange_api_by_type[tp] = found
+    cdef _TypeTable entry = _TypeTable.__new__(_TypeTable)
+    entry.tp, entry.api = tp, found
+    _last_exchange = entry
     return found
 
 
@@ -125,7 +136,7 @@ cdef View _view_via_exchange_api(object x, uintptr_t address, consumer=None):
         _table_call_failed(x, "managed_tensor_from_py_object_no_sync")
     if m == NULL:
         raise BufferError("dlpack: the producer's exchange API returned no tensor")
-    cdef View v = _view_owning_versioned(m, x)
+    cdef View v = _view_owning_versioned(m, x, kind)
     cdef int32_t device_type = v._t.device.device_type
     if consumer is not None:
         consumer = check_stream(consumer, device_type)   # a refusal drops v: deleter once
@@ -184,9 +195,11 @@ def object_via_exchange_api(View v, tp):
     return None if api == 0 else _object_via_exchange_api(v, api)
 
 
-cdef View _view_owning_versioned(APDLManagedTensorVersioned* m, object owner):
+cdef View _view_owning_versioned(APDLManagedTensorVersioned* m, object owner,
+                                 int owner_kind=-1):
     """A View that takes ownership of ``m`` (no capsule involved): on any failure the
-    deleter is called here, exactly once."""
+    deleter is called here, exactly once. ``owner_kind``: the owner's producer kind where
+    the caller knows it (-1: asked here)."""
     cdef View v
     if m.version.major != APDL_MAJOR_VERSION:
         _refuse_foreign_major(m, "tensor")
@@ -202,5 +215,8 @@ cdef View _view_owning_versioned(APDLManagedTensorVersioned* m, object owner):
     ap_counter_add(&ap_live_imported, 1)
     v._owner = owner
     v._protocol = "dlpack"
-    _finish_import(v, owner)
+    if owner_kind < 0:
+        _finish_import(v, owner)
+    else:
+        _finish_import_of_kind(v, owner, owner_kind)
     return v

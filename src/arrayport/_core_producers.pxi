@@ -77,9 +77,23 @@ cdef dict _KIND_OF_QUIRK = {"immutable": _IMMUTABLE, "torch": _TORCH, "masked": 
 # path or a kind's own test below).
 cdef dict _kind_by_root = {}
 cdef dict _producer_kinds = {}
-# One-entry cache in front of the dict: (type, kind) in one object, so a thread never pairs
-# one type with another's kind.
-cdef tuple _last_producer_kind = (None, _PLAIN)
+
+
+cdef class _TypeKind:
+    """A type and its producer kind, in one object (the one-entry cache in front of the
+    dict: replaced whole, never changed, so a thread never pairs one type with another's
+    kind); the kind a C int, read without a conversion."""
+    cdef object tp
+    cdef int kind
+
+
+cdef _TypeKind _type_kind(object tp, int kind):
+    cdef _TypeKind entry = _TypeKind.__new__(_TypeKind)
+    entry.tp, entry.kind = tp, kind
+    return entry
+
+
+cdef _TypeKind _last_producer_kind = _type_kind(None, _PLAIN)
 
 
 def install_producer_quirks(dict quirks):
@@ -92,7 +106,7 @@ def install_producer_quirks(dict quirks):
         kinds[str(root)] = _KIND_OF_QUIRK[quirk]
     _kind_by_root = kinds
     _producer_kinds.clear()
-    _last_producer_kind = (None, _PLAIN)
+    _last_producer_kind = _type_kind(None, _PLAIN)
 
 
 cdef int _kind_of_type(object t) except -1:
@@ -122,18 +136,19 @@ cdef int _kind_of_type(object t) except -1:
 
 cdef int _producer_kind(object t) except -1:
     global _last_producer_kind
-    cdef tuple last = _last_producer_kind
-    if last[0] is t:
-        return last[1]
+    cdef _TypeKind last = _last_producer_kind
+    if last.tp is t:
+        return last.kind
     cached = _producer_kinds.get(t)
+    cdef int kind
     if cached is not None:
-        _last_producer_kind = (t, cached)
-        return cached
-    cdef int kind = _kind_of_type(t)
-    if len(_producer_kinds) >= _TYPE_CACHE_LIMIT:
-        _producer_kinds.clear()
-    _producer_kinds[t] = kind
-    _last_producer_kind = (t, kind)
+        kind = cached
+    else:
+        kind = _kind_of_type(t)
+        if len(_producer_kinds) >= _TYPE_CACHE_LIMIT:
+            _producer_kinds.clear()
+        _producer_kinds[t] = kind
+    _last_producer_kind = _type_kind(t, kind)
     return kind
 
 
@@ -291,7 +306,12 @@ cdef int _finish_import(View v, object owner) except -1:
     masked array with masked elements is refused; an immutable producer's memory (JAX,
     Arrow: whatever their export says) is read-only, and so is a broadcast unless a writable
     numpy.ndarray owns it."""
-    cdef int kind = _PLAIN if owner is None else _producer_kind(type(owner))
+    return _finish_import_of_kind(v, owner,
+                                  _PLAIN if owner is None else _producer_kind(type(owner)))
+
+
+cdef int _finish_import_of_kind(View v, object owner, int kind) except -1:
+    """``_finish_import`` where the owner's producer kind is known already."""
     if kind == _MASKED:
         _refuse_masked(owner)  # every constructor, not only view(): the mask is not exported
     if v._flags & APDL_FLAG_READ_ONLY:

@@ -10,8 +10,11 @@
 #   - For tensors whose type is exactly torch.Tensor, the tensor's own fields: the
 #     TensorImpl the Python object points to holds the dispatch key set (the negative and
 #     conjugate bits are two of its keys; is_neg()/is_conj() test exactly those) and the
-#     autograd metadata pointer (NULL means requires_grad is False; otherwise PyTorch's own
-#     getter is asked). Where these fields are is not a public ABI, so it is never assumed:
+#     autograd metadata pointer (NULL means requires_grad is False; otherwise — a view, a
+#     tensor that requires grad or ever did — c10::TensorImpl::requires_grad() is called
+#     directly where libc10 exports it and it answers as PyTorch's getter on every probe,
+#     else that getter is asked: 262 instructions of warning handlers and
+#     __torch_function__ checks around a 22-instruction answer, issue 53). Where these fields are is not a public ABI, so it is never assumed:
 #     it is *measured* once, when PyTorch is first seen, on tensors made for the purpose
 #     whose bits are known, and every candidate is held to PyTorch's own answers on all of
 #     them. If any measurement is ambiguous or disagrees, the fields are never read and
@@ -49,6 +52,12 @@ cdef void* _torch_requires_grad_closure = NULL
 cdef _noargs_fn _torch_is_neg = NULL
 cdef _noargs_fn _torch_is_conj = NULL
 cdef bint _torch_probes_loaded = False
+# c10::TensorImpl::requires_grad() const (a C++ bool, read as one byte), where measured
+ctypedef unsigned char (*_impl_flag_fn)(const void*) noexcept nogil
+cdef _impl_flag_fn _impl_requires_grad = NULL
+# its mangled name (Itanium C++ ABI: Linux, macOS), and libc10's file on each
+cdef str _IMPL_REQUIRES_GRAD = "_ZNK3c1010TensorImpl13requires_gradEv"
+cdef dict _C10_LIBRARY = {"linux": "libc10.so", "darwin": "libc10.dylib"}
 cdef str _REQUIRES_GRAD = "requires_grad"
 
 
@@ -118,8 +127,9 @@ cdef Py_ssize_t _autograd_at = -1          # bytes into the TensorImpl: autograd
 
 cdef void _forget_torch_layout() noexcept:
     global _plain_tensor_type, _impl_at, _keys_at, _negative_key, _conjugate_key
-    global _autograd_at
+    global _autograd_at, _impl_requires_grad
     _plain_tensor_type = None
+    _impl_requires_grad = NULL
     _impl_at = _keys_at = _autograd_at = -1
     _negative_key = _conjugate_key = 0
 
@@ -202,6 +212,50 @@ cdef int _measure_torch_layout(torch) except -1:
         return 0
     _negative_key, _conjugate_key = bits[0]
     _plain_tensor_type = Tensor
+    if _autograd_at >= 0:
+        _measure_impl_requires_grad(torch)
+    return 0
+
+
+cdef int _measure_impl_requires_grad(torch) except -1:
+    """Use c10::TensorImpl::requires_grad() for tensors with autograd metadata where libc10
+    (already loaded by PyTorch, from its own lib folder) exports it and it answers as
+    PyTorch's getter on every probe — views above all (whose answer may come from their
+    base, made to require grad after the view), leaves, results, detached tensors."""
+    global _impl_requires_grad
+    _impl_requires_grad = NULL
+    name = _C10_LIBRARY.get(_sys.platform)
+    no_load = getattr(_os, "RTLD_NOLOAD", 0)
+    if name is None or not no_load:
+        return 0
+    import ctypes
+    try:   # only the copy PyTorch loaded (RTLD_NOLOAD): never a second libc10
+        library = ctypes.CDLL(_os.path.join(_os.path.dirname(torch.__file__), "lib", name),
+                              mode=no_load | _os.RTLD_LAZY)
+        entry = getattr(library, _IMPL_REQUIRES_GRAD)
+    except (OSError, AttributeError):
+        return 0
+    cdef _impl_flag_fn candidate = <_impl_flag_fn><uintptr_t>ctypes.cast(
+        entry, ctypes.c_void_p).value
+    base, later = torch.zeros(4), torch.zeros(4)
+    leaf = torch.zeros(4, requires_grad=True)
+    view_of_later = later[1:]
+    later.requires_grad_(True)                  # the view requires grad through its base
+    probes = [base[1:], base.reshape(2, 2), base.t(), leaf, leaf[1:], leaf * 2,
+              leaf.detach(), leaf.detach()[1:], view_of_later, later,
+              torch.zeros(3).requires_grad_(True).requires_grad_(False),
+              torch.zeros(3, requires_grad=True).reshape(3, 1)]
+    cdef uintptr_t impl
+    cdef int with_metadata = 0
+    for probe in probes:
+        impl = <uintptr_t>probe._cdata
+        if _word(impl, _autograd_at) == 0:
+            continue
+        with_metadata += 1
+        if (candidate(<void*>impl) != 0) != _asked_requires_grad(probe):
+            return 0
+    if with_metadata >= 10:
+        _impl_requires_grad = candidate
     return 0
 
 
@@ -209,8 +263,11 @@ cdef int _measure_torch_layout(torch) except -1:
 
 cdef inline bint _torch_requires_grad_of(x) except -1:
     cdef uintptr_t impl = _impl_of(x)
-    if impl != 0 and _autograd_at >= 0 and _word(impl, _autograd_at) == 0:
-        return False        # no autograd metadata: PyTorch's requires_grad() is False
+    if impl != 0 and _autograd_at >= 0:
+        if _word(impl, _autograd_at) == 0:
+            return False    # no autograd metadata: PyTorch's requires_grad() is False
+        if _impl_requires_grad != NULL:   # measured: PyTorch's own answer, called directly
+            return _impl_requires_grad(<void*>impl) != 0
     return _asked_requires_grad(x)
 
 
@@ -237,7 +294,8 @@ def torch_bits_read_from_fields():
         return None
     return {"impl": _impl_at, "keys": _keys_at, "negative_key": _negative_key,
             "conjugate_key": _conjugate_key,
-            "autograd": None if _autograd_at < 0 else _autograd_at}
+            "autograd": None if _autograd_at < 0 else _autograd_at,
+            "requires_grad_called": _impl_requires_grad != NULL}
 
 
 def torch_bits_by_functions(x):
