@@ -138,6 +138,28 @@ def test_bits_read_after_they_change_on_the_same_tensor():
 
 
 @needs("torch")
+def test_bits_under_a_torch_function_mode_are_the_modes():
+    """A TorchFunctionMode answers for every tensor while it is on (here: requires_grad
+    flipped, as a mode may): the fields are not read then, PyTorch's functions ask it."""
+    from torch.overrides import TorchFunctionMode
+    getter = torch._C.TensorBase.__dict__["requires_grad"]
+
+    class Flipped(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            return (not result) if getattr(func, "__self__", None) is getter else result
+
+    tensors = [torch.zeros(3, requires_grad=True), torch.zeros(3),
+               torch.zeros(4).reshape(2, 2), torch._neg_view(torch.ones(2))]
+    ap.view(tensors[1])   # PyTorch measured outside a mode (inside one, it is not measured)
+    with Flipped():
+        for tensor in tensors:
+            assert ap._core.torch_bits(tensor) == ap._core.torch_bits_by_functions(tensor)
+            assert ap._core.torch_bits(tensor)[0] == tensor.requires_grad, tensor
+    assert [ap._core.torch_bits(t)[0] for t in tensors] == [True, False, False, False]
+
+
+@needs("torch")
 def test_bits_inside_functorch_transforms_agree():
     from torch import func
     seen = []
@@ -161,7 +183,7 @@ def test_the_fields_are_measured_on_the_pinned_pytorch():
     measured = ap._core.torch_bits_read_from_fields()
     assert measured is not None and measured["autograd"] is not None
     if sys.platform in ("linux", "darwin"):   # a view's requires_grad asked of libc10 itself
-        assert measured["requires_grad_called"]
+        assert measured["requires_grad_called"] and measured["modes_seen"]
     for bit in ("negative_key", "conjugate_key"):
         assert measured[bit] & (measured[bit] - 1) == 0     # one dispatch key each
 

@@ -182,6 +182,29 @@ def test_the_thread_variables_are_read_at_start_up():
     assert shown.stdout.split() == ["1", "12345", "3000000", "8388608"], shown.stderr
 
 
+def test_a_setting_that_is_not_a_whole_number_is_ignored():
+    """"4M", "1e6", "-1", "0x400000", "": not a number of bytes — each variable keeps its
+    default (a 4-byte huge-page size would have aligned every allocation to 2 MiB)."""
+    import subprocess
+    import sys
+    names = ("ARRAYPORT_HUGE_PAGE_BYTES", "ARRAYPORT_COPY_STREAMING_BYTES",
+             "ARRAYPORT_COPY_THREAD_BYTES", "ARRAYPORT_NUM_THREADS")
+    program = ("from arrayport import _core; k = _core.copy_kernel(); "
+               "print(k['huge_page_bytes'], k['streaming_bytes'], k['thread_bytes'], "
+               "k['threads'])")
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    defaults = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                              env=clean, timeout=120).stdout.split()
+    assert defaults[0] == str(4 << 20)
+    for garbage in ("4M", "1e6", "-1", "0x400000", " 7", "99999999999999999999999"):
+        shown = subprocess.run([sys.executable, "-c", program], capture_output=True,
+                               text=True, env=dict(clean, **{n: garbage for n in names}),
+                               timeout=120)
+        assert shown.stdout.split() == defaults, (garbage, shown.stderr)
+    with pytest.raises(TypeError, match="an int"):
+        _core.set_copy_streaming(1.5)
+
+
 def test_results_from_the_huge_page_size_on_are_aligned_for_huge_pages():
     """A result of 4 MiB and more starts on a 2 MiB boundary (offered transparent huge
     pages); ARRAYPORT_HUGE_PAGE_BYTES moves that size (read at start-up)."""

@@ -28,6 +28,7 @@ cdef extern from "_csrc/core_support.h":
     long ap_counter_get(long* counter) nogil
     void* ap_host_alloc(size_t nbytes) nogil
     size_t ap_huge_pages_from() nogil
+    void ap_read_host_settings() nogil
 
     APDLManagedTensorVersioned* ap_alloc_exported_versioned(int32_t ndim) except NULL
     APDLManagedTensor* ap_alloc_exported_legacy(int32_t ndim) except NULL

@@ -10,6 +10,11 @@
 #   _core_streams.pxi: _host_wait_for_pending
 #   _core_view.pxi: View
 
+# The host allocator's settings (ARRAYPORT_HUGE_PAGE_BYTES), read here, at import, with the
+# GIL held: allocations run without it, where getenv could race a setenv.
+ap_read_host_settings()
+
+
 @cython.final
 @cython.no_gc_clear
 cdef class HostBuffer:
@@ -130,7 +135,10 @@ def set_copy_streaming(nbytes):
     ValueError
         ``nbytes`` below 1.
     """
-    if nbytes < 1:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+        raise TypeError(f"copy kernel: a streaming threshold is an int, not "
+                        f"{type(nbytes).__name__}")
+    if not 1 <= nbytes < 2**62:
         raise ValueError(f"copy kernel: a streaming threshold is a number of bytes from 1, "
                          f"not {nbytes!r}")
     return ap_copy_set_streaming(nbytes)

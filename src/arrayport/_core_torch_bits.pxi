@@ -52,12 +52,18 @@ cdef void* _torch_requires_grad_closure = NULL
 cdef _noargs_fn _torch_is_neg = NULL
 cdef _noargs_fn _torch_is_conj = NULL
 cdef bint _torch_probes_loaded = False
-# c10::TensorImpl::requires_grad() const (a C++ bool, read as one byte), where measured
+# PyTorch's own C++ answers, called directly where measured (C++ bools, read as one byte):
+# c10::TensorImpl::requires_grad() const, and at::impl::torch_function_mode_enabled() — a
+# TorchFunctionMode may answer for a tensor otherwise than its fields, so while one is on,
+# the fields are not read and PyTorch's functions (which ask the mode) are. Mangled names
+# (Itanium C++ ABI: Linux, macOS), in the libraries PyTorch loaded from its lib folder.
 ctypedef unsigned char (*_impl_flag_fn)(const void*) noexcept nogil
+ctypedef unsigned char (*_flag_fn)() noexcept nogil
 cdef _impl_flag_fn _impl_requires_grad = NULL
-# its mangled name (Itanium C++ ABI: Linux, macOS), and libc10's file on each
-cdef str _IMPL_REQUIRES_GRAD = "_ZNK3c1010TensorImpl13requires_gradEv"
-cdef dict _C10_LIBRARY = {"linux": "libc10.so", "darwin": "libc10.dylib"}
+cdef _flag_fn _torch_function_mode_on = NULL
+cdef tuple _IMPL_REQUIRES_GRAD = ("c10", "_ZNK3c1010TensorImpl13requires_gradEv")
+cdef tuple _MODE_ENABLED = ("torch_cpu", "_ZN2at4impl27torch_function_mode_enabledEv")
+cdef dict _LIBRARY_FILE = {"linux": "lib{}.so", "darwin": "lib{}.dylib"}
 cdef str _REQUIRES_GRAD = "requires_grad"
 
 
@@ -127,9 +133,10 @@ cdef Py_ssize_t _autograd_at = -1          # bytes into the TensorImpl: autograd
 
 cdef void _forget_torch_layout() noexcept:
     global _plain_tensor_type, _impl_at, _keys_at, _negative_key, _conjugate_key
-    global _autograd_at, _impl_requires_grad
+    global _autograd_at, _impl_requires_grad, _torch_function_mode_on
     _plain_tensor_type = None
     _impl_requires_grad = NULL
+    _torch_function_mode_on = NULL
     _impl_at = _keys_at = _autograd_at = -1
     _negative_key = _conjugate_key = 0
 
@@ -139,8 +146,11 @@ cdef inline uint64_t _word(uintptr_t address, Py_ssize_t offset) noexcept:
 
 
 cdef inline uintptr_t _impl_of(x) noexcept:
-    """The TensorImpl of ``x`` (exactly a torch.Tensor, layout measured), or 0."""
+    """The TensorImpl of ``x`` (exactly a torch.Tensor, layout measured), or 0 — 0 too
+    while a TorchFunctionMode is on, where that is measured (PyTorch's functions ask it)."""
     if _impl_at < 0 or type(x) is not _plain_tensor_type:
+        return 0
+    if _torch_function_mode_on != NULL and _torch_function_mode_on() != 0:
         return 0
     return <uintptr_t>_word(<uintptr_t><void*>x, _impl_at)
 
@@ -212,31 +222,56 @@ cdef int _measure_torch_layout(torch) except -1:
         return 0
     _negative_key, _conjugate_key = bits[0]
     _plain_tensor_type = Tensor
-    if _autograd_at >= 0:
+    _measure_torch_function_mode(torch)
+    if _autograd_at >= 0 and _torch_function_mode_on != NULL:
         _measure_impl_requires_grad(torch)
+    return 0
+
+
+cdef uintptr_t _torch_native(torch, tuple where):
+    """The address of C++ function ``where[1]`` in PyTorch's library ``where[0]`` — the copy
+    PyTorch loaded (RTLD_NOLOAD: never a second one) — or 0."""
+    pattern = _LIBRARY_FILE.get(_sys.platform)
+    no_load = getattr(_os, "RTLD_NOLOAD", 0)
+    if pattern is None or not no_load:
+        return 0
+    import ctypes
+    try:
+        library = ctypes.CDLL(_os.path.join(_os.path.dirname(torch.__file__), "lib",
+                                            pattern.format(where[0])),
+                              mode=no_load | _os.RTLD_LAZY)
+        return ctypes.cast(getattr(library, where[1]), ctypes.c_void_p).value or 0
+    except (OSError, AttributeError):
+        return 0
+
+
+cdef int _measure_torch_function_mode(torch) except -1:
+    """Use at::impl::torch_function_mode_enabled() where it says no outside a
+    TorchFunctionMode and yes inside one."""
+    global _torch_function_mode_on
+    _torch_function_mode_on = NULL
+    cdef _flag_fn candidate = <_flag_fn>_torch_native(torch, _MODE_ENABLED)
+    mode_type = getattr(getattr(torch, "overrides", None), "TorchFunctionMode", None)
+    if candidate == NULL or not isinstance(mode_type, type) or candidate() != 0:
+        return 0
+    with type("_ProbeMode", (mode_type,), {})():
+        if candidate() == 0:
+            return 0
+    if candidate() == 0:
+        _torch_function_mode_on = candidate
     return 0
 
 
 cdef int _measure_impl_requires_grad(torch) except -1:
     """Use c10::TensorImpl::requires_grad() for tensors with autograd metadata where libc10
-    (already loaded by PyTorch, from its own lib folder) exports it and it answers as
-    PyTorch's getter on every probe — views above all (whose answer may come from their
-    base, made to require grad after the view), leaves, results, detached tensors."""
+    exports it and it answers as PyTorch's getter on every probe — views above all (whose
+    answer may come from their base, made to require grad after the view), leaves,
+    results, detached tensors."""
     global _impl_requires_grad
     _impl_requires_grad = NULL
-    name = _C10_LIBRARY.get(_sys.platform)
-    no_load = getattr(_os, "RTLD_NOLOAD", 0)
-    if name is None or not no_load:
+    cdef _impl_flag_fn candidate = <_impl_flag_fn>_torch_native(torch, _IMPL_REQUIRES_GRAD)
+    if candidate == NULL:
         return 0
-    import ctypes
-    try:   # only the copy PyTorch loaded (RTLD_NOLOAD): never a second libc10
-        library = ctypes.CDLL(_os.path.join(_os.path.dirname(torch.__file__), "lib", name),
-                              mode=no_load | _os.RTLD_LAZY)
-        entry = getattr(library, _IMPL_REQUIRES_GRAD)
-    except (OSError, AttributeError):
-        return 0
-    cdef _impl_flag_fn candidate = <_impl_flag_fn><uintptr_t>ctypes.cast(
-        entry, ctypes.c_void_p).value
     base, later = torch.zeros(4), torch.zeros(4)
     leaf = torch.zeros(4, requires_grad=True)
     view_of_later = later[1:]
@@ -295,7 +330,8 @@ def torch_bits_read_from_fields():
     return {"impl": _impl_at, "keys": _keys_at, "negative_key": _negative_key,
             "conjugate_key": _conjugate_key,
             "autograd": None if _autograd_at < 0 else _autograd_at,
-            "requires_grad_called": _impl_requires_grad != NULL}
+            "requires_grad_called": _impl_requires_grad != NULL,
+            "modes_seen": _torch_function_mode_on != NULL}
 
 
 def torch_bits_by_functions(x):

@@ -56,19 +56,19 @@ static inline long ap_counter_get(long *counter) {
  * never NULL for zero bytes (some consumers reject NULL). Blocks of 4 MiB and more are
  * aligned to 2 MiB and offered to the kernel for transparent huge pages, as NumPy does:
  * a fresh 64 MiB copy otherwise spends most of its time faulting in 16384 small pages.
- * ARRAYPORT_HUGE_PAGE_BYTES (bytes, read once) sets another size from which they are.
- * Freed with free(). */
+ * ARRAYPORT_HUGE_PAGE_BYTES sets another size from which they are: read once, when the
+ * core is imported (ap_read_host_settings, with the GIL: getenv is not safe beside a
+ * setenv, and allocations also run without the GIL). Freed with free(). */
 #define AP_HUGE_PAGE ((size_t)2 << 20)
-static size_t ap_huge_pages_from_bytes = 0;   /* 0: not read yet */
+static size_t ap_huge_pages_from_bytes = 2 * AP_HUGE_PAGE;
+
+static void ap_read_host_settings(void) {
+    int64_t asked = ap_env_count("ARRAYPORT_HUGE_PAGE_BYTES");
+    if (asked > 0) ap_huge_pages_from_bytes = (size_t)asked;
+}
 
 static size_t ap_huge_pages_from(void) {
-    size_t from = ap_huge_pages_from_bytes;
-    if (from == 0) {   /* racing threads read the same value */
-        const char *asked = getenv("ARRAYPORT_HUGE_PAGE_BYTES");
-        from = asked && atoll(asked) > 0 ? (size_t)atoll(asked) : 2 * AP_HUGE_PAGE;
-        ap_huge_pages_from_bytes = from;
-    }
-    return from;
+    return ap_huge_pages_from_bytes;
 }
 
 static void *ap_host_alloc(size_t nbytes) {

@@ -169,6 +169,21 @@ static int64_t ap_sysconf_size(int name) {
 #endif
 }
 
+/* A count from environment variable ``name`` (a number of bytes, or of threads): a whole
+ * number from 1 to 2**62 in decimal digits alone; 0 where the variable is unset or is
+ * anything else ("4M", "1e6", "-1", "0x400000"), and the default then applies. Every
+ * setting of the kernel's and of the host allocator's is read through here, once. */
+static int64_t ap_env_count(const char *name) {
+    const char *text = getenv(name);
+    int64_t value = 0;
+    if (text == NULL || *text == 0) return 0;
+    for (; *text; text++) {
+        if (*text < '0' || *text > '9' || value > ((int64_t)1 << 62) / 10) return 0;
+        value = value * 10 + (*text - '0');
+    }
+    return value <= ((int64_t)1 << 62) ? value : 0;
+}
+
 /* Read the machine once: its vector instructions and its caches. Racing threads compute
  * the same values, so no lock is needed; ``ready`` is set last. */
 static void ap_copy_configure(void) {
@@ -223,8 +238,8 @@ static void ap_copy_configure(void) {
     c.streaming_bytes = c.l2 > ((int64_t)1 << 20) ? c.l2 : (int64_t)1 << 20;
     if (c.llc > 0 && c.streaming_bytes > c.llc / 2) c.streaming_bytes = c.llc / 2;
     if (c.streaming_bytes < ((int64_t)1 << 20)) c.streaming_bytes = (int64_t)1 << 20;
-    const char *streaming = getenv("ARRAYPORT_COPY_STREAMING_BYTES");
-    if (streaming && atoll(streaming) > 0) c.streaming_bytes = atoll(streaming);
+    int64_t streaming = ap_env_count("ARRAYPORT_COPY_STREAMING_BYTES");
+    if (streaming > 0) c.streaming_bytes = streaming;
     /* Threads: the CPUs this process may run on; ARRAYPORT_NUM_THREADS asks for fewer
      * (1: never). */
     c.threads = 1;
@@ -240,12 +255,12 @@ static void ap_copy_configure(void) {
     if (cpus < 1) cpus = 1;
     if (cpus > AP_COPY_MAX_THREADS) cpus = AP_COPY_MAX_THREADS;
     c.threads = cpus;
-    const char *asked = getenv("ARRAYPORT_NUM_THREADS");
-    if (asked && atoi(asked) >= 1 && atoi(asked) < cpus) c.threads = atoi(asked);
+    int64_t asked = ap_env_count("ARRAYPORT_NUM_THREADS");
+    if (asked >= 1 && asked < cpus) c.threads = asked;
 #endif
     c.thread_bytes = AP_COPY_THREAD_BYTES;
-    const char *per_thread = getenv("ARRAYPORT_COPY_THREAD_BYTES");
-    if (per_thread && atoll(per_thread) > 0) c.thread_bytes = atoll(per_thread);
+    int64_t per_thread = ap_env_count("ARRAYPORT_COPY_THREAD_BYTES");
+    if (per_thread > 0) c.thread_bytes = per_thread;
     c.ready = 1;
     ap_copy_config = c;
 }
