@@ -53,7 +53,8 @@ cdef inline bint _data_is_address(int32_t device_type) noexcept:
 cdef inline int _count_elements(View v, str protocol) except -1:
     """Set ``v._size`` and ``v._nbytes`` from its shape and type, through extent.h's checked
     routines: the one place every View, however made (imports, layout operations, copies,
-    fast paths), takes its counts from. BufferError ("<protocol>: …") when they do not fit."""
+    fast paths), takes its counts from — but _adopt's, which takes those ap_layout_extent
+    made with the same routines. BufferError ("<protocol>: …") when they do not fit."""
     cdef int64_t bits = v._itembits()
     cdef int problem = ap_element_count(v._t.ndim, v._t.shape, bits, &v._size)
     if problem == AP_EXTENT_OK:
@@ -151,7 +152,9 @@ cdef int _adopt(View v, APDLTensor* t, uint64_t flags, bint strides_may_be_null,
         v._t.data = t.data
         v._t.byte_offset = t.byte_offset
     v._flags = flags
-    _count_elements(v, protocol)  # the same routines ap_layout_extent counted with
+    # The counts ap_layout_extent made with _count_elements' own routines (extent.h), on
+    # the element bits v._itembits() gives (the same rule, above): taken, not made twice.
+    v._size, v._nbytes = extent.size, extent.nbytes
     return 0
 
 

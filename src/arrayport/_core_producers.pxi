@@ -35,8 +35,8 @@
 #   _core_dlpack.pxi: _dlpack_view
 #   _core_hooks.pxi: _copies_watched, _hook, _unasked_copy_hook
 #   _core_numpy.pxi: _load_numpy
-#   _core_torch_bits.pxi: _load_torch_probes, _torch_is_conj_of, _torch_is_neg_of,
-#       _torch_requires_grad_of
+#   _core_torch_bits.pxi: _load_torch_probes, _torch_impl_of, _torch_is_conj_in,
+#       _torch_is_conj_of, _torch_is_neg_in, _torch_requires_grad_in
 #   _core_view.pxi: View
 
 class NeedsCopy(BufferError):
@@ -181,12 +181,14 @@ cdef bint _torch_before_export(x, bint check_conj) except -1:
     """Refuse a negated (or, with ``check_conj``, conjugated) tensor before anything is
     exported; return whether it requires grad (its View must be read-only). A tensor whose
     flags cannot even be read (PyTorch raises for some sparse layouts) is refused."""
+    cdef uintptr_t impl
     try:
-        if _torch_is_neg_of(x):
+        impl = _torch_impl_of(x)   # once, for the three bits
+        if _torch_is_neg_in(x, impl):
             _refuse_lazy_torch(x, "negative", "negation", "resolve_neg")
-        if check_conj and _torch_is_conj_of(x):
+        if check_conj and _torch_is_conj_in(x, impl):
             _refuse_lazy_torch(x, "conjugate", "conjugation", "resolve_conj")
-        return _torch_requires_grad_of(x)
+        return _torch_requires_grad_in(x, impl)
     except BufferError:
         raise
     except Exception as error:

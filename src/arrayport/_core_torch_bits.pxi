@@ -296,8 +296,26 @@ cdef int _measure_impl_requires_grad(torch) except -1:
 
 # ---- what the rest of the core asks ------------------------------------------------------------
 
+# Each bit of ``x`` given ``impl``, its _impl_of (asked once for all three: asking costs a
+# call where modes are measured), or of ``x`` alone.
+
+cdef inline uintptr_t _torch_impl_of(x) noexcept:
+    return _impl_of(x)
+
+
 cdef inline bint _torch_requires_grad_of(x) except -1:
-    cdef uintptr_t impl = _impl_of(x)
+    return _torch_requires_grad_in(x, _impl_of(x))
+
+
+cdef inline bint _torch_is_neg_of(x) except -1:
+    return _torch_is_neg_in(x, _impl_of(x))
+
+
+cdef inline bint _torch_is_conj_of(x) except -1:
+    return _torch_is_conj_in(x, _impl_of(x))
+
+
+cdef inline bint _torch_requires_grad_in(x, uintptr_t impl) except -1:
     if impl != 0 and _autograd_at >= 0:
         if _word(impl, _autograd_at) == 0:
             return False    # no autograd metadata: PyTorch's requires_grad() is False
@@ -306,15 +324,13 @@ cdef inline bint _torch_requires_grad_of(x) except -1:
     return _asked_requires_grad(x)
 
 
-cdef inline bint _torch_is_neg_of(x) except -1:
-    cdef uintptr_t impl = _impl_of(x)
+cdef inline bint _torch_is_neg_in(x, uintptr_t impl) except -1:
     if impl != 0:
         return (_word(impl, _keys_at) & _negative_key) != 0
     return _asked_is_neg(x)
 
 
-cdef inline bint _torch_is_conj_of(x) except -1:
-    cdef uintptr_t impl = _impl_of(x)
+cdef inline bint _torch_is_conj_in(x, uintptr_t impl) except -1:
     if impl != 0:
         return (_word(impl, _keys_at) & _conjugate_key) != 0
     return _asked_is_conj(x)
