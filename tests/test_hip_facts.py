@@ -1,0 +1,76 @@
+"""gpu/hip.py's HIP facts — enum values, flags, the pointer-attributes struct's layout, the
+oldest runtime it accepts — held to AMD's own bindings (``rocm-bindings-hip``), whose
+compiled module was generated from a HIP release's headers. No AMD GPU and no ROCm runtime
+is needed: a wrong fact fails here, not on an AMD machine (issue 54: the HIP half has never
+run against a real runtime)."""
+
+import ctypes
+
+import pytest
+
+from optional import optional_module
+
+bindings = optional_module("rocm.bindings.hip")
+pytestmark = pytest.mark.skipif(bindings is None,
+                                reason="needs rocm-bindings-hip (Linux: pip install -e '.[test]')")
+
+from arrayport.gpu import hip  # noqa: E402  (after the skip: the module imports everywhere)
+
+
+def test_the_memory_types_are_hip_6s_numbering():
+    # renumbered between HIP 5 and HIP 6: Unified went from 3 to 11, Managed to 3
+    kinds = bindings.hipMemoryType
+    assert hip._HIP_MEMORY_TYPE_HOST == int(kinds.hipMemoryTypeHost)
+    assert hip._HIP_MEMORY_TYPE_DEVICE == int(kinds.hipMemoryTypeDevice)
+    assert hip._HIP_MEMORY_TYPE_MANAGED == int(kinds.hipMemoryTypeManaged)
+    assert hip._HIP_MEMORY_TYPE_UNIFIED == int(kinds.hipMemoryTypeUnified)
+
+
+def test_error_codes_flags_and_attributes():
+    errors = bindings.hipError_t
+    assert hip._HIP_ERROR_INVALID_VALUE == int(errors.hipErrorInvalidValue)
+    assert hip._HIP_ERROR_OUT_OF_MEMORY == int(errors.hipErrorOutOfMemory)
+    assert hip._HIP_EVENT_DISABLE_TIMING == int(bindings.hipEventDisableTiming)
+    assert hip._HIP_HOST_MALLOC_PORTABLE == int(bindings.hipHostMallocPortable)
+    assert hip._HIP_MEMCPY_DEFAULT == int(bindings.hipMemcpyKind.hipMemcpyDefault)
+    assert hip._HIP_DEVICE_ATTRIBUTE_MAX_PITCH == int(
+        bindings.hipDeviceAttribute_t.hipDeviceAttributeMaxPitch)
+    symbols = hip.driver.symbols
+    assert symbols.out_of_memory == int(errors.hipErrorOutOfMemory)
+    assert symbols.event_disable_timing == int(bindings.hipEventDisableTiming)
+    assert symbols.host_allocate_portable == int(bindings.hipHostMallocPortable)
+    assert symbols.max_pitch_attribute == int(
+        bindings.hipDeviceAttribute_t.hipDeviceAttributeMaxPitch)
+    assert symbols.copy_kind == (int(bindings.hipMemcpyKind.hipMemcpyDefault),)
+
+
+def test_every_entry_point_arrayport_calls_is_hips():
+    """Each name in gpu/hip.py's signature table is a HIP runtime function the bindings
+    declare (a typo would otherwise surface only on an AMD machine)."""
+    missing = [name for name in hip._SIGNATURES if not hasattr(bindings, name)]
+    assert missing == []
+
+
+def test_the_pointer_attributes_struct_has_hips_layout():
+    """Each field written through the bindings' own struct is read back at the same place
+    by arrayport's ctypes declaration, and both are the same size."""
+    native = bindings.hipPointerAttribute_t()
+    assert ctypes.sizeof(hip._PointerAttributes) == native.c_sizeof()
+    values = {"type": 11, "device": 7, "devicePointer": 0x1234560, "hostPointer": 0xABCDEF0,
+              "isManaged": 1, "allocationFlags": 0x55}
+    native.type = bindings.hipMemoryType.hipMemoryTypeUnified
+    native.device = values["device"]
+    native.devicePointer = values["devicePointer"]
+    native.hostPointer = values["hostPointer"]
+    native.isManaged = values["isManaged"]
+    native.allocationFlags = values["allocationFlags"]
+    address = int(ctypes.cast(native.as_c_void_p(), ctypes.c_void_p).value)
+    ours = hip._PointerAttributes.from_buffer_copy(
+        ctypes.string_at(address, ctypes.sizeof(hip._PointerAttributes)))
+    assert {name: getattr(ours, name) for name in values} == values
+
+
+def test_the_oldest_runtime_accepted_is_hip_6():
+    # HIP_VERSION = major * 10**7 + minor * 10**5 + patch; the bindings' release is newer
+    assert hip._HIP_MINIMUM_VERSION == 6 * 10**7
+    assert bindings.HIP_VERSION >= hip._HIP_MINIMUM_VERSION
