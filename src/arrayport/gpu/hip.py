@@ -7,7 +7,9 @@ for ROCm memory. Written against the HIP 6 headers' facts (struct
 layouts and enum values below) and reviewed against the DLPack stream rules for ROCm: 0 is
 the default (null) stream, 1 and 2 are not streams (refused by ``check_stream`` before
 anything reaches here), larger values are ``hipStream_t`` handles. No ROCm machine was at
-hand: the GPU test suite covers CUDA only.
+hand: its facts are held to AMD's own bindings (tests/test_hip_facts.py), and it runs on
+the HIP runtime simulator (tests/hipsim, tests/test_hipsim.py: devices, pointer
+attributes, stream order, copies to a ROCm device and back, frees), never on an AMD GPU.
 
 HIP has no primary-context dance: a call works on the calling thread's current device, so
 ``on_device`` switches it with hipSetDevice and restores it.

@@ -1,0 +1,92 @@
+"""The HIP runtime simulator (tests/hipsim/hipsim.c) for tests: built here with the
+machine's C compiler, loaded with ctypes — as tests/helpers/cudasim.py builds the CUDA one.
+
+``library()`` builds it once per session into a temporary folder and returns its path, or
+None with ``unavailable()`` saying why (no compiler). ``Simulator`` wraps its own controls
+(counters, the delay of asynchronous work, device memory, what is alive, the numbers it
+answers with). ``wired(monkeypatch)`` makes arrayport's HIP driver (``gpu.hip.driver``) talk
+to it for one test; the rest of the process still sees a machine without ROCm.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parents[1] / "hipsim" / "hipsim.c"
+_why_not: list[str] = []
+
+
+@functools.lru_cache(maxsize=None)
+def library() -> str | None:
+    """Path of the built simulator (``…/libamdhip64.so``), or None (see ``unavailable``)."""
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        _why_not.append("no C compiler to build the HIP runtime simulator")
+        return None
+    target = Path(tempfile.mkdtemp(prefix="hipsim-")) / "libamdhip64.so"
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Wextra",
+                            "-Werror", "-Wno-unused-parameter", "-pthread",
+                            "-Wl,-soname,libhipsim.so", "-Wl,-Bsymbolic", str(SOURCE),
+                            "-o", str(target)], capture_output=True, text=True)
+    if built.returncode != 0:
+        _why_not.append(f"the HIP simulator did not build:\n{built.stderr[-3000:]}")
+        return None
+    return str(target)
+
+
+def unavailable() -> str:
+    library()
+    return "; ".join(_why_not) or ""
+
+
+class Simulator:
+    """The simulator's controls, beside the HIP API it exports."""
+
+    def __init__(self, path: str):
+        self.hip = ctypes.CDLL(path)
+        self.hip.hipsim_counters.argtypes = [ctypes.POINTER(ctypes.c_char_p),
+                                             ctypes.POINTER(ctypes.c_long), ctypes.c_int]
+        self.hip.hipsim_set_delay_us.argtypes = [ctypes.c_long]
+        self.hip.hipsim_set_device_memory.argtypes = [ctypes.c_longlong]
+        self.hip.hipsim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
+        self.hip.hipsim_fact.argtypes = [ctypes.c_char_p]
+        self.hip.hipsim_fact.restype = ctypes.c_long
+
+    def counters(self) -> dict[str, int]:
+        names = (ctypes.c_char_p * 32)()
+        values = (ctypes.c_long * 32)()
+        count = self.hip.hipsim_counters(names, values, 32)
+        return {names[i].decode(): values[i] for i in range(count)}
+
+    def set_delay_us(self, microseconds: int) -> None:
+        self.hip.hipsim_set_delay_us(microseconds)
+
+    def set_device_memory(self, nbytes: int) -> None:
+        """Every device's memory (0: back to 16 GiB)."""
+        self.hip.hipsim_set_device_memory(nbytes)
+
+    def live(self) -> tuple[int, int, int]:
+        """(allocations, events, streams) not released."""
+        values = [ctypes.c_long() for _ in range(3)]
+        self.hip.hipsim_live(*(ctypes.byref(v) for v in values))
+        return tuple(v.value for v in values)
+
+    def fact(self, name: str) -> int:
+        """The number the simulator answers with for HIP's ``name`` (-1: none)."""
+        return self.hip.hipsim_fact(name.encode())
+
+
+def wired(monkeypatch, path: str):
+    """arrayport's HIP driver over the simulator at ``path`` for this test (its library
+    swapped, as the tests swap the CUDA driver's for stand-ins)."""
+    from arrayport.gpu import hip
+    library = hip.NativeLibrary("rocm", "the HIP runtime (simulated)", (path,),
+                                hip.HipUnavailable, hip._SIGNATURES, hip._initialise)
+    monkeypatch.setattr(hip.driver, "library", library)
+    return hip.driver
