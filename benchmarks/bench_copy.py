@@ -167,7 +167,8 @@ def streaming_table(args):
             flat = array.T.reshape(-1)   # the same bytes, contiguous
             times = alternating_medians([
                 view.copy, streaming_from(former, view.copy),
-                lambda: np.ascontiguousarray(array), memcpy_fresh(flat.ctypes.data, flat.nbytes),
+                lambda array=array: np.ascontiguousarray(array),
+                memcpy_fresh(flat.ctypes.data, flat.nbytes),
             ], max(1, args.repeat if mib < 256 else min(args.repeat, 5)))
             ours, before, numpy_time, fresh = times
             label = f"transposed {array.shape[1]}x{array.shape[0]} {dtype} ({mib:g} MiB)"

@@ -21,10 +21,10 @@ import ctypes
 import functools
 import importlib.util
 import os
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
+
+from simulator_library import Controls, build
 
 SOURCE = Path(__file__).resolve().parents[1] / "cudasim" / "cudasim.c"
 # arrayport's device kernels, compiled as C into the simulator (their dialect.h says how)
@@ -48,28 +48,14 @@ def library(soname: str = "libcudasim.so.1", as_driver: bool = False) -> str | N
     ``as_driver``: built without its own controls exported (counters, delays: the driver
     API alone, as a GPU's driver library has it)."""
     include = cuda_include()
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if include is None:
         _why_not.append("NVIDIA's cuda.h is not installed (pip install nvidia-cuda-runtime-cu12)")
         return None
-    if compiler is None:
-        _why_not.append("no C compiler to build the CUDA driver simulator")
-        return None
-    folder = Path(tempfile.mkdtemp(prefix="cudasim-"))
-    target = folder / "libcuda.so.1"
-    command = [compiler, "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-               "-Wno-unused-parameter", "-Wno-deprecated-declarations", "-pthread",
-               # -Bsymbolic: the simulator's calls to its own entry points stay its own,
-               # even in a process where another CUDA driver was loaded globally first
-               # (a GPU's, by a framework; or the GPU suite's simulator)
-               f"-I{include}", f"-Wl,-soname,{soname}", "-Wl,-Bsymbolic", str(SOURCE),
-               "-x", "c", *map(str, sorted(KERNELS.glob("*.cu"))), "-x", "none",
-               *(["-DCUDASIM_AS_DRIVER"] if as_driver else []), "-o", str(target)]
-    built = subprocess.run(command, capture_output=True, text=True)
-    if built.returncode != 0:
-        _why_not.append(f"the simulator did not build:\n{built.stderr[-3000:]}")
-        return None
-    return str(target)
+    return build("the CUDA driver simulator",
+                 ["-Wno-deprecated-declarations", f"-I{include}", str(SOURCE),
+                  "-x", "c", *map(str, sorted(KERNELS.glob("*.cu"))), "-x", "none",
+                  *(["-DCUDASIM_AS_DRIVER"] if as_driver else [])],
+                 Path(tempfile.mkdtemp(prefix="cudasim-")) / "libcuda.so.1", soname, _why_not)
 
 
 def unavailable() -> str:
@@ -77,26 +63,18 @@ def unavailable() -> str:
     return "; ".join(_why_not) or ""
 
 
-class Simulator:
+class Simulator(Controls):
     """The simulator's controls, beside the CUDA API it exports."""
 
     def __init__(self, path: str):
-        self.cuda = ctypes.CDLL(path)
-        self.cuda.cudasim_counters.argtypes = [ctypes.POINTER(ctypes.c_char_p),
-                                               ctypes.POINTER(ctypes.c_long), ctypes.c_int]
+        super().__init__(path, "cudasim")
+        self.cuda = self.library
         self.cuda.cudasim_set_delay_us.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_max_pitch.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_device_memory.argtypes = [ctypes.c_long]
         self.cuda.cudasim_set_peer_access.argtypes = [ctypes.c_int]
         self.cuda.cudasim_set_paused.argtypes = [ctypes.c_int]
-        self.cuda.cudasim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
         self.cuda.cudasim_live_modules.restype = ctypes.c_long
-
-    def counters(self) -> dict[str, int]:
-        names = (ctypes.c_char_p * 128)()
-        values = (ctypes.c_long * 128)()
-        count = self.cuda.cudasim_counters(names, values, 128)
-        return {names[i].decode(): values[i] for i in range(count)}
 
     def set_delay_us(self, microseconds: int) -> None:
         self.cuda.cudasim_set_delay_us(microseconds)
@@ -120,12 +98,6 @@ class Simulator:
         True by default, as ``CUDASIM_PEER_ACCESS=0`` makes it False from the start): False
         for a machine without a peer-to-peer path. Access already enabled or granted stays."""
         self.cuda.cudasim_set_peer_access(1 if possible else 0)
-
-    def live(self) -> tuple[int, int, int]:
-        """(allocations, events, user streams) not released."""
-        values = [ctypes.c_long() for _ in range(3)]
-        self.cuda.cudasim_live(*(ctypes.byref(v) for v in values))
-        return tuple(v.value for v in values)
 
     def live_modules(self) -> int:
         """Modules loaded and not unloaded."""

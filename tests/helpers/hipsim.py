@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
+
+from simulator_library import Controls, build
 
 SOURCE = Path(__file__).resolve().parents[1] / "hipsim" / "hipsim.c"
 _why_not: list[str] = []
@@ -25,19 +24,9 @@ _why_not: list[str] = []
 @functools.lru_cache(maxsize=None)
 def library() -> str | None:
     """Path of the built simulator (``…/libamdhip64.so``), or None (see ``unavailable``)."""
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if compiler is None:
-        _why_not.append("no C compiler to build the HIP runtime simulator")
-        return None
-    target = Path(tempfile.mkdtemp(prefix="hipsim-")) / "libamdhip64.so"
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Wextra",
-                            "-Werror", "-Wno-unused-parameter", "-pthread",
-                            "-Wl,-soname,libhipsim.so", "-Wl,-Bsymbolic", str(SOURCE),
-                            "-o", str(target)], capture_output=True, text=True)
-    if built.returncode != 0:
-        _why_not.append(f"the HIP simulator did not build:\n{built.stderr[-3000:]}")
-        return None
-    return str(target)
+    return build("the HIP runtime simulator", [str(SOURCE)],
+                 Path(tempfile.mkdtemp(prefix="hipsim-")) / "libamdhip64.so", "libhipsim.so",
+                 _why_not)
 
 
 def unavailable() -> str:
@@ -45,24 +34,16 @@ def unavailable() -> str:
     return "; ".join(_why_not) or ""
 
 
-class Simulator:
+class Simulator(Controls):
     """The simulator's controls, beside the HIP API it exports."""
 
     def __init__(self, path: str):
-        self.hip = ctypes.CDLL(path)
-        self.hip.hipsim_counters.argtypes = [ctypes.POINTER(ctypes.c_char_p),
-                                             ctypes.POINTER(ctypes.c_long), ctypes.c_int]
+        super().__init__(path, "hipsim")
+        self.hip = self.library
         self.hip.hipsim_set_delay_us.argtypes = [ctypes.c_long]
         self.hip.hipsim_set_device_memory.argtypes = [ctypes.c_longlong]
-        self.hip.hipsim_live.argtypes = [ctypes.POINTER(ctypes.c_long)] * 3
         self.hip.hipsim_fact.argtypes = [ctypes.c_char_p]
         self.hip.hipsim_fact.restype = ctypes.c_long
-
-    def counters(self) -> dict[str, int]:
-        names = (ctypes.c_char_p * 32)()
-        values = (ctypes.c_long * 32)()
-        count = self.hip.hipsim_counters(names, values, 32)
-        return {names[i].decode(): values[i] for i in range(count)}
 
     def set_delay_us(self, microseconds: int) -> None:
         self.hip.hipsim_set_delay_us(microseconds)
@@ -70,12 +51,6 @@ class Simulator:
     def set_device_memory(self, nbytes: int) -> None:
         """Every device's memory (0: back to 16 GiB)."""
         self.hip.hipsim_set_device_memory(nbytes)
-
-    def live(self) -> tuple[int, int, int]:
-        """(allocations, events, streams) not released."""
-        values = [ctypes.c_long() for _ in range(3)]
-        self.hip.hipsim_live(*(ctypes.byref(v) for v in values))
-        return tuple(v.value for v in values)
 
     def fact(self, name: str) -> int:
         """The number the simulator answers with for HIP's ``name`` (-1: none)."""
