@@ -110,6 +110,17 @@ def test_read_only_bytes_as_data_stay_read_only():
     assert ap.view(Holder(d)).readonly
 
 
+@pytest.mark.parametrize("spelling", ["f4", "=f4", "f", "float32", "single"])
+def test_a_type_string_numpy_reads_is_read_as_numpy_reads_it(spelling):
+    """Spellings without a byte order, struct codes and names (hip-python exports "B" and
+    "float32"): NumPy's reader takes them, and so does arrayport — the same values."""
+    source = np.arange(4, dtype=np.float32)
+    d = dict(source.__array_interface__, typestr=spelling)
+    view = ap.view(Holder(d, keep=source))
+    assert view.dtype == "float32"
+    assert ap.to_numpy(view).tolist() == np.asarray(Holder(d, keep=source)).tolist()
+
+
 def test_the_source_lives_exactly_as_long_as_the_view():
     def make_holder():
         source = np.arange(3.0)
@@ -128,7 +139,7 @@ def test_the_source_lives_exactly_as_long_as_the_view():
     ({"shape": (True,)}, TypeError, "shape must hold ints, got bool"),
     ({"shape": (2**70,)}, BufferError, "does not fit in int64"),
     ({"typestr": 4}, TypeError, "typestr must be a str"),
-    ({"typestr": "f4"}, BufferError, "not of the form"),
+    ({"typestr": "x4"}, BufferError, "not of the form.*nor a type NumPy reads"),
     ({"typestr": ">f8"}, BufferError, "not in native byte order"),
     ({"typestr": "<f16"}, BufferError, r"floating point, 16 bytes\) has no DLPack"),
     ({"typestr": "|O8"}, BufferError, "Python object"),

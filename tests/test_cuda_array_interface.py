@@ -143,9 +143,75 @@ def test_required_entries(no_driver_calls, key):
         ap.View.from_cuda_array_interface(CAIObject(d))
 
 
-def test_consumer_stream_zero_is_rejected_before_the_driver(no_driver_calls):
+def test_a_consumer_stream_no_vendor_has_is_rejected_before_the_driver(no_driver_calls):
+    with pytest.raises(ValueError, match="stream must be >= -1"):
+        ap.view(CAIObject(cai(stream=3)), stream=-2)
+
+
+def test_consumer_stream_zero_is_rejected_on_cuda_memory(fake_driver):
+    """0 is a stream on ROCm, not on CUDA: refused once the driver has said whose memory
+    it is, before any wait is placed."""
     with pytest.raises(ValueError, match="stream 0 is ambiguous on CUDA"):
         ap.view(CAIObject(cai(stream=3)), stream=0)
+    assert fake_driver.waits == []
+
+
+class FakeHip:
+    """Stands in for the HIP runtime on a machine without CUDA: every pointer is HIP memory
+    of ``location``; records stream waits."""
+
+    def __init__(self, monkeypatch, location=(10, 0)):
+        from arrayport.gpu import hip
+        self.location, self.waits = location, []
+        monkeypatch.setattr(hip.driver, "locate_pointer", lambda pointer: self.location)
+        monkeypatch.setattr(hip.driver, "current_device", lambda: self.location[1])
+        monkeypatch.setattr(hip.driver, "make_stream_wait",
+                            lambda *args: self.waits.append(args))
+
+
+@pytest.fixture
+def fake_hip(monkeypatch, without_cuda):
+    return FakeHip(monkeypatch)
+
+
+def test_hip_memory_through_the_interface_is_a_rocm_view(fake_hip):
+    """hip-python and CuPy's ROCm build export this interface for HIP memory: where no CUDA
+    driver knows the pointer, HIP's runtime says where it is."""
+    source = np.arange(6, dtype=np.float32)
+    view = ap.view(CAIObject(cai(source), keep=source))
+    assert view.device == (10, 0) and view.protocol == "cuda_array_interface"
+    assert view.ptr == source.ctypes.data
+    empty = ap.view(CAIObject(cai(np.zeros(0, np.float32), data=(0, False))))
+    assert empty.device == (10, 0)
+
+
+def test_hip_memory_takes_rocms_stream_values(fake_hip):
+    source = np.arange(6, dtype=np.float32)
+    for refused in (1, 2):
+        with pytest.raises(ValueError, match=f"stream {refused} is not supported on ROCm"):
+            ap.view(CAIObject(cai(source, stream=1000)), stream=refused)
+    # the interface's legacy default stream (1) is HIP's null stream (DLPack's 0 on ROCm)
+    ap.view(CAIObject(cai(source, stream=1)), stream=4096)
+    assert fake_hip.waits == [(0, 4096, 0)]
+    view = ap.view(CAIObject(cai(source, stream=1)))
+    assert view.__cuda_array_interface__["stream"] == 1          # said back the same way
+    assert view.__dlpack__(stream=-1) is not None
+    with pytest.raises(BufferError, match="per-thread default stream.*ROCm"):
+        ap.view(CAIObject(cai(source, stream=2)))
+    ap.view(CAIObject(cai(source, stream=1000)), stream=0)       # 0: ROCm's default stream
+    assert fake_hip.waits[-1] == (0, 0, 1000)
+
+
+@pytest.mark.parametrize("device", [(10, 0), (11, 0)])
+def test_hip_memory_has_the_interface_rocms_libraries_read(producer, device):
+    view = ap.from_dlpack(producer.capsule(spec(device=device)))
+    interface = view.__cuda_array_interface__
+    assert interface["data"] == (view.ptr, False) and interface["stream"] is None
+
+
+def test_cudas_refusal_stands_where_hip_has_no_answer_either(without_cuda):
+    with pytest.raises(BufferError, match="CUDA driver"):
+        ap.view(CAIObject(cai()))
 
 
 def test_without_a_driver_the_error_says_so(without_cuda):
@@ -190,7 +256,7 @@ def test_zero_size_export_uses_pointer_zero(producer):
     assert view.__cuda_array_interface__["data"] == (0, False)
 
 
-@pytest.mark.parametrize("device", [(1, 0), (10, 0), (4, 0), (7, 0)])
+@pytest.mark.parametrize("device", [(1, 0), (4, 0), (7, 0)])
 def test_other_memory_has_no_cuda_array_interface(producer, device):
     view = ap.from_dlpack(producer.capsule(spec(device=device)))
     assert not hasattr(view, "__cuda_array_interface__")

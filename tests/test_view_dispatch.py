@@ -279,3 +279,24 @@ def test_masked_arrays_are_refused_when_anything_is_masked():
     view = ap.view(clean)
     assert view.ptr == clean.data.__array_interface__["data"][0]
     assert _core.protocol_plan(type(clean))[0] == "mask_check"
+
+
+def test_memory_a_cuda_array_interface_describes_is_never_read_through_a_host_protocol():
+    """hip-python's device arrays offer the CUDA Array Interface and the buffer protocol,
+    both over device memory: when the first refuses (here: no CUDA driver), the buffer and
+    __array_interface__ of the same object are not asked, and its refusal stands."""
+    class DeviceArrayWithABuffer(bytearray):
+        @property
+        def __cuda_array_interface__(self):
+            return {"version": 3, "shape": (len(self),), "typestr": "|u1",
+                    "data": (0x7F0000001000, False), "strides": None, "stream": None}
+
+        @property
+        def __array_interface__(self):
+            return {"version": 3, "shape": (len(self),), "typestr": "|u1",
+                    "data": (0x7F0000001000, False)}
+
+    with pytest.raises(BufferError, match="CUDA driver"):
+        ap.view(DeviceArrayWithABuffer(b"device"))
+    # Without the CUDA Array Interface the same bytes are host memory, read through the buffer.
+    assert ap.view(bytearray(b"device")).protocol == "buffer"

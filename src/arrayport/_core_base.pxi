@@ -108,6 +108,10 @@ cdef inline bint _cuda_kind(int32_t device_type) noexcept nogil:
     return device_type == APDL_CUDA or device_type == APDL_CUDA_MANAGED
 
 
+cdef inline bint _rocm_kind(int32_t device_type) noexcept nogil:
+    return device_type == APDL_ROCM or device_type == APDL_ROCM_HOST
+
+
 cdef inline bint _stream_ordered(int32_t device_type) noexcept nogil:
     return _cuda_kind(device_type) or device_type == APDL_ROCM
 

@@ -28,7 +28,10 @@
 # __array_interface__ / __cuda_array_interface__ attributes are looked for on types whose
 # instances have a __dict__). A protocol that refuses with BufferError (NumPy's DLPack
 # refusing bfloat16, a View's buffer export refusing device memory…) hands over to the
-# next one; if every one refuses, the first refusal is raised. TypeError and ValueError
+# next one; if every one refuses, the first refusal is raised. Except one hand-over: an
+# object whose CUDA Array Interface answered says its memory is device memory, so when that
+# import refuses, its buffer protocol and __array_interface__ (which would describe the same
+# pointer as host memory: hip-python's device arrays offer both) are not asked. TypeError and ValueError
 # (bad arguments, malformed dicts) are raised at once. Nothing here ever copies.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
@@ -258,8 +261,11 @@ cdef View _view(obj, stream):
         if result is not None:
             return result
     cdef tuple plan = _plan_for(obj)
+    cdef bint on_a_device = False    # its CUDA Array Interface answered, and refused
     array_copies = None           # __array__'s NeedsCopy, while a stream may still share
     for protocol in plan:
+        if on_a_device and (protocol == _P_BUFFER or protocol == _P_AI):
+            continue            # they would read device memory as host memory
         try:
             result = _view_by(protocol, obj, stream, exchange_tried)
         except NeedsCopy as needs:
@@ -279,6 +285,7 @@ cdef View _view(obj, stream):
                 raise           # nulls: any copy through __array__ would make NaN of them
             if protocol == _P_ARROW_STREAM and array_copies is not None:
                 continue        # a type the stream cannot give: __array__'s copy may
+            on_a_device = on_a_device or protocol == _P_CAI
             if first_refusal is None or protocol == _P_ARROW:
                 # Of an Arrow object, Arrow's refusal names the type and what to do
                 # (nulls, strings), where its DLPack export's only says "not supported".

@@ -5,7 +5,10 @@
 # Import validates the whole dict before anything else happens (in particular before any
 # CUDA driver call), so a malformed dict gets the same error with or without a GPU:
 #   TypeError  - a key holds the wrong kind of value;
-#   ValueError - a CUDA stream value the spec disallows (0);
+#   ValueError - a stream value the spec disallows (a producer's 0; a consumer's stream below
+#                -1 — and, once the driver has said whose memory it is, a consumer's 0 on
+#                CUDA memory, 1 or 2 on HIP memory: ROCm's libraries export this
+#                interface for HIP memory too);
 #   BufferError - a well-formed dict describing something DLPack cannot hold (structured or
 #                 byte-swapped types, masks, an unknown version, bad layouts).
 # The View keeps the object the dict came from alive (the dict itself owns nothing). When
@@ -22,8 +25,8 @@
 #   _core_numpy.pxi: _ndarray_over_view, _numpy_computes_on
 #   _core_producers.pxi: _finish_import, NeedsCopy, _producer_kind, _refuse_lazy,
 #       _refuse_lazy_labelled, _refuse_unexportable
-#   _core_streams.pxi: _cai_export_stream, _cai_stream, _host_wait_for_pending,
-#       _order_import_after_producer
+#   _core_streams.pxi: _cai_consumer_stream, _cai_export_stream, _cai_producer_stream,
+#       _cai_stream, _gpu_stream_value, _host_wait_for_pending, _order_import_after_producer
 #   _core_view.pxi: View
 
 
@@ -296,7 +299,7 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
         raise BufferError(f"{_CAI}: masked arrays are not supported (a mask marks elements "
                           f"as invalid; DLPack cannot carry one)")
     producer_stream = _cai_stream(interface)
-    consumer_stream = check_stream(consumer_stream, APDL_CUDA)
+    consumer_stream = _gpu_stream_value(consumer_stream)   # the vendor's rules once located
     cdef View v = _view_from_layout(pointer, shape, interface.get("strides"), item, readonly,
                                     owner, _CAI)
     # Everything is validated; only now touch the driver: the floor, from C, where it serves.
@@ -304,13 +307,33 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
     if _cuda_floor_locate(pointer, &device_type, &device_id):
         v._t.device.device_type, v._t.device.device_id = device_type, device_id
     else:
-        driver = _driver_for(APDL_CUDA)
-        if pointer == 0:  # size 0: no memory to ask about
-            v._t.device.device_type, v._t.device.device_id = APDL_CUDA, driver.current_device()
-        else:
-            v._t.device.device_type, v._t.device.device_id = driver.locate_pointer(pointer)
-    _order_import_after_producer(v, producer_stream, consumer_stream)
+        v._t.device.device_type, v._t.device.device_id = _locate_interface_pointer(pointer)
+    device_type = v._t.device.device_type
+    consumer_stream = _cai_consumer_stream(consumer_stream, device_type)
+    _order_import_after_producer(v, _cai_producer_stream(producer_stream, device_type),
+                                 consumer_stream)
     return v
+
+
+cdef tuple _locate_interface_pointer(uintptr_t pointer):
+    """(device type, device id) of a CUDA Array Interface's memory, asked of the drivers.
+    The interface is CUDA's, and ROCm's libraries (hip-python, CuPy's ROCm build) export it
+    for HIP memory too: CUDA's driver is asked first; where none loads, or it knows no such
+    memory, HIP's runtime, if one loads. CUDA's refusal stands where HIP has no answer. A
+    NULL pointer (size 0: no memory to ask about) is the calling thread's current device's."""
+    try:
+        return _located_by(_driver_for(APDL_CUDA), APDL_CUDA, pointer)
+    except BufferError as cuda_refusal:
+        try:
+            return _located_by(_driver_for(APDL_ROCM), APDL_ROCM, pointer)
+        except BufferError:
+            raise cuda_refusal from None
+
+
+cdef tuple _located_by(driver, int32_t device_type, uintptr_t pointer):
+    if pointer == 0:
+        return device_type, driver.current_device()
+    return tuple(driver.locate_pointer(pointer))
 
 
 # ---- exports ----------------------------------------------------------------------------------
@@ -349,9 +372,12 @@ cdef dict _array_interface_of(View v):
 
 cdef dict _cuda_array_interface_of(View v):
     cdef int32_t kind = v._t.device.device_type
-    if not (_cuda_kind(kind) or kind == APDL_CUDA_HOST):
+    if not (_cuda_kind(kind) or kind == APDL_CUDA_HOST or _rocm_kind(kind)):
+        # HIP memory is described too: ROCm's libraries (hip-python, CuPy's ROCm build) read
+        # this interface for it
         raise AttributeError(f"__cuda_array_interface__: the View's memory is on {v.device}; "
-                             f"the CUDA Array Interface describes CUDA-accessible memory only")
+                             f"the CUDA Array Interface describes CUDA-accessible (or HIP) "
+                             f"memory only")
     d = _interface_of(v, "__cuda_array_interface__")
     if v._size == 0:
         d["data"] = (0, v.readonly)  # the spec's rule for zero-size arrays

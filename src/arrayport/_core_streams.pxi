@@ -84,6 +84,19 @@ cdef object _stream_argument(stream):
     return _plain_int(answer[1])
 
 
+cdef object _gpu_stream_value(stream):
+    """A stream argument held to the rules both GPU vendors share (an int >= -1, or a
+    handle): what can be checked before knowing whose memory it is for; None stays None.
+    The vendor's own rules are check_stream's."""
+    if stream is None:
+        return None
+    stream = _stream_argument(stream)
+    if stream < -1:
+        raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
+    _check_handle_range(stream, "dlpack")
+    return stream
+
+
 def check_stream(stream, int32_t device_type):
     """The DLPack ``stream`` argument for memory of ``device_type``, validated (spec rules)
     and returned as a plain int or None: CUDA kinds take None, -1, 1 (legacy default), 2
@@ -96,10 +109,7 @@ def check_stream(stream, int32_t device_type):
     if not (cuda or rocm):
         raise ValueError(f"dlpack: stream must be None for {_device_type_label(device_type)} "
                          f"memory, got {stream!r}")
-    stream = _stream_argument(stream)
-    if stream < -1:
-        raise ValueError(f"dlpack: stream must be >= -1, got {stream}")
-    _check_handle_range(stream, "dlpack")
+    stream = _gpu_stream_value(stream)
     if cuda and stream == 0:
         raise ValueError("dlpack: stream 0 is ambiguous on CUDA and disallowed; use 1 (legacy "
                          "default stream), 2 (per-thread default stream) or a stream handle")
@@ -107,6 +117,29 @@ def check_stream(stream, int32_t device_type):
         raise ValueError(f"dlpack: stream {stream} is not supported on ROCm; use 0 (default "
                          f"stream) or a stream handle")
     return stream
+
+
+cdef object _cai_consumer_stream(consumer, int32_t device_type):
+    """The consumer's stream of a CUDA Array Interface import, once the memory is located:
+    DLPack's rules for the vendor whose memory it is (CUDA's, pinned memory included; ROCm's
+    for HIP memory, which ROCm's libraries export through this interface too)."""
+    return check_stream(consumer, APDL_ROCM if _rocm_kind(device_type) else APDL_CUDA)
+
+
+cdef object _cai_producer_stream(producer, int32_t device_type):
+    """A CUDA Array Interface producer's stream as the DLPack value a View keeps. On CUDA
+    memory it is that value already. On HIP memory the interface's legacy default stream
+    (1) is HIP's null stream, DLPack's 0 on ROCm; its per-thread default stream (2) is
+    refused: HIP numbers no such handle the way CUDA does, so no wait could be placed
+    after it with certainty."""
+    if producer is None or not _rocm_kind(device_type):
+        return producer
+    if producer == 1:
+        return 0
+    if producer == 2:
+        raise BufferError("cuda_array_interface: stream 2 (CUDA's per-thread default stream) "
+                          "names no stream on ROCm memory; arrayport cannot order after it")
+    return producer
 
 
 cdef object _cai_stream(dict d):
@@ -221,8 +254,14 @@ cdef int _host_wait_for_arrow_event(int32_t device_type, int32_t device_id,
 
 cdef object _cai_export_stream(View v):
     """The ``stream`` entry of ``v``'s CUDA Array Interface: honestly the stream with
-    pending work, or None (also with synchronization off: the spec's producer option)."""
-    return v._stream if _implicit_sync else None
+    pending work, or None (also with synchronization off: the spec's producer option). On
+    HIP memory, pending work on the null stream (DLPack's 0, which the interface forbids) is
+    said as the interface's legacy default stream, 1 (read back the same way)."""
+    if not _implicit_sync:
+        return None
+    if v._stream == 0 and _rocm_kind(v._t.device.device_type):
+        return 1
+    return v._stream
 
 
 # ---- imports: what the producer is told, and what the View remembers ----------------------

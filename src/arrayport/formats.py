@@ -61,8 +61,7 @@ def dtype_from_typestr(typestr: object, descr: object, protocol: str) -> DType:
 
 def _parse_typestr(typestr: str, descr: object, protocol: str) -> DType:
     if len(typestr) < 3 or typestr[0] not in "<>|=" or not typestr[2:].isdigit():
-        raise BufferError(f"{protocol}: typestr {typestr!r} is not of the form "
-                          f"<byte order><kind><bytes>, e.g. '<f4'")
+        typestr = _spelled_by_numpy(typestr, protocol)
     order, kind, size = typestr[0], typestr[1], int(typestr[2:])
     if size < 1:
         raise BufferError(f"{protocol}: typestr {typestr!r} has an item size of 0")
@@ -77,6 +76,22 @@ def _parse_typestr(typestr: str, descr: object, protocol: str) -> DType:
         raise BufferError(f"{protocol}: typestr {typestr!r} is not in native byte order; "
                           f"DLPack has native byte order only")
     return DType(entry[0], size * 8)
+
+
+def _spelled_by_numpy(typestr: str, protocol: str) -> str:
+    """A type string in another spelling NumPy reads (``"f4"``, ``"B"``, ``"float32"``:
+    NumPy's array-interface reader, CuPy's and Numba's CUDA Array Interface readers take
+    whatever ``numpy.dtype`` takes, and hip-python exports such strings), respelled in the
+    form <byte order><kind><bytes>; BufferError where NumPy reads no such plain type."""
+    import numpy
+    try:
+        spelled = numpy.dtype(typestr).str
+    except (TypeError, ValueError):
+        spelled = ""
+    if len(spelled) < 3 or spelled[0] not in "<>|=" or not spelled[2:].isdigit():
+        raise BufferError(f"{protocol}: typestr {typestr!r} is not of the form "
+                          f"<byte order><kind><bytes>, e.g. '<f4', nor a type NumPy reads")
+    return spelled
 
 
 def _dtype_from_named_bytes(typestr: str, size: int, descr: object, protocol: str) -> DType:
