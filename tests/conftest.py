@@ -43,12 +43,15 @@ def pytest_collection_finish(session):
 
 def pytest_configure(config):
     """``pytest -m gpu`` runs the GPU suite on the CUDA driver simulator (tests/cudasim/,
-    issue 32), loaded as this process's libcuda.so.1 before anything opens a driver —
-    unless ARRAYPORT_GPU=hardware asks for a real GPU's driver."""
+    issue 32) and the HIP runtime simulator (tests/hipsim/, issue 54), loaded as this
+    process's libcuda.so.1 and libamdhip64.so before anything opens a driver — unless
+    ARRAYPORT_GPU=hardware asks for a real GPU's driver (and runtime)."""
     if (config.getoption("markexpr") == "gpu"
             and os.environ.get("ARRAYPORT_GPU", "simulator") == "simulator"):
         import cudasim
+        import hipsim
         cudasim.install()
+        hipsim.install()   # ROCm's runtime too: the suite runs on both vendors (issue 54)
     if config.getoption("markexpr") != "gpu":
         # The main suite's JAX arrays are CPU arrays: on a machine with a GPU and JAX's CUDA
         # plugin its default device would be the GPU, and tests of host memory would get

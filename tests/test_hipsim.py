@@ -193,6 +193,32 @@ def test_out_of_memory_is_hips_error(sim):
         sim.set_device_memory(0)
 
 
+def test_hipmemcpy_is_done_when_it_returns_and_follows_the_blocking_streams(sim):
+    """hipMemcpy runs on the null stream (after the device's blocking streams' work) and
+    returns when done: the host reads the result at once — where a hipMemcpyAsync into
+    pinned memory, not waited for, is still stale."""
+    hip = sim.hip
+    hip.hipMemcpy.argtypes = [VOIDP, VOIDP, ctypes.c_size_t, ctypes.c_int]
+    call(hip.hipSetDevice(0))
+    blocking = new(hip.hipStreamCreate)
+    device = new(hip.hipMalloc, 8)
+    pinned = new(hip.hipHostMalloc, 8, 0)
+    source = (ctypes.c_char * 8).from_buffer_copy(b"blocking")
+    sim.set_delay_us(20000)
+    try:
+        call(hip.hipMemcpyAsync(device, ctypes.addressof(source), 8, 4, blocking))
+        call(hip.hipMemcpyAsync(pinned, device, 8, 4, None))        # not waited for
+        assert ctypes.string_at(pinned, 8) != b"blocking"
+        call(hip.hipMemcpy(pinned, device, 8, 4))
+        assert ctypes.string_at(pinned, 8) == b"blocking"
+    finally:
+        sim.set_delay_us(2000)
+        call(hip.hipDeviceSynchronize())
+        for free, address in ((hip.hipFree, device), (hip.hipHostFree, pinned)):
+            call(free(address))
+        call(hip.hipStreamDestroy(blocking))
+
+
 def test_a_free_waits_for_its_own_devices_work_only(sim):
     """hipFree synchronizes the memory's device; a peer copy queued on another device's
     stream finds the memory gone when it runs (counted, not run)."""

@@ -304,7 +304,12 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
                                     owner, _CAI)
     # Everything is validated; only now touch the driver: the floor, from C, where it serves.
     cdef int32_t device_type = 0, device_id = 0
-    if _cuda_floor_locate(pointer, &device_type, &device_id):
+    cdef int located
+    try:
+        located = _cuda_floor_locate(pointer, &device_type, &device_id)
+    except BufferError:
+        located = 0    # not CUDA's memory, as far as the floor knows: every driver is asked
+    if located:
         v._t.device.device_type, v._t.device.device_id = device_type, device_id
     else:
         v._t.device.device_type, v._t.device.device_id = _locate_interface_pointer(pointer)

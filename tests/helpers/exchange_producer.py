@@ -68,7 +68,8 @@ def _managed_of(tensor: "ExchangeTensor"):
     managed = ManagedVersioned()
     managed.version = Version(1, 3)
     managed.deleter = ctypes.cast(_DELETE, ctypes.c_void_p).value
-    managed.dl_tensor = DLTensor(tensor.ptr, DLDevice(DL_CUDA, tensor.device), len(tensor.shape),
+    managed.dl_tensor = DLTensor(tensor.ptr, DLDevice(tensor.device_type, tensor.device),
+                                 len(tensor.shape),
                                  DLDataType(_CODES[tensor.dtype.kind], itemsize * 8, 1),
                                  shape, strides, 0)
     _alive[ctypes.addressof(managed)] = (managed, shape, strides, tensor)
@@ -88,6 +89,7 @@ def _from_py(obj, out):
 
 def _current_work_stream(device_type, device_id, out):
     COUNTS["current_work_stream"] += 1
+    ExchangeTensor.asked.append((device_type, device_id))
     if ExchangeTensor.fail_work_stream:   # a failure (a ctypes callback cannot leave a
         return -1                           # Python error set: it fails without one)
     out[0] = ExchangeTensor.current_stream.get(device_id, 0)
@@ -117,10 +119,12 @@ class ExchangeTensor:
     __dlpack_c_exchange_api__ = ctypes.pythonapi.PyCapsule_New(
         ctypes.addressof(_TABLE), ctypes.addressof(_CAPSULE_NAME), None)
     current_stream: dict[int, int] = {}   # device -> the producer's current work stream
+    asked: list = []                        # (device type, device) of each such question
     fail_work_stream = False                # current_work_stream fails (a test sets it)
 
-    def __init__(self, array, shape=None, strides=None):
-        self.array = array             # a sim_arrays.DeviceArray (owns the memory)
+    def __init__(self, array, shape=None, strides=None, device_type=DL_CUDA):
+        self.array = array             # a sim_arrays.DeviceArray (owns the memory), or
+        self.device_type = device_type  # hip_arrays' (device_type: kDLROCM)
         self.ptr, self.device, self.dtype = array.ptr, array.device, np.dtype(array.dtype)
         self.shape = tuple(shape if shape is not None else array.shape)
         self.strides = tuple(strides if strides is not None else
@@ -133,6 +137,7 @@ class ExchangeTensor:
         its deleter runs when this goes."""
         made = cls.__new__(cls)
         made.array, made.ptr, made.device = None, tensor.data, tensor.device.device_id
+        made.device_type = tensor.device.device_type
         made.dtype = np.dtype(f"{'iufcb'[tensor.dtype.code if tensor.dtype.code < 3 else 3]}"
                               f"{tensor.dtype.bits // 8}") if tensor.dtype.code != 6 \
             else np.dtype(bool)
@@ -151,7 +156,7 @@ class ExchangeTensor:
             array.free()   # the memory it made (its last View is gone: it held this)
 
     def __dlpack_device__(self):
-        return (DL_CUDA, self.device)
+        return (self.device_type, self.device)
 
     def __dlpack__(self, stream=None, **kwargs):
         COUNTS["__dlpack__"] += 1

@@ -22,11 +22,28 @@ _why_not: list[str] = []
 
 
 @functools.lru_cache(maxsize=None)
-def library() -> str | None:
-    """Path of the built simulator (``…/libamdhip64.so``), or None (see ``unavailable``)."""
+def library(soname: str = "libhipsim.so") -> str | None:
+    """Path of the built simulator (``…/libamdhip64.so``), or None (see ``unavailable``).
+    Its soname is its own (loading it by path does not answer a later
+    ``dlopen("libamdhip64.so")``) unless ``install`` asks for the runtime's."""
     return build("the HIP runtime simulator", [str(SOURCE)],
-                 Path(tempfile.mkdtemp(prefix="hipsim-")) / "libamdhip64.so", "libhipsim.so",
+                 Path(tempfile.mkdtemp(prefix="hipsim-")) / "libamdhip64.so", soname,
                  _why_not)
+
+
+def install() -> str | None:
+    """Make this process's HIP runtime the simulator: built with the soname
+    ``libamdhip64.so`` and loaded globally, so that every later ``dlopen`` of that name —
+    arrayport's, hip-python's — gets it. For the GPU suite's process (``pytest -m gpu``,
+    tests/conftest.py), beside the CUDA simulator; never for the main test process, whose
+    other tests expect a machine without ROCm. Returns the path, or None (``unavailable``)."""
+    import ctypes
+    import os
+    path = library("libamdhip64.so")
+    if path is not None:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        os.environ["HIPSIM_LIBRARY"] = path
+    return path
 
 
 def unavailable() -> str:

@@ -30,9 +30,13 @@ def cuda():
             "cuMemFreeHost": [handle],
             "cuMemcpyHtoDAsync_v2": [u64, handle, ctypes.c_size_t, handle],
             "cuMemcpyDtoH_v2": [handle, u64, ctypes.c_size_t],
+            "cuMemcpyDtoHAsync_v2": [handle, u64, ctypes.c_size_t, handle],
             "cuMemsetD8Async": [u64, ctypes.c_ubyte, ctypes.c_size_t, handle],
             "cuStreamCreate": [ctypes.POINTER(handle), ctypes.c_uint],
             "cuStreamDestroy_v2": [handle], "cuStreamSynchronize": [handle],
+            "cuEventCreate": [ctypes.POINTER(handle), ctypes.c_uint],
+            "cuEventRecord": [handle, handle], "cuEventDestroy_v2": [handle],
+            "cuStreamWaitEvent": [handle, handle, ctypes.c_uint],
             "cudasim_set_delay_us": [ctypes.c_long]}.items():
         if name.startswith("cudasim_") and not hasattr(library, name):
             continue   # the simulator's own control: a real driver (ARRAYPORT_GPU=hardware)
@@ -93,6 +97,30 @@ class Stream:
             with Context(self.device):
                 self.driver.cuStreamDestroy_v2(self.handle)
             self.handle = handle()
+
+
+def make_wait(device, consumer: int, producer: int) -> None:
+    """Stream ``consumer`` (a handle; 1 and 2 the legacy and per-thread default streams)
+    waits for ``producer``'s work so far: an event recorded and waited on, as a producer's
+    ``__dlpack__`` does."""
+    driver, event = cuda(), handle()
+    with Context(device):
+        check(driver.cuEventCreate(ctypes.byref(event), 2), "cuEventCreate")   # no timing
+        check(driver.cuEventRecord(event, producer), "cuEventRecord")
+        check(driver.cuStreamWaitEvent(consumer, event, 0), "cuStreamWaitEvent")
+        check(driver.cuEventDestroy_v2(event), "cuEventDestroy")
+
+
+def read_on(stream: int, device, pointer, shape, dtype):
+    """The values at device ``pointer`` as a copy queued on stream ``stream`` (a handle; 1
+    and 2 the default streams) reads them, in that stream's order alone (then only that
+    stream is waited for): what a consumer working on ``stream`` sees."""
+    driver, out = cuda(), np.empty(shape, dtype)
+    with Context(device):
+        check(driver.cuMemcpyDtoHAsync_v2(out.ctypes.data, pointer, out.nbytes, stream),
+              "cuMemcpyDtoHAsync")
+        check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    return out
 
 
 class DeviceArray:

@@ -27,7 +27,7 @@
  *     hipDeviceAttributeMaxPitch), hipMemcpyPeerAsync; the bounds of every allocation; the
  *     kinds (hipMemcpyDefault and the four directions, which must match the memory); an
  *     asynchronous copy from pageable memory reads it at once, one into it returns when
- *     done;
+ *     done; hipMemcpy runs on the null stream and returns when done;
  *   - frees: hipFree and hipHostFree synchronize the memory's device first (HIP documents
  *     it; another device's work is not waited for), then the memory is gone: its address
  *     stays reserved with no access, and work that runs later on it is counted
@@ -534,6 +534,16 @@ static int copy(char *dst, size_t dst_pitch, const char *src, size_t src_pitch, 
 SIM_EXPORT int hipMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *handle) {
     ENTER();
     RETURN(copy(dst, n, src, n, n, 1, kind, stream_of(handle)));
+}
+
+/* hipMemcpy: queued on the current device's null stream (so after the work of its blocking
+ * streams) and done when the call returns, whatever memory it copies into. */
+SIM_EXPORT int hipMemcpy(void *dst, const void *src, size_t n, int kind) {
+    ENTER();
+    stream *s = stream_of(NULL);
+    int status = copy(dst, n, src, n, n, 1, kind, s);
+    if (status == hipSuccess && s->last) wait_for(s->last);
+    RETURN(status);
 }
 
 SIM_EXPORT int hipMemcpy2DAsync(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
