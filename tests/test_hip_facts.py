@@ -5,6 +5,7 @@ is needed: a wrong fact fails here, not on an AMD machine (issue 54: the HIP hal
 run against a real runtime)."""
 
 import ctypes
+import sys
 
 import pytest
 
@@ -24,6 +25,17 @@ def test_the_memory_types_are_hip_6s_numbering():
     assert hip._HIP_MEMORY_TYPE_DEVICE == int(kinds.hipMemoryTypeDevice)
     assert hip._HIP_MEMORY_TYPE_MANAGED == int(kinds.hipMemoryTypeManaged)
     assert hip._HIP_MEMORY_TYPE_UNIFIED == int(kinds.hipMemoryTypeUnified)
+
+
+def test_the_runtime_of_the_bindings_hip_major_is_opened_by_its_soname():
+    """ROCm 7 ships libamdhip64.so.7 (the unversioned name only with the development
+    files): the HIP major AMD's newest bindings were made for is among the names tried,
+    the newest first."""
+    from rocm.version import HIP_VERSION_TUPLE
+    major = HIP_VERSION_TUPLE[0]
+    assert major in hip._HIP_MAJORS and hip._HIP_MAJORS == tuple(sorted(hip._HIP_MAJORS,
+                                                                        reverse=True))
+    assert f"libamdhip64.so.{major}" in hip._LIBRARY._names or sys.platform == "win32"
 
 
 def test_error_codes_flags_and_attributes():

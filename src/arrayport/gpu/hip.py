@@ -98,10 +98,15 @@ def _initialise(library: ctypes.CDLL) -> str | None:
     return None
 
 
+# The runtime by its sonames, newest major first (ROCm 7 ships libamdhip64.so.7, ROCm 6
+# .so.6; the unversioned name only comes with the development files): every major from HIP
+# 6 keeps the facts above (tests/test_hip_facts.py holds them to the newest bindings).
+_HIP_MAJORS = (7, 6)
 _LIBRARY = NativeLibrary("rocm", "the HIP runtime",
-                         ("amdhip64_6.dll",) if sys.platform == "win32"
-                         else ("libamdhip64.so.6", "libamdhip64.so"), HipUnavailable,
-                         _SIGNATURES, _initialise)
+                         tuple(f"amdhip64_{major}.dll" for major in _HIP_MAJORS)
+                         if sys.platform == "win32"
+                         else (*(f"libamdhip64.so.{major}" for major in _HIP_MAJORS),
+                               "libamdhip64.so"), HipUnavailable, _SIGNATURES, _initialise)
 
 
 _SYMBOLS = VendorSymbols(
