@@ -273,3 +273,62 @@ def test_the_exchange_table_is_asked_for_the_work_stream_of_the_tensors_vendor(v
     del view, tensor
     gc.collect()
     ExchangeTensor.current_stream.clear()
+
+
+# ---- host readers, synchronization off, threads ----------------------------------------------
+
+def test_a_host_reader_of_pending_device_memory_waits_for_the_write(vendor, sim, slow,
+                                                                   streams):
+    producer_stream, _ = streams
+    filler = vendor.array(VALUES, stream=producer_stream, busy=3)   # the copy comes late
+    pending = ap.view(VALUES).copy(device=vendor.device(0), stream=int(producer_stream))
+    np.testing.assert_array_equal(ap.to_numpy(pending, copy=True), VALUES)
+    np.testing.assert_array_equal(ap.from_dlpack(pending, device="cpu").__array__(), VALUES)
+    del pending
+    filler.free()
+
+
+def test_with_synchronization_off_an_export_orders_nothing(vendor, sim, slow, streams):
+    """The switch for graph capture: off, the consumer's stream is not made to wait (the
+    race is then the consumer's, and is lost here), on either vendor."""
+    producer_stream, consumer = streams
+    filler = vendor.array(VALUES, stream=producer_stream, busy=3)
+    pending = ap.view(VALUES).copy(device=vendor.device(0), stream=int(producer_stream))
+    with ap.no_implicit_sync():
+        received = ap.from_dlpack(pending.__dlpack__(stream=int(consumer)))
+    assert not np.array_equal(vendor.read_on(int(consumer), received), VALUES)
+    producer_stream.synchronize()
+    del pending, received
+    filler.free()
+
+
+def test_views_released_on_other_threads_release_the_producer_once(vendor, streams):
+    import threading
+    producer_stream, _ = streams
+    array = vendor.array(VALUES, stream=producer_stream)
+    producer = Producer(vendor, array)
+    gone = weakref.ref(producer)
+    views = [ap.from_dlpack(producer)[i] for i in range(4)]
+    del producer
+    threads = [threading.Thread(target=views.pop) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    gc.collect()
+    assert views == [] and gone() is None
+    producer_stream.synchronize()
+    array.free()
+
+
+def test_a_copy_to_the_second_device_reads_after_the_first_devices_pending_write(vendor,
+                                                                               slow,
+                                                                               streams):
+    producer_stream, _ = streams
+    filler = vendor.array(VALUES, stream=producer_stream, busy=3)
+    pending = ap.view(VALUES).copy(device=vendor.device(0), stream=int(producer_stream))
+    other = pending.copy(device=vendor.device(1))
+    assert other.device == (vendor.device_type, 1)
+    np.testing.assert_array_equal(ap.to_numpy(other, copy=True), VALUES)
+    del pending, other
+    filler.free()
