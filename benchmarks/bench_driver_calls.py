@@ -32,6 +32,13 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   ctypes does for it — a pool allocation and the launch, the kernel's function and its
   parameters prepared beforehand (cuda-core has no strided copy). Neither side's free is
   timed: results are kept until a batch is timed, then let go.
+Then the same for ROCm, on the HIP runtime simulator (tests/hipsim/, issue 54), where its
+bindings are installed: arrayport's stream order on the compiled HIP floor beside the same
+calls made by arrayport's Python driver (the floor off) and by AMD's hip-python (a reused
+event recorded on the producer's stream and waited on by the consumer's: the least a
+Python library does for it) — a DLPack export to a consumer's stream and CUDA Array
+Interface imports of HIP memory. That simulator has no paused streams: its stream threads
+run while a batch is timed (the calling thread's CPU time is what is measured).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
 it reuses). "host µs" is the median, over N rounds, of the CPU time the calling thread
@@ -62,9 +69,11 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "helpers")]
 
 import cudasim  # noqa: E402
+import hipsim  # noqa: E402
 
 if cudasim.install() is None:
     sys.exit(f"bench_driver_calls: the simulator cannot be built: {cudasim.unavailable()}")
+HIP_SIMULATED = hipsim.install() is not None
 
 import numpy as np  # noqa: E402
 
@@ -357,6 +366,87 @@ def main():
     square.free()
     for step in cleanup:
         step()
+    producer.close()
+    consumer.close()
+    rocm_rows(args.repeat)
+
+
+def rocm_rows(repeat):
+    """The ROCm table (see the module): arrayport on its HIP floor, arrayport's Python
+    driver, hip-python."""
+    try:
+        from rocm.bindings import hip
+    except ImportError:
+        hip = None
+    if not HIP_SIMULATED:
+        print(f"\n(no ROCm rows: the HIP simulator cannot be built: {hipsim.unavailable()})")
+        return
+    import hip_arrays
+    from arrayport.gpu import hip as hip_driver
+    sim = hipsim.Simulator(os.environ["HIPSIM_LIBRARY"])
+    sim.set_delay_us(0)
+    producer, consumer = hip_arrays.Stream(0), hip_arrays.Stream(0)
+    values = np.arange(1024, dtype=np.float32)
+    array = hip_arrays.DeviceArray(values, stream=producer)
+    pending = ap.view(values).copy(device="rocm:0", stream=int(producer))
+
+    def without_floor(exchange):
+        def run():
+            saved = hip_driver.HipDriver._on_floor
+            hip_driver.HipDriver._on_floor = lambda self: False   # the core asks Python
+            try:
+                return exchange()
+            finally:
+                hip_driver.HipDriver._on_floor = saved
+        return run
+
+    exchanges = {
+        "DLPack export to a consumer stream": lambda: pending.__dlpack__(
+            stream=int(consumer), max_version=(1, 3)),
+        "CAI import, consumer stream": lambda: ap.view(array, stream=int(consumer)),
+        "CAI import, no stream": lambda: ap.view(array),
+    }
+    peers = {}
+    if hip is not None:
+        event = hip.hipEventCreateWithFlags(hip.hipEventDisableTiming)[1]
+
+        def hip_python_wait():
+            hip.hipEventRecord(event, int(producer))
+            hip.hipStreamWaitEvent(int(consumer), event, 0)
+        peers["DLPack export to a consumer stream"] = [("hip-python", hip_python_wait)]
+        peers["CAI import, consumer stream"] = [("hip-python", hip_python_wait)]
+    print(f"\nROCm, on the HIP runtime simulator (floor ready: {_core.hip_floor_ready()}); "
+          f"hip-python: the record and wait alone")
+    print(f"{'exchange':38} {'library':16} {'calls':>6} {'host µs':>8} {'ratio':>6} "
+          f"{'py calls':>8}")
+    for name, exchange in exchanges.items():
+        exchange()   # warm: the floor's event exists
+        runs = dict([("arrayport", exchange), ("arrayport, no floor", without_floor(exchange))]
+                    + peers.get(name, []))
+        times = {library: [] for library in runs}
+        for round_ in range(repeat * ROUNDS_PER_REPEAT):
+            for library, run in runs.items():
+                kept = []
+                start = time.thread_time()
+                for _ in range(BATCH):
+                    kept.append(run())
+                times[library].append((time.thread_time() - start) / BATCH)
+                kept.clear()
+        micros = {library: statistics.median(taken) * 1e6 for library, taken in times.items()}
+        for library, run in runs.items():
+            before = sim.counters()["calls"]
+            kept = [run() for _ in range(repeat)]
+            calls = (sim.counters()["calls"] - before) / repeat
+            kept.clear()
+            ratio = "" if library == "arrayport" else \
+                f"{micros['arrayport'] / micros[library]:.2f}"
+            print(f"{name:38} {library:16} {calls:6g} {micros[library]:8.2f} {ratio:>6} "
+                  f"{python_calls(run):8g}")
+    producer.synchronize()
+    del pending
+    if hip is not None:
+        hip.hipEventDestroy(event)
+    array.free()
     producer.close()
     consumer.close()
 

@@ -185,9 +185,9 @@ def test_both_gpu_drivers_provide_the_one_interface(module_name):
         if implemented_by is VendorDriver:
             assert "NotImplementedError" not in inspect.getsource(getattr(VendorDriver, name))
     shared = {name for name in calls if name not in vars(type(driver))}
-    # CUDA's stream wait is made by its compiled floor where it serves (gpu/cuda.py); the
-    # shared one serves HIP, and CUDA where the floor is off.
-    floor = {"make_stream_wait"} if module_name == "cuda" else set()
+    # Each vendor's stream wait is made by its compiled floor where it serves (gpu/cuda.py,
+    # gpu/hip.py); the shared one serves where the floor is off.
+    floor = {"make_stream_wait"}
     assert {"make_stream_wait", "synchronize", "allocate_pinned", "copy_async",
             "device_count", "allocate_device"} - floor <= shared
 

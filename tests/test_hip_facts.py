@@ -15,16 +15,17 @@ bindings = optional_module("rocm.bindings.hip")
 pytestmark = pytest.mark.skipif(bindings is None,
                                 reason="needs rocm-bindings-hip (Linux: pip install -e '.[test]')")
 
+from arrayport import _core  # noqa: E402
 from arrayport.gpu import hip  # noqa: E402  (after the skip: the module imports everywhere)
 
 
 def test_the_memory_types_are_hip_6s_numbering():
     # renumbered between HIP 5 and HIP 6: Unified went from 3 to 11, Managed to 3
-    kinds = bindings.hipMemoryType
-    assert hip._HIP_MEMORY_TYPE_HOST == int(kinds.hipMemoryTypeHost)
-    assert hip._HIP_MEMORY_TYPE_DEVICE == int(kinds.hipMemoryTypeDevice)
-    assert hip._HIP_MEMORY_TYPE_MANAGED == int(kinds.hipMemoryTypeManaged)
-    assert hip._HIP_MEMORY_TYPE_UNIFIED == int(kinds.hipMemoryTypeUnified)
+    kinds, stated = bindings.hipMemoryType, _core.hip_floor_facts()   # the floor states them
+    assert stated["memory_type_host"] == int(kinds.hipMemoryTypeHost)
+    assert stated["memory_type_device"] == int(kinds.hipMemoryTypeDevice)
+    assert stated["memory_type_managed"] == int(kinds.hipMemoryTypeManaged)
+    assert stated["memory_type_unified"] == int(kinds.hipMemoryTypeUnified)
 
 
 def test_the_runtime_of_the_bindings_hip_major_is_opened_by_its_soname():
@@ -40,7 +41,9 @@ def test_the_runtime_of_the_bindings_hip_major_is_opened_by_its_soname():
 
 def test_error_codes_flags_and_attributes():
     errors = bindings.hipError_t
-    assert hip._HIP_ERROR_INVALID_VALUE == int(errors.hipErrorInvalidValue)
+    stated = _core.hip_floor_facts()
+    assert stated["error_invalid_value"] == int(errors.hipErrorInvalidValue)
+    assert stated["event_disable_timing"] == int(bindings.hipEventDisableTiming)
     assert hip._HIP_ERROR_OUT_OF_MEMORY == int(errors.hipErrorOutOfMemory)
     assert hip._HIP_EVENT_DISABLE_TIMING == int(bindings.hipEventDisableTiming)
     assert hip._HIP_HOST_MALLOC_PORTABLE == int(bindings.hipHostMallocPortable)
@@ -80,6 +83,21 @@ def test_the_pointer_attributes_struct_has_hips_layout():
     ours = hip._PointerAttributes.from_buffer_copy(
         ctypes.string_at(address, ctypes.sizeof(hip._PointerAttributes)))
     assert {name: getattr(ours, name) for name in values} == values
+
+
+def test_the_floors_pointer_attributes_struct_has_hips_layout():
+    """The compiled floor's own declaration (``_csrc/hip_floor.h``) lays the struct out as
+    the bindings' (and as the ctypes path's, checked above field by field)."""
+    size, *offsets = _core.hip_pointer_attributes_layout()
+    assert size == bindings.hipPointerAttribute_t().c_sizeof()
+    assert offsets == [getattr(hip._PointerAttributes, name).offset for name in
+                       ("type", "device", "devicePointer", "hostPointer", "isManaged",
+                        "allocationFlags")]
+
+
+def test_the_floors_entry_points_are_hip_runtime_functions():
+    assert [name for name in _core.hip_floor_entry_points() if not hasattr(bindings, name)] \
+        == []
 
 
 def test_the_oldest_runtime_accepted_is_hip_6():

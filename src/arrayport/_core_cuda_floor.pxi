@@ -60,8 +60,9 @@ cdef int _cuda_floor_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
 cdef int _cuda_floor_locate(uintptr_t pointer, int32_t* device_type,
                             int32_t* device_id) except -1:
     """Where a CUDA Array Interface import's memory lives, from C: 1 where the floor served,
-    0 where the process's driver must be asked. A NULL pointer (size 0: no memory to ask
-    about) is a CUDA device's: the calling thread's current one."""
+    0 where the process's driver must be asked, 2 where the floor says the memory is none
+    CUDA knows (another vendor's, perhaps: the caller asks on). A NULL pointer (size 0: no
+    memory to ask about) is a CUDA device's: the calling thread's current one."""
     cdef int ordinal = 0
     cdef int status
     if not (_cuda_floor_direct and ap_cuda_floor_ready()):
@@ -75,6 +76,8 @@ cdef int _cuda_floor_locate(uintptr_t pointer, int32_t* device_type,
         return 1
     with nogil:
         status = ap_cuda_locate_pointer(pointer, device_type, device_id)
+    if status == AP_CU_UNKNOWN_MEMORY:
+        return 2
     if status != 0:
         _cuda_location_refused(status, pointer, True)
     return 1

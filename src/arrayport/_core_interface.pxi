@@ -18,6 +18,7 @@
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_buffer.pxi: _buffer_item_type, _BufferLease, _lease_buffer
 #   _core_cuda_floor.pxi: _cuda_floor_locate
+#   _core_hip_floor.pxi: _hip_floor_locate
 #   _core_describe.pxi: _adopt, _parse_dl_device, _plain_int, _raise_extent_problem
 #   _core_dlpack.pxi: _dlpack_view
 #   _core_hooks.pxi: _driver_for
@@ -304,12 +305,12 @@ cdef View _view_from_cai_dict(object d, object owner, object consumer_stream):
                                     owner, _CAI)
     # Everything is validated; only now touch the driver: the floor, from C, where it serves.
     cdef int32_t device_type = 0, device_id = 0
-    cdef int located
-    try:
-        located = _cuda_floor_locate(pointer, &device_type, &device_id)
-    except BufferError:
-        located = 0    # not CUDA's memory, as far as the floor knows: every driver is asked
-    if located:
+    cdef int located = _cuda_floor_locate(pointer, &device_type, &device_id)
+    if located == 2 or (located == 0 and not ap_cuda_floor_ready()):
+        # not CUDA's memory, or no CUDA floor at all (no CUDA driver opened): HIP's floor;
+        # where it has no answer either, every driver from Python (CUDA's first)
+        located = _hip_floor_locate(pointer, &device_type, &device_id)
+    if located == 1:
         v._t.device.device_type, v._t.device.device_id = device_type, device_id
     else:
         v._t.device.device_type, v._t.device.device_id = _locate_interface_pointer(pointer)

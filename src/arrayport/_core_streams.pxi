@@ -20,6 +20,7 @@
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_cuda_floor.pxi: _cuda_floor_serves, _cuda_floor_wait
+#   _core_hip_floor.pxi: _hip_floor_serves, _hip_floor_wait
 #   _core_describe.pxi: _plain_int
 #   _core_hooks.pxi: _driver_for
 #   _core_view.pxi: View
@@ -184,9 +185,12 @@ cdef int _order_after_pending(View v, consumer) except -1:
 
 cdef int _make_stream_wait(int32_t device_type, int32_t ordinal, consumer, producer) except -1:
     """``consumer`` (of device ``ordinal``) waits on the GPU for ``producer``'s work so far:
-    made by the CUDA floor from C where it serves (no Python), else by the device's driver."""
+    made by the CUDA or HIP floor from C where it serves (no Python), else by the device's
+    driver."""
     if _cuda_floor_serves(device_type):
         return _cuda_floor_wait(ordinal, consumer, producer, ordinal)
+    if _hip_floor_serves(device_type):
+        return _hip_floor_wait(ordinal, consumer, producer, ordinal)
     _driver_for(device_type).make_stream_wait(ordinal, consumer, producer)
     return 0
 

@@ -50,22 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(_WIN32)
-#define AP_CUDA_FLOOR_BUILT 0
-typedef int ap_cuda_lock_t;
-#define AP_CUDA_LOCK_INIT 0
-#define ap_cuda_lock(l) ((void)(l))
-#define ap_cuda_unlock(l) ((void)(l))
-#define AP_THREAD_LOCAL __declspec(thread)
-#else
-#include <pthread.h>
-#define AP_CUDA_FLOOR_BUILT 1
-typedef pthread_mutex_t ap_cuda_lock_t;
-#define AP_CUDA_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
-#define ap_cuda_lock(l) pthread_mutex_lock(l)
-#define ap_cuda_unlock(l) pthread_mutex_unlock(l)
-#define AP_THREAD_LOCAL __thread
-#endif
+#include "floor_platform.h"
 
 #include "arrayport/dlpack_abi.h"
 
@@ -139,7 +124,7 @@ typedef struct {
 
 static struct {
     int ready;                                    /* resolved, and not a fork's child */
-    ap_cuda_lock_t lock;
+    ap_floor_lock_t lock;
     ap_cu_context primary[AP_CU_MAX_DEVICES];     /* retained once, NULL until then */
     int device_ids[AP_CU_MAX_DEVICES];            /* cuDeviceGet's answer per ordinal */
     ap_cu_context_event *events;                  /* one reused event per context */
@@ -147,7 +132,7 @@ static struct {
     long stream_waits;                            /* made by the floor (tests, benchmarks) */
     ap_cu_device_kernels kernels[AP_CU_MAX_DEVICES];  /* published; loaded by gpu/kernels */
     long launches;                                /* made by the floor (tests, benchmarks) */
-} ap_cuda = {0, AP_CUDA_LOCK_INIT, {0}, {0}, NULL, 0, 0, 0, {{0}}, 0};
+} ap_cuda = {0, AP_FLOOR_LOCK_INIT, {0}, {0}, NULL, 0, 0, 0, {{0}}, 0};
 
 /* The entry point a failed call named (for the error message), set with every failure, per
  * thread (calls run without the GIL). */
@@ -182,7 +167,7 @@ static inline int ap_cuda_session_knows(const ap_cuda_session *session, uintptr_
     return stream <= 2 || (session->stream != 0 && stream == session->stream);
 }
 
-#if AP_CUDA_FLOOR_BUILT
+#if AP_FLOOR_BUILT
 static void ap_cuda_after_fork_in_child(void) {
     /* The parent's contexts and events are not this process's; nothing of them is touched
      * (not even freed: the parent frees its own). The lock may have been held by one of
@@ -220,7 +205,7 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         {"cuStreamSynchronize", (void **)&ap_cu.StreamSynchronize},
         {"cuMemFreeAsync", (void **)&ap_cu.MemFreeAsync},
     };
-    if (!AP_CUDA_FLOOR_BUILT) {
+    if (!AP_FLOOR_BUILT) {
         ap_cuda_failed = "the compiled floor (not built on this platform)";
         return AP_CU_ERROR_NOT_FOUND;
     }
@@ -240,7 +225,7 @@ static ap_cu_result ap_cuda_floor_install(void *get_proc, int with_status) {
         }
         *wanted[i].slot = entry;
     }
-#if AP_CUDA_FLOOR_BUILT
+#if AP_FLOOR_BUILT
     if (!fork_rule) {
         pthread_atfork(NULL, NULL, ap_cuda_after_fork_in_child);
         fork_rule = 1;
@@ -274,9 +259,9 @@ static ap_cu_result ap_cuda_primary_locked(int ordinal, ap_cu_context *out) {
 }
 
 static ap_cu_result ap_cuda_primary_context(int ordinal, ap_cu_context *out) {
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, out);
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return result;
 }
 
@@ -380,13 +365,13 @@ static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr
             return result;
         }
         if (context == session->context) {   /* current, its id known: no more questions */
-            ap_cuda_lock(&ap_cuda.lock);
+            ap_floor_lock(&ap_cuda.lock);
             result = ap_cuda_session_wait_locked(session, consumer, producer);
-            ap_cuda_unlock(&ap_cuda.lock);
+            ap_floor_unlock(&ap_cuda.lock);
             return result;
         }
     }
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     if (ap_cuda_is_default_stream(producer)) {
         result = ap_cuda_primary_locked(producer_ordinal, &context);
     } else {
@@ -410,7 +395,7 @@ static ap_cu_result ap_cuda_stream_wait(int ordinal, uintptr_t consumer, uintptr
     }
     ap_cuda_restore_current(consumer_pushed);
     ap_cuda_restore_current(pushed);
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return result;
 }
 
@@ -447,10 +432,10 @@ static ap_cu_result ap_cuda_locate_pointer(uintptr_t ptr, int32_t *device_type,
     if (result == AP_CU_ERROR_INVALID_CONTEXT) {
         ap_cu_context context = NULL;
         int pushed = 0;
-        ap_cuda_lock(&ap_cuda.lock);
+        ap_floor_lock(&ap_cuda.lock);
         result = ap_cuda_primary_locked(0, &context);
         if (result == 0) result = ap_cuda_make_current(context, &pushed);
-        ap_cuda_unlock(&ap_cuda.lock);
+        ap_floor_unlock(&ap_cuda.lock);
         if (result != 0) return result;   /* ap_cuda_failed names that call, not this one */
         result = ap_cu.PointerGetAttributes(3, attributes, outputs, ptr);
         ap_cuda_restore_current(pushed);
@@ -478,9 +463,9 @@ static ap_cu_result ap_cuda_enter_device(int ordinal, int *pushed) {
     ap_cu_context context = NULL;
     *pushed = 0;
     if (ap_cuda_session_of(ordinal) != NULL) return 0;   /* current for the session */
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return result != 0 ? result : ap_cuda_make_current(context, pushed);
 }
 
@@ -492,9 +477,9 @@ static ap_cu_result ap_cuda_session_enter(int ordinal, ap_cuda_session *session)
     session->ordinal = -1;
     if (ap_cuda_current_session != NULL) { ap_cuda_failed = "a nested copy session"; return 1; }
     ap_cu_context context = NULL;
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     if (result == 0) result = ap_cuda_make_current(context, &session->pushed);
     if (result != 0) return result;
     result = ap_cu.CtxGetId(context, &session->context_id);
@@ -525,9 +510,9 @@ static ap_cu_result ap_cuda_stream_is_on(uintptr_t stream, int ordinal, int *on)
     ap_cu_context primary = NULL, context = NULL;
     *on = 0;
     if (ap_cuda_is_default_stream(stream)) { *on = 1; return 0; }
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, &primary);
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     if (result != 0) return result;
     result = ap_cu.StreamGetCtx((ap_cu_stream)stream, &context);
     if (result != 0) { ap_cuda_failed = "cuStreamGetCtx"; return result; }
@@ -610,7 +595,7 @@ static ap_cu_result ap_cuda_allocation_bytes(int ordinal, uintptr_t address, siz
  * modules are being unloaded). */
 static void ap_cuda_publish_kernel(int ordinal, int which, void *context,
                                    unsigned long long context_id, void *function) {
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     if (ordinal == -1) {
         memset(ap_cuda.kernels, 0, sizeof ap_cuda.kernels);
     } else if (ordinal >= 0 && ordinal < AP_CU_MAX_DEVICES && which >= 0
@@ -622,18 +607,18 @@ static void ap_cuda_publish_kernel(int ordinal, int which, void *context,
         entry->context_id = context_id;
         entry->function[which] = function;
     }
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
 }
 
 /* Whether kernel `which` of device `ordinal` has been published for its primary context
  * (a table read: no driver call; ap_cuda_launch checks that the context is still it). */
 static int ap_cuda_kernel_published(int ordinal, int which) {
     int published = 0;
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     if (ordinal >= 0 && ordinal < AP_CU_MAX_DEVICES && which >= 0 && which < AP_CU_KERNELS)
         published = ap_cuda.kernels[ordinal].function[which] != NULL
                     && ap_cuda.kernels[ordinal].context == ap_cuda.primary[ordinal];
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return published;
 }
 
@@ -651,13 +636,13 @@ static ap_cu_result ap_cuda_launch(int ordinal, int which, const unsigned *grid,
     *launched = 0;
     if (ordinal < 0 || ordinal >= AP_CU_MAX_DEVICES || which < 0 || which >= AP_CU_KERNELS)
         return 0;
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     ap_cu_result result = ap_cuda_primary_locked(ordinal, &context);
     if (result == 0 && ap_cuda.kernels[ordinal].context == context) {
         function = ap_cuda.kernels[ordinal].function[which];
         id = ap_cuda.kernels[ordinal].context_id;
     }
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     if (result != 0 || function == NULL) return result;
     const ap_cuda_session *session = ap_cuda_session_of(ordinal);
     unsigned long long now = 0;
@@ -677,42 +662,42 @@ static ap_cu_result ap_cuda_launch(int ordinal, int which, const unsigned *grid,
                                 block[2], 0, (ap_cu_stream)stream, arguments, NULL);
     ap_cuda_restore_current(pushed);
     if (result != 0) { ap_cuda_failed = "cuLaunchKernel"; return result; }
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     ap_cuda.launches++;
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     *launched = 1;
     return 0;
 }
 
 static long ap_cuda_floor_launches(void) {
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     long n = ap_cuda.launches;
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return n;
 }
 
 static inline int ap_cuda_floor_ready(void) { return ap_cuda.ready; }
 
 static long ap_cuda_floor_stream_waits(void) {
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     long n = ap_cuda.stream_waits;
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return n;
 }
 
 static const char *ap_cuda_floor_failed(void) { return ap_cuda_failed; }
 
 static size_t ap_cuda_cached_events(void) {
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     size_t n = ap_cuda.n_events;
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
     return n;
 }
 
 /* Give back what the floor keeps (at exit): each event destroyed in its context, then each
  * primary context released. Errors are ignored: the driver may be shutting down. */
 static void ap_cuda_floor_close(void) {
-    ap_cuda_lock(&ap_cuda.lock);
+    ap_floor_lock(&ap_cuda.lock);
     if (ap_cuda.ready) {
         for (size_t i = 0; i < ap_cuda.n_events; i++) {
             /* Only an event whose context is still the one it was made in: another's is
@@ -738,7 +723,7 @@ static void ap_cuda_floor_close(void) {
     ap_cuda.events = NULL;
     ap_cuda.n_events = ap_cuda.events_capacity = 0;
     ap_cuda.ready = 0;   /* closed: whatever comes later (exit-time finalizers) is Python's */
-    ap_cuda_unlock(&ap_cuda.lock);
+    ap_floor_unlock(&ap_cuda.lock);
 }
 
 #endif /* ARRAYPORT_CUDA_FLOOR_H */

@@ -143,59 +143,18 @@ _SYMBOLS = VendorSymbols(
     managed_attach_global=_CU_MEM_ATTACH_GLOBAL)
 
 
-class _SaysWhetherDirect(type):
-    """CudaDriver's metaclass: a method the core may bypass, set or deleted on the class
-    (a test's stand-in), makes the process's driver say again whether the core may."""
-
-    def __setattr__(cls, name, value) -> None:
-        super().__setattr__(name, value)
-        if name in cls._FLOOR_SERVED and "driver" in globals():
-            driver._say_whether_direct()
-
-    def __delattr__(cls, name) -> None:
-        super().__delattr__(name)
-        if name in cls._FLOOR_SERVED and "driver" in globals():
-            driver._say_whether_direct()
-
-
-class CudaDriver(CudaMemoryFloor, VendorDriver, metaclass=_SaysWhetherDirect):
+class CudaDriver(CudaMemoryFloor, VendorDriver):
     """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
     managed memory, the memory pools (``gpu.cuda_memory``: the memory floor arrayport's
     policy, ``gpu.held_memory``, allocates over)."""
 
-    # Whether this instance's calls may go through the compiled floor: only the process's
-    # driver (``driver`` below) owns it; other instances (the tests' own) keep their own
-    # contexts and events.
-    _owns_floor = False
-
-    # What the core asks the floor itself, without this driver, while the driver works over
-    # the floor's library with these methods — this class's own, on the instance and on the
-    # class (the tests swap in stand-in libraries and methods, on either, and take them out
-    # again): said whenever one changes (here, and by the class's metaclass).
+    # What the core asks the floor itself, without this driver, while the process's driver
+    # works over the floor's library with these methods (``FloorServed`` owns the rule).
     # (The core's own copies stand in for the copy calls, the kernels' and the pool's.)
     _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor",
                      "stream_is_on", "allocate_result", "allocate_temporary", "copy_async",
                      "allocation_bytes", "synchronize", "has_kernel", "launch_kernel")
-
-    def __setattr__(self, name, value) -> None:
-        object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
-        if name == "library" or name in self._FLOOR_SERVED:
-            self._say_whether_direct()
-
-    def __delattr__(self, name) -> None:
-        object.__delattr__(self, name)
-        if name == "library" or name in self._FLOOR_SERVED:
-            self._say_whether_direct()
-
-    def _say_whether_direct(self) -> None:
-        if self._owns_floor:
-            cls = type(self)
-            _core.set_cuda_floor_direct(
-                getattr(self, "library", None) is _LIBRARY
-                and not set(self._FLOOR_SERVED) & vars(self).keys()
-                and all(getattr(cls, name) is _FLOOR_METHODS[name]
-                        for name in self._FLOOR_SERVED))
 
     def __init__(self, library: NativeLibrary, symbols: VendorSymbols):
         super().__init__(library, symbols)
@@ -488,8 +447,6 @@ class _MadeCurrent:
             self._library.get().cuCtxPopCurrent_v2(ctypes.byref(c_handle()))
 
 
-# The floor-served methods as this module defines them (what "its own" means above).
-_FLOOR_METHODS = {name: getattr(CudaDriver, name) for name in CudaDriver._FLOOR_SERVED}
 driver = CudaDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out
-driver._owns_floor = True
-driver.library = _LIBRARY   # (the floor's, once opened: the core's stream waits go there)
+# the floor's, once opened: the core's stream waits go there
+driver.own_floor(_LIBRARY, _core.set_cuda_floor_direct)

@@ -21,30 +21,23 @@ import contextlib
 import ctypes
 import sys
 
-from arrayport import errors
-from arrayport.devices import DeviceType
+from arrayport import _core, errors
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
 from arrayport.gpu.library import NativeLibrary, c_address, c_handle, c_size
 
 __all__ = ["HipUnavailable", "HipDriver", "driver"]
 
 # HIP 6 facts (hip_runtime_api.h). HIP 5 numbered hipMemoryType differently (Host 0,
-# Device 1, Managed 4), so older runtimes are refused rather than misread.
-_HIP_MEMORY_TYPE_HOST = 1
-_HIP_MEMORY_TYPE_DEVICE = 2
-_HIP_MEMORY_TYPE_MANAGED = 3
-_HIP_MEMORY_TYPE_UNIFIED = 11
-_HIP_ERROR_INVALID_VALUE = 1
+# Device 1, Managed 4), so older runtimes are refused rather than misread. hipMemoryType,
+# hipErrorInvalidValue and hipEventDisableTiming are stated once, by the compiled floor
+# (_csrc/hip_floor.h, which reads pointer attributes for both paths).
 _HIP_ERROR_OUT_OF_MEMORY = 2   # HIP: an allocation refused for want of memory
-_HIP_EVENT_DISABLE_TIMING = 0x2
+_HIP_EVENT_DISABLE_TIMING = _core.hip_floor_facts()["event_disable_timing"]
 _HIP_HOST_MALLOC_PORTABLE = 0x1
 _HIP_MEMCPY_DEFAULT = 4
 _HIP_DEVICE_ATTRIBUTE_MAX_PITCH = 58   # hipDeviceAttributeMaxPitch (HIP 6)
 _HIP_MINIMUM_VERSION = 60000000   # HIP_VERSION = major * 10^7 + minor * 10^5 + patch
 
-# DLPack device types this module reports. ROCm managed memory has no DLPack type of its
-# own; it is device memory the host may also read, reported as kDLROCM.
-_KDL_ROCM, _KDL_ROCM_HOST = int(DeviceType.ROCM), int(DeviceType.ROCM_HOST)
 
 
 HipUnavailable = errors.HipUnavailable  # public as arrayport.errors.HipUnavailable
@@ -84,6 +77,16 @@ _SIGNATURES = {
 }
 
 
+def _install_floor(library: ctypes.CDLL) -> None:
+    """The compiled floor's entry points (``_csrc/hip_floor.h``), their addresses in this
+    library; where one is missing the floor stays off and the ctypes calls serve."""
+    addresses = []
+    for name in _core.hip_floor_entry_points():
+        entry = getattr(library, name, None)
+        addresses.append(ctypes.cast(entry, ctypes.c_void_p).value if entry is not None else 0)
+    _core.install_hip_floor(addresses)
+
+
 def _initialise(library: ctypes.CDLL) -> str | None:
     version = _INT(0)
     status = library.hipRuntimeGetVersion(ctypes.byref(version))
@@ -95,6 +98,7 @@ def _initialise(library: ctypes.CDLL) -> str | None:
     status = library.hipGetDeviceCount(ctypes.byref(count))
     if status != 0 or count.value == 0:
         return f"no ROCm device (hipGetDeviceCount: error {status}, {count.value} devices)"
+    _install_floor(library)
     return None
 
 
@@ -127,28 +131,61 @@ _SYMBOLS = VendorSymbols(
 class HipDriver(VendorDriver):
     """The HIP runtime: the shared calls of ``VendorDriver`` plus HIP's own — the current
     device, pointer attributes, the 2-D and peer copies. No managed allocations: DLPack has
-    no ROCm managed device type to ask for one."""
+    no ROCm managed device type to ask for one. The process's driver (``driver``) makes its
+    stream waits, pointer locations and current-device questions on the compiled floor
+    (``_csrc/hip_floor.h``) once the runtime is open; the core makes its stream waits there
+    itself, without this class, while ``FloorServed`` says it may."""
+
+    # What the core asks the floor itself, without this driver (FloorServed owns the rule)
+    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor")
+
+    def _on_floor(self) -> bool:
+        """Whether the compiled floor serves this driver's calls now: the process's driver,
+        over the library the floor was installed from (opened here if it was not)."""
+        if not self._owns_floor or self.library is not _LIBRARY:
+            return False
+        if not _core.hip_floor_ready():
+            try:
+                self.library.get()   # opening it installs the floor
+            except BufferError:      # no runtime: the caller's ctypes path says so
+                return False
+        return _core.hip_floor_ready()
+
+    def make_stream_wait(self, ordinal: int, consumer: int, producer: int,
+                         producer_ordinal: int | None = None) -> None:
+        """``VendorDriver.make_stream_wait``, made by the compiled floor where it serves."""
+        if self._on_floor():
+            _core.hip_stream_wait(ordinal, consumer, producer,
+                                  ordinal if producer_ordinal is None else producer_ordinal)
+            return
+        self._record_and_wait(ordinal, consumer, producer, producer_ordinal)
+
+    def cached_events(self) -> int:
+        events = super().cached_events()
+        return events + _core.hip_floor_counts()[0] if self._on_floor() else events
+
+    def close(self) -> None:
+        floor = (self._owns_floor and self.library is _LIBRARY
+                 and not getattr(self.library, "forked", False) and _core.hip_floor_ready())
+        super().close()
+        if floor:   # its events
+            _core.close_hip_floor()
 
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``: device (and managed)
         memory as ROCm on its device, pinned host memory as ROCMHost. BufferError for an
-        address HIP does not know."""
+        address HIP does not know. The floor asks and reads the answer; without it, the
+        same call over ctypes, its answer read by the floor's rule."""
+        if self._on_floor():
+            return _core.hip_locate_pointer(ptr)
         attributes = _PointerAttributes()
         status = self.library.get().hipPointerGetAttributes(ctypes.byref(attributes), ptr)
-        if status == _HIP_ERROR_INVALID_VALUE:
-            kind = None  # HIP answers unregistered host memory with an error
-        else:
-            self.library.check(status, f"hipPointerGetAttributes({ptr:#x})")
-            kind = attributes.type
-        if kind in (_HIP_MEMORY_TYPE_DEVICE, _HIP_MEMORY_TYPE_MANAGED, _HIP_MEMORY_TYPE_UNIFIED) \
-                or (kind is not None and attributes.isManaged):
-            return (_KDL_ROCM, max(attributes.device, 0))
-        if kind == _HIP_MEMORY_TYPE_HOST:
-            return (_KDL_ROCM_HOST, 0)
-        raise BufferError(f"rocm: pointer {ptr:#x} is not memory HIP knows (not device, "
-                          f"pinned or managed memory)")
+        return _core.hip_pointer_location(status, attributes.type, attributes.isManaged,
+                                          attributes.device, ptr)
 
     def current_device(self) -> int:
+        if self._on_floor():
+            return _core.hip_current_device()
         device = _INT(0)
         self._call("hipGetDevice", ctypes.byref(device))
         return device.value
@@ -178,3 +215,5 @@ class HipDriver(VendorDriver):
 
 
 driver = HipDriver(_LIBRARY, _SYMBOLS)   # the one instance gpu.driver_for hands out
+# the floor's, once opened: the core's ROCm stream waits go there
+driver.own_floor(_LIBRARY, _core.set_hip_floor_direct)

@@ -56,7 +56,78 @@ class VendorSymbols(NamedTuple):
     no_managed_reason: str = ""   # said where there is none
 
 
-class VendorDriver:
+class _SaysWhetherDirect(type):
+    """FloorServed's metaclass: a method the core may bypass, set on or deleted from a
+    driver class (a test's stand-in), makes each floor-owning driver say again whether the
+    core may."""
+
+    def __setattr__(cls, name, value) -> None:
+        super().__setattr__(name, value)
+        cls._method_changed(name)
+
+    def __delattr__(cls, name) -> None:
+        super().__delattr__(name)
+        cls._method_changed(name)
+
+
+_floor_owners: list = []   # the process's drivers that own a compiled floor (own_floor)
+
+
+class FloorServed(metaclass=_SaysWhetherDirect):
+    """A driver some of whose calls the core makes on a compiled floor itself (CUDA's
+    ``_csrc/cuda_floor.h``, HIP's ``_csrc/hip_floor.h``), without asking the driver: only
+    while the process's driver works over the library the floor was installed from with
+    its own ``_FLOOR_SERVED`` methods — the tests swap in stand-in libraries and methods, on
+    the instance or on the class, and take them out again, and each change says again
+    (through ``set_direct``, the core's switch) whether the core may go around. The one
+    owner of that rule, for both vendors."""
+
+    _FLOOR_SERVED: tuple = ()   # the methods the core's floor calls stand in for
+    _owns_floor = False         # the process's driver, after own_floor
+
+    @classmethod
+    def _method_changed(cls, name: str) -> None:
+        if name in cls._FLOOR_SERVED:
+            for driver in _floor_owners:
+                driver._say_whether_direct()
+
+    def __setattr__(self, name, value) -> None:
+        object.__setattr__(self, name, value)   # (reading stays a plain read: hot)
+        if name == "library" or name in self._FLOOR_SERVED:
+            self._say_whether_direct()
+
+    def __delattr__(self, name) -> None:
+        object.__delattr__(self, name)
+        if name == "library" or name in self._FLOOR_SERVED:
+            self._say_whether_direct()
+
+    def own_floor(self, library: NativeLibrary, set_direct) -> None:
+        """Make this the process's driver over ``library``'s floor: the core may go around
+        it while it works over that library with the methods its class has now."""
+        cls = type(self)
+        methods = {name: getattr(cls, name) for name in self._FLOOR_SERVED}
+        object.__setattr__(self, "_floor", (library, set_direct, methods))
+        object.__setattr__(self, "_owns_floor", True)
+        _floor_owners.append(self)
+        self.library = library
+
+    def _say_whether_direct(self) -> None:
+        floor = self.__dict__.get("_floor")
+        if floor is None:
+            return
+        library, set_direct, methods = floor
+        cls = type(self)
+        set_direct(self.__dict__.get("library") is library
+                   and not set(self._FLOOR_SERVED) & vars(self).keys()
+                   and all(getattr(cls, name) is methods[name] for name in self._FLOOR_SERVED))
+
+    def floor_library(self) -> NativeLibrary | None:
+        """The library this driver's floor was installed from (None: it owns none)."""
+        floor = self.__dict__.get("_floor")
+        return None if floor is None else floor[0]
+
+
+class VendorDriver(FloorServed):
     """The shared half of a GPU driver. Subclasses provide ``current_device``,
     ``on_device`` (a context manager making a device current), ``locate_pointer``,
     ``copy_2d_async`` and ``copy_peer_async``. Its memory is arrayport's policy
