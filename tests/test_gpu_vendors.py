@@ -332,3 +332,25 @@ def test_a_copy_to_the_second_device_reads_after_the_first_devices_pending_write
     np.testing.assert_array_equal(ap.to_numpy(other, copy=True), VALUES)
     del pending, other
     filler.free()
+
+
+def test_an_export_to_a_consumers_exchange_table_orders_its_current_work_stream(vendor, slow,
+                                                                               streams):
+    """arrayport as the producer of a consumer with a DLPack 1.3 exchange table (as
+    ``to_torch`` makes a tensor): the table is asked for its current work stream with the
+    View's own device type, and that stream waits for the View's pending work."""
+    from exchange_producer import ExchangeTensor
+    producer_stream, consumer = streams
+    filler = vendor.array(VALUES, stream=producer_stream, busy=3)
+    pending = ap.view(VALUES).copy(device=vendor.device(0), stream=int(producer_stream))
+    ExchangeTensor.current_stream[0] = int(consumer)
+    asked = len(ExchangeTensor.asked)
+    made = _core.object_via_exchange_api(pending, ExchangeTensor)
+    assert ExchangeTensor.asked[asked:] == [(vendor.device_type, 0)]
+    assert (made.device_type, made.ptr) == (vendor.device_type, pending.ptr)
+    np.testing.assert_array_equal(
+        vendor.arrays.read_on(int(consumer), 0, made.ptr, made.shape, made.dtype), VALUES)
+    del made, pending
+    gc.collect()
+    ExchangeTensor.current_stream.clear()
+    filler.free()
