@@ -37,7 +37,8 @@ bindings are installed: arrayport's stream order on the compiled HIP floor besid
 calls made by arrayport's Python driver (the floor off) and by AMD's hip-python (a reused
 event recorded on the producer's stream and waited on by the consumer's: the least a
 Python library does for it) — a DLPack export to a consumer's stream and CUDA Array
-Interface imports of HIP memory. That simulator has no paused streams: its stream threads
+Interface imports of HIP memory; and a device copy (arrayport's HIP copies are its Python
+driver's transfers, the floor has none) beside hip-python's allocation and transfer. That simulator has no paused streams: its stream threads
 run while a batch is timed (the calling thread's CPU time is what is measured).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
@@ -405,6 +406,7 @@ def rocm_rows(repeat):
             stream=int(consumer), max_version=(1, 3)),
         "CAI import, consumer stream": lambda: ap.view(array, stream=int(consumer)),
         "CAI import, no stream": lambda: ap.view(array),
+        "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
     }
     peers = {}
     if hip is not None:
@@ -415,6 +417,16 @@ def rocm_rows(repeat):
             hip.hipStreamWaitEvent(int(consumer), event, 0)
         peers["DLPack export to a consumer stream"] = [("hip-python", hip_python_wait)]
         peers["CAI import, consumer stream"] = [("hip-python", hip_python_wait)]
+
+        class HipCopy:   # hip-python's copy: new device memory, one transfer (freed after)
+            def __init__(self):
+                self.memory = hip.hipMalloc(values.nbytes)[1]
+                hip.hipMemcpyAsync(self.memory, pending.ptr, values.nbytes,
+                                   hip.hipMemcpyKind.hipMemcpyDeviceToDevice, int(consumer))
+
+            def __del__(self):
+                hip.hipFree(self.memory)
+        peers["device copy on a stream"] = [("hip-python", HipCopy)]
     print(f"\nROCm, on the HIP runtime simulator (floor ready: {_core.hip_floor_ready()}); "
           f"hip-python: the record and wait alone")
     print(f"{'exchange':38} {'library':16} {'calls':>6} {'host µs':>8} {'ratio':>6} "

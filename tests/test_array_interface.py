@@ -140,6 +140,9 @@ def test_the_source_lives_exactly_as_long_as_the_view():
     ({"shape": (2**70,)}, BufferError, "does not fit in int64"),
     ({"typestr": 4}, TypeError, "typestr must be a str"),
     ({"typestr": "x4"}, BufferError, "not of the form.*nor a type NumPy reads"),
+    ({"typestr": "i4,i4", "descr": [("float64", "|V8")]}, BufferError, "not of the form"),
+    ({"typestr": "(2,)i4"}, BufferError, "not of the form"),
+    ({"typestr": "a8"}, BufferError, "not of the form"),   # deprecated by NumPy: not read
     ({"typestr": ">f8"}, BufferError, "not in native byte order"),
     ({"typestr": "<f16"}, BufferError, r"floating point, 16 bytes\) has no DLPack"),
     ({"typestr": "|O8"}, BufferError, "Python object"),

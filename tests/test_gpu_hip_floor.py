@@ -170,11 +170,41 @@ def test_a_wait_across_devices_runs_each_call_on_its_own_device(streams):
         other_device.close()
 
 
-def test_a_failed_call_is_the_drivers_error():
-    with pytest.raises(BufferError, match=r"^rocm: hipEventRecord failed with HIP error"):
-        _core.hip_stream_wait(0, 0, 0xDEAD0000, 0)     # a stream that is none
-    with pytest.raises(BufferError, match=r"^rocm: hipSetDevice failed with HIP error 101"):
+def test_a_failed_call_is_the_drivers_error_worded_as_the_ctypes_path_words_it():
+    answers = []
+    for driver in (hip_driver.driver, ctypes_driver()):
+        with pytest.raises(BufferError) as refused:
+            driver.make_stream_wait(0, 0, 0xDEAD0000)     # a stream that is none
+        answers.append(str(refused.value))
+        assert driver.current_device() == 0               # as it was
+        if driver is not hip_driver.driver:
+            driver.close()
+    assert answers[0] == answers[1]
+    assert answers[0].startswith("rocm: hipEventRecord failed with error ")
+    with pytest.raises(BufferError, match=r"^rocm: hipSetDevice failed with error 101"):
         _core.hip_stream_wait(0, 0, 0, 99)
+
+
+def test_pinned_memory_written_on_a_second_devices_stream_is_waited_for_there(streams):
+    """Pinned memory names no device: the wait is made on the device of the producer's
+    stream (hipStreamGetDevice), by the floor and by the ctypes path alike."""
+    producer, consumer = streams
+    other_device = ROCM.stream(1)
+    try:
+        for driver in (hip_driver.driver, ctypes_driver()):
+            array = ROCM.array(VALUES, device=1, stream=other_device, kind="pinned", busy=3)
+            driver.make_stream_wait(-1, 0, int(other_device), -1)
+            assert driver.current_device() == 0
+            view = ap.view(array, stream=int(other_device))     # the import's wait, too
+            assert view.device == (11, 0)
+            other_device.synchronize()
+            del view
+            array.free()
+            if driver is not hip_driver.driver:
+                driver.close()   # its own reused events
+    finally:
+        other_device.synchronize()
+        other_device.close()
 
 
 def test_a_cai_import_of_hip_memory_asks_no_python_of_arrayport(streams):

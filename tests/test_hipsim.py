@@ -270,6 +270,15 @@ def driver(sim, monkeypatch):
     assert sim.live() == before   # what the driver made, released
 
 
+def test_a_stand_in_runtime_never_installs_the_compiled_floor(driver):
+    """Only the process's runtime installs the floor: a stand-in's functions (this one's)
+    never become the floor's, which would outlive the stand-in."""
+    from arrayport import _core
+    before = _core.hip_floor_ready()
+    assert driver.device_count() == 2                 # the stand-in opened
+    assert _core.hip_floor_ready() == before and not driver._on_floor()
+
+
 def test_the_hip_driver_counts_devices_and_switches_them(driver):
     assert driver.device_count() == 2
     with driver.on_device(1):

@@ -298,5 +298,14 @@ def test_memory_a_cuda_array_interface_describes_is_never_read_through_a_host_pr
 
     with pytest.raises(BufferError, match="CUDA driver"):
         ap.view(DeviceArrayWithABuffer(b"device"))
-    # Without the CUDA Array Interface the same bytes are host memory, read through the buffer.
+    # Without the CUDA Array Interface the same bytes are host memory, read through the buffer;
+    # so they are where the interface's property fails rather than answers (no dict: the
+    # object said nothing about device memory).
     assert ap.view(bytearray(b"device")).protocol == "buffer"
+
+    class FailingInterface(bytearray):
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("host memory has no CUDA interface")
+
+    assert ap.view(FailingInterface(b"host")).protocol == "buffer"

@@ -107,10 +107,13 @@ cdef inline tuple _plan_for(object obj):
     return <tuple>plan
 
 
-cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried):
+cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried,
+                   bint* described_device):
     """A View of ``obj`` through one protocol; None when ``obj`` turns out not to offer
     it after all (an instance attribute that is absent). ``exchange_tried``: DLPack's C
-    exchange API was already asked (its tensor was on a device, or it refused)."""
+    exchange API was already asked (its tensor was on a device, or it refused).
+    ``described_device`` is set once a CUDA Array Interface dict was read: the object says
+    its memory is device memory, whatever becomes of the import."""
     if protocol == _P_DLPACK:
         return _dlpack_view(obj, stream, exchange_tried)
     if protocol == _P_MASK_CHECK:
@@ -118,7 +121,10 @@ cdef View _view_by(int protocol, object obj, object stream, bint exchange_tried)
         return None  # nothing masked: the data is the whole truth
     if protocol == _P_CAI:
         d = _interface_attribute(obj, "__cuda_array_interface__", _CAI)
-        return None if d is None else _view_from_cai_dict(d, obj, stream)
+        if d is None:
+            return None
+        described_device[0] = True
+        return _view_from_cai_dict(d, obj, stream)
     if protocol == _P_BUFFER:
         _check_host_stream(stream, "buffer")
         return _view_from_buffer(obj, obj, "buffer")
@@ -261,13 +267,13 @@ cdef View _view(obj, stream):
         if result is not None:
             return result
     cdef tuple plan = _plan_for(obj)
-    cdef bint on_a_device = False    # its CUDA Array Interface answered, and refused
+    cdef bint on_a_device = False    # its CUDA Array Interface answered (and refused)
     array_copies = None           # __array__'s NeedsCopy, while a stream may still share
     for protocol in plan:
         if on_a_device and (protocol == _P_BUFFER or protocol == _P_AI):
             continue            # they would read device memory as host memory
         try:
-            result = _view_by(protocol, obj, stream, exchange_tried)
+            result = _view_by(protocol, obj, stream, exchange_tried, &on_a_device)
         except NeedsCopy as needs:
             # __array__ could only copy: when DLPack already refused, its refusal stands
             # (a converter resolving through __array__ would copy what DLPack would not
@@ -285,7 +291,6 @@ cdef View _view(obj, stream):
                 raise           # nulls: any copy through __array__ would make NaN of them
             if protocol == _P_ARROW_STREAM and array_copies is not None:
                 continue        # a type the stream cannot give: __array__'s copy may
-            on_a_device = on_a_device or protocol == _P_CAI
             if first_refusal is None or protocol == _P_ARROW:
                 # Of an Arrow object, Arrow's refusal names the type and what to do
                 # (nulls, strings), where its DLPack export's only says "not supported".

@@ -21,7 +21,7 @@ cdef extern from "_csrc/hip_floor.h":
     size_t ap_hip_cached_events() nogil
     void ap_hip_pointer_attributes_layout(size_t* out) nogil
     void ap_hip_floor_close() nogil
-    const char* ap_hip_entry_names[7]
+    const char* ap_hip_entry_names[8]
     enum:
         AP_HIP_UNKNOWN_MEMORY
         AP_HIP_ENTRY_POINTS
@@ -49,13 +49,15 @@ def set_hip_floor_direct(bint direct):
 
 
 cdef inline bint _hip_floor_serves(int32_t device_type) noexcept:
-    """Whether a stream wait on ``device_type`` memory is the HIP floor's to make, from C."""
-    return _hip_floor_direct and device_type == APDL_ROCM and ap_hip_floor_ready()
+    """Whether a stream wait on ``device_type`` memory (ROCm's, or pinned memory HIP made)
+    is the HIP floor's to make, from C."""
+    return _hip_floor_direct and _rocm_kind(device_type) and ap_hip_floor_ready()
 
 
 cdef int _hip_floor_raise(int status) except -1:
-    raise BufferError(f"rocm: {(<bytes>ap_hip_floor_failed()).decode()} failed with HIP "
-                      f"error {status}")
+    # worded as the Python driver's ctypes path words the same failure (gpu/library.py)
+    raise BufferError(f"rocm: {(<bytes>ap_hip_floor_failed()).decode()} failed with error "
+                      f"{status}")
 
 
 cdef int _hip_floor_wait(int ordinal, uintptr_t consumer, uintptr_t producer,

@@ -382,8 +382,8 @@ cdef dict _cuda_array_interface_of(View v):
         # HIP memory is described too: ROCm's libraries (hip-python, CuPy's ROCm build) read
         # this interface for it
         raise AttributeError(f"__cuda_array_interface__: the View's memory is on {v.device}; "
-                             f"the CUDA Array Interface describes CUDA-accessible (or HIP) "
-                             f"memory only")
+                             f"the CUDA Array Interface describes CUDA-accessible memory only "
+                             f"(and HIP memory, which ROCm's libraries read through it)")
     d = _interface_of(v, "__cuda_array_interface__")
     if v._size == 0:
         d["data"] = (0, v.readonly)  # the spec's rule for zero-size arrays

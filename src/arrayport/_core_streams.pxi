@@ -131,15 +131,17 @@ cdef object _cai_producer_stream(producer, int32_t device_type):
     """A CUDA Array Interface producer's stream as the DLPack value a View keeps. On CUDA
     memory it is that value already. On HIP memory the interface's legacy default stream
     (1) is HIP's null stream, DLPack's 0 on ROCm; its per-thread default stream (2) is
-    refused: HIP numbers no such handle the way CUDA does, so no wait could be placed
-    after it with certainty."""
+    refused: HIP's hipStreamPerThread is that handle, but arrayport has never been shown
+    to order after it (the HIP simulator does not model it), so it is refused rather than
+    guessed."""
     if producer is None or not _rocm_kind(device_type):
         return producer
     if producer == 1:
         return 0
     if producer == 2:
-        raise BufferError("cuda_array_interface: stream 2 (CUDA's per-thread default stream) "
-                          "names no stream on ROCm memory; arrayport cannot order after it")
+        raise BufferError("cuda_array_interface: stream 2 (the per-thread default stream) on "
+                          "ROCm memory is not supported: arrayport does not order after "
+                          "hipStreamPerThread")
     return producer
 
 
@@ -189,6 +191,9 @@ cdef int _make_stream_wait(int32_t device_type, int32_t ordinal, consumer, produ
     driver."""
     if _cuda_floor_serves(device_type):
         return _cuda_floor_wait(ordinal, consumer, producer, ordinal)
+    if device_type == APDL_ROCM_HOST:
+        # pinned memory names no device (its id is 0): the producer's stream says which
+        ordinal = -1
     if _hip_floor_serves(device_type):
         return _hip_floor_wait(ordinal, consumer, producer, ordinal)
     _driver_for(device_type).make_stream_wait(ordinal, consumer, producer)

@@ -83,12 +83,19 @@ def _spelled_by_numpy(typestr: str, protocol: str) -> str:
     NumPy's array-interface reader, CuPy's and Numba's CUDA Array Interface readers take
     whatever ``numpy.dtype`` takes, and hip-python exports such strings), respelled in the
     form <byte order><kind><bytes>; BufferError where NumPy reads no such plain type."""
+    import warnings
+
     import numpy
     try:
-        spelled = numpy.dtype(typestr).str
-    except (TypeError, ValueError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # a spelling NumPy deprecates is none here
+            spelled = numpy.dtype(typestr).str
+    except (TypeError, ValueError, Warning):
         spelled = ""
-    if len(spelled) < 3 or spelled[0] not in "<>|=" or not spelled[2:].isdigit():
+    # (raw bytes only as the producer spells them: a structured or subarray spelling that
+    # NumPy reads as "|V<n>" never meets arrayport's named-bytes convention)
+    if (len(spelled) < 3 or spelled[0] not in "<>|=" or not spelled[2:].isdigit()
+            or spelled[1] == "V"):
         raise BufferError(f"{protocol}: typestr {typestr!r} is not of the form "
                           f"<byte order><kind><bytes>, e.g. '<f4', nor a type NumPy reads")
     return spelled

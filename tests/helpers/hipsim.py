@@ -43,6 +43,10 @@ def install() -> str | None:
     if path is not None:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         os.environ["HIPSIM_LIBRARY"] = path
+        # arrayport asks for libamdhip64.so.7 and .so.6 before this name: on a machine with
+        # a real ROCm it would open that one; the simulator is named first, by its path
+        from arrayport.gpu import hip
+        hip._LIBRARY._names = (path, *hip._LIBRARY._names)
     return path
 
 

@@ -420,6 +420,16 @@ SIM_EXPORT int hipStreamDestroy(void *handle) {
     RETURN(hipSuccess);   /* the record stays (freed never): a stale handle is recognised */
 }
 
+/* The device a stream belongs to (the null stream: the current device's). */
+SIM_EXPORT int hipStreamGetDevice(void *handle, int *device) {
+    ENTER();
+    stream *s = stream_of(handle);
+    if (s == NULL) RETURN(hipErrorInvalidHandle);
+    if (device == NULL) RETURN(hipErrorInvalidValue);
+    *device = s->device;
+    RETURN(hipSuccess);
+}
+
 SIM_EXPORT int hipStreamSynchronize(void *handle) {
     ENTER();
     stream *s = stream_of(handle);

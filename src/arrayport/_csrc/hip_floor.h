@@ -53,6 +53,7 @@ typedef struct {
 } ap_hip_pointer_attributes;
 
 #define AP_HIP_ERROR_INVALID_VALUE 1
+#define AP_HIP_ERROR_NOT_INITIALIZED 3
 #define AP_HIP_ERROR_INVALID_DEVICE 101
 #define AP_HIP_EVENT_DISABLE_TIMING 0x2
 #define AP_HIP_MEMORY_TYPE_HOST 1
@@ -63,7 +64,7 @@ typedef struct {
 #define AP_HIP_UNKNOWN_MEMORY (-1)
 #define AP_HIP_MAX_DEVICES 64
 /* How many entry points ap_hip_floor_install takes the addresses of (ap_hip_entry_names). */
-#define AP_HIP_ENTRY_POINTS 7
+#define AP_HIP_ENTRY_POINTS 8
 
 static struct {
     ap_hip_result (*GetDevice)(int *);
@@ -73,11 +74,12 @@ static struct {
     ap_hip_result (*EventDestroy)(ap_hip_event);
     ap_hip_result (*StreamWaitEvent)(ap_hip_stream, ap_hip_event, unsigned);
     ap_hip_result (*PointerGetAttributes)(ap_hip_pointer_attributes *, const void *);
+    ap_hip_result (*StreamGetDevice)(ap_hip_stream, int *);
 } ap_hip;
 
 static const char *const ap_hip_entry_names[AP_HIP_ENTRY_POINTS] = {
     "hipGetDevice", "hipSetDevice", "hipEventCreateWithFlags", "hipEventRecord",
-    "hipEventDestroy", "hipStreamWaitEvent", "hipPointerGetAttributes"};
+    "hipEventDestroy", "hipStreamWaitEvent", "hipPointerGetAttributes", "hipStreamGetDevice"};
 
 static struct {
     int ready;                                  /* installed, and not a fork's child */
@@ -107,7 +109,7 @@ static int ap_hip_floor_install(const uintptr_t *entries, int count) {
         (void **)&ap_hip.GetDevice, (void **)&ap_hip.SetDevice,
         (void **)&ap_hip.EventCreateWithFlags, (void **)&ap_hip.EventRecord,
         (void **)&ap_hip.EventDestroy, (void **)&ap_hip.StreamWaitEvent,
-        (void **)&ap_hip.PointerGetAttributes};
+        (void **)&ap_hip.PointerGetAttributes, (void **)&ap_hip.StreamGetDevice};
     if (!AP_FLOOR_BUILT) {
         ap_hip_failed = "the compiled floor (not built on this platform)";
         return -1;
@@ -115,6 +117,9 @@ static int ap_hip_floor_install(const uintptr_t *entries, int count) {
     for (int i = 0; i < AP_HIP_ENTRY_POINTS; i++)
         if (i >= count || entries[i] == 0) { ap_hip_failed = ap_hip_entry_names[i]; return -1; }
     for (int i = 0; i < AP_HIP_ENTRY_POINTS; i++) *slots[i] = (void *)entries[i];
+    /* Events made through another library's functions are not this one's: forgotten (the
+     * Python layer installs the floor from the process's runtime only, once). */
+    memset(ap_hip_floor.events, 0, sizeof ap_hip_floor.events);
 #if AP_FLOOR_BUILT
     if (!fork_rule) {
         pthread_atfork(NULL, NULL, ap_hip_after_fork_in_child);
@@ -128,36 +133,60 @@ static int ap_hip_floor_install(const uintptr_t *entries, int count) {
 static inline int ap_hip_floor_ready(void) { return ap_hip_floor.ready; }
 static const char *ap_hip_floor_failed(void) { return ap_hip_failed; }
 
-/* Device `ordinal` current on this thread; *previous says which was (restored by
- * ap_hip_restore_device). */
-static ap_hip_result ap_hip_make_current(int ordinal, int *previous) {
+/* Device `ordinal` current on this thread; *previous says which was, *switched whether it
+ * was changed (for ap_hip_restore_device: a device is set back only where one was set). */
+static ap_hip_result ap_hip_make_current(int ordinal, int *previous, int *switched) {
+    *switched = 0;
     ap_hip_result result = ap_hip.GetDevice(previous);
     if (result != 0) { ap_hip_failed = "hipGetDevice"; return result; }
-    if (*previous != ordinal && (result = ap_hip.SetDevice(ordinal)) != 0)
-        ap_hip_failed = "hipSetDevice";
+    if (*previous != ordinal) {
+        if ((result = ap_hip.SetDevice(ordinal)) != 0) ap_hip_failed = "hipSetDevice";
+        else *switched = 1;
+    }
     return result;
 }
 
-static void ap_hip_restore_device(int previous, int ordinal) {
-    if (previous != ordinal) ap_hip.SetDevice(previous);
+static void ap_hip_restore_device(int previous, int switched) {
+    if (switched) ap_hip.SetDevice(previous);
+}
+
+/* The device stream `stream` belongs to (0, the null stream: the current device's). */
+static ap_hip_result ap_hip_device_of_stream(uintptr_t stream, int *out) {
+    ap_hip_result result = stream == 0 ? ap_hip.GetDevice(out)
+                                       : ap_hip.StreamGetDevice((ap_hip_stream)stream, out);
+    if (result != 0) ap_hip_failed = stream == 0 ? "hipGetDevice" : "hipStreamGetDevice";
+    return result;
 }
 
 /* Order `consumer` (a stream of device `ordinal`; 0 its null stream) after the work queued
  * on `producer` (of device `producer_ordinal`) so far, on the GPU: the producer's device's
  * event recorded on the producer's stream (that device current), waited on by the consumer's
  * (the consumer's device current where the consumer is a null stream, which names the
- * current device's). The host never blocks. The same stream of the same device needs
- * nothing. */
+ * current device's). A negative `producer_ordinal` says the memory names no device (pinned
+ * host memory): the producer's stream says which (hipStreamGetDevice), and a null-stream
+ * consumer is that device's too. The host never blocks. The same stream of the same device
+ * needs nothing. The calling thread's current device is as it was after, failure or not. */
 static ap_hip_result ap_hip_stream_wait(int ordinal, uintptr_t consumer, uintptr_t producer,
                                         int producer_ordinal) {
     if (consumer == producer && ordinal == producer_ordinal) return 0;
-    if (producer_ordinal < 0 || producer_ordinal >= AP_HIP_MAX_DEVICES) {
+    ap_hip_result result;
+    if (producer_ordinal < 0) {
+        if ((result = ap_hip_device_of_stream(producer, &producer_ordinal)) != 0) return result;
+        ordinal = producer_ordinal;
+        if (consumer == producer) return 0;
+    }
+    if (producer_ordinal >= AP_HIP_MAX_DEVICES || ordinal < 0 || ordinal >= AP_HIP_MAX_DEVICES) {
         ap_hip_failed = "hipSetDevice";
         return AP_HIP_ERROR_INVALID_DEVICE;
     }
-    int previous = 0, current = producer_ordinal;
+    int previous = 0, switched = 0;
     ap_floor_lock(&ap_hip_floor.lock);
-    ap_hip_result result = ap_hip_make_current(producer_ordinal, &previous);
+    if (!ap_hip_floor.ready) {   /* closed meanwhile (at exit): its events are gone */
+        ap_floor_unlock(&ap_hip_floor.lock);
+        ap_hip_failed = "the HIP floor (closed)";
+        return AP_HIP_ERROR_NOT_INITIALIZED;
+    }
+    result = ap_hip_make_current(producer_ordinal, &previous, &switched);
     ap_hip_event event = ap_hip_floor.events[producer_ordinal];
     if (result == 0 && event == NULL) {
         result = ap_hip.EventCreateWithFlags(&event, AP_HIP_EVENT_DISABLE_TIMING);
@@ -168,14 +197,14 @@ static ap_hip_result ap_hip_stream_wait(int ordinal, uintptr_t consumer, uintptr
         ap_hip_failed = "hipEventRecord";
     if (result == 0 && consumer == 0 && ordinal != producer_ordinal) {
         if ((result = ap_hip.SetDevice(ordinal)) != 0) ap_hip_failed = "hipSetDevice";
-        else current = ordinal;
+        else switched = 1;   /* set back to `previous` after (read above) */
     }
     if (result == 0) {
         result = ap_hip.StreamWaitEvent((ap_hip_stream)consumer, event, 0);
         if (result != 0) ap_hip_failed = "hipStreamWaitEvent";
         else ap_hip_floor.stream_waits++;
     }
-    if (previous != current) ap_hip.SetDevice(previous);
+    ap_hip_restore_device(previous, switched);
     ap_floor_unlock(&ap_hip_floor.lock);
     return result;
 }
@@ -249,12 +278,11 @@ static void ap_hip_floor_close(void) {
     ap_floor_lock(&ap_hip_floor.lock);
     if (ap_hip_floor.ready) {
         for (int i = 0; i < AP_HIP_MAX_DEVICES; i++) {
-            int previous = 0;
+            int previous = 0, switched = 0;
             if (ap_hip_floor.events[i] == NULL) continue;
-            if (ap_hip_make_current(i, &previous) == 0) {
+            if (ap_hip_make_current(i, &previous, &switched) == 0)
                 ap_hip.EventDestroy(ap_hip_floor.events[i]);
-                ap_hip_restore_device(previous, i);
-            }
+            ap_hip_restore_device(previous, switched);
             ap_hip_floor.events[i] = NULL;
         }
     }

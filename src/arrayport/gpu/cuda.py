@@ -245,7 +245,7 @@ class CudaDriver(CudaMemoryFloor, VendorDriver):
     def _on_floor(self) -> bool:
         """Whether the compiled floor serves this driver's calls now: the process's driver,
         over the library the floor was installed from (opened here if it was not)."""
-        if not self._owns_floor or self.library is not _LIBRARY:
+        if self.library is not self.floor_library():
             return False
         if not _core.cuda_floor_ready():
             try:
@@ -285,7 +285,7 @@ class CudaDriver(CudaMemoryFloor, VendorDriver):
     def close(self) -> None:
         if getattr(self.library, "forked", False):   # the parent's (VendorDriver.close)
             return
-        floor = self._owns_floor and self.library is _LIBRARY and _core.cuda_floor_ready()
+        floor = self.library is self.floor_library() and _core.cuda_floor_ready()
         if self._publishes_pools():   # the core launches none of the modules unloaded next
             _core.publish_cuda_kernel(-1, "", 0, 0, 0)
         self.kernels.close()   # modules and pools first: they live in the contexts
@@ -302,7 +302,7 @@ class CudaDriver(CudaMemoryFloor, VendorDriver):
                 pass
 
     def _publishes_pools(self) -> bool:
-        return self._owns_floor and self.library is _LIBRARY
+        return self.library is self.floor_library()
 
     def publish_kernel(self, ordinal: int, kernel: str, context: int,
                        context_id: int | None, function: int) -> None:

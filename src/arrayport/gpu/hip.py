@@ -64,6 +64,7 @@ _SIGNATURES = {
     "hipEventDestroy": (_INT, [c_handle]),
     "hipStreamWaitEvent": (_INT, [c_handle, c_handle, ctypes.c_uint]),
     "hipStreamSynchronize": (_INT, [c_handle]),
+    "hipStreamGetDevice": (_INT, [c_handle, ctypes.POINTER(_INT)]),
     "hipDeviceSynchronize": (_INT, []),
     "hipEventSynchronize": (_INT, [c_handle]),
     # Device addresses as integers, as CUDA's: void* is 64 bits on every platform ROCm runs on.
@@ -98,8 +99,16 @@ def _initialise(library: ctypes.CDLL) -> str | None:
     status = library.hipGetDeviceCount(ctypes.byref(count))
     if status != 0 or count.value == 0:
         return f"no ROCm device (hipGetDeviceCount: error {status}, {count.value} devices)"
-    _install_floor(library)
     return None
+
+
+def _initialise_process_runtime(library: ctypes.CDLL) -> str | None:
+    """``_initialise``, then the compiled floor installed from this library: for the
+    process's runtime (``_LIBRARY``) alone — a stand-in's (the tests') never installs it."""
+    problem = _initialise(library)
+    if problem is None:
+        _install_floor(library)
+    return problem
 
 
 # The runtime by its sonames, newest major first (ROCm 7 ships libamdhip64.so.7, ROCm 6
@@ -110,7 +119,8 @@ _LIBRARY = NativeLibrary("rocm", "the HIP runtime",
                          tuple(f"amdhip64_{major}.dll" for major in _HIP_MAJORS)
                          if sys.platform == "win32"
                          else (*(f"libamdhip64.so.{major}" for major in _HIP_MAJORS),
-                               "libamdhip64.so"), HipUnavailable, _SIGNATURES, _initialise)
+                               "libamdhip64.so"), HipUnavailable, _SIGNATURES,
+                         _initialise_process_runtime)
 
 
 _SYMBOLS = VendorSymbols(
@@ -142,7 +152,7 @@ class HipDriver(VendorDriver):
     def _on_floor(self) -> bool:
         """Whether the compiled floor serves this driver's calls now: the process's driver,
         over the library the floor was installed from (opened here if it was not)."""
-        if not self._owns_floor or self.library is not _LIBRARY:
+        if self.library is not self.floor_library():
             return False
         if not _core.hip_floor_ready():
             try:
@@ -153,19 +163,32 @@ class HipDriver(VendorDriver):
 
     def make_stream_wait(self, ordinal: int, consumer: int, producer: int,
                          producer_ordinal: int | None = None) -> None:
-        """``VendorDriver.make_stream_wait``, made by the compiled floor where it serves."""
+        """``VendorDriver.make_stream_wait``, made by the compiled floor where it serves. A
+        negative ordinal: the memory names no device (pinned host memory), the producer's
+        stream says which, and a null-stream consumer is that device's too."""
+        if producer_ordinal is None:
+            producer_ordinal = ordinal
         if self._on_floor():
-            _core.hip_stream_wait(ordinal, consumer, producer,
-                                  ordinal if producer_ordinal is None else producer_ordinal)
+            _core.hip_stream_wait(ordinal, consumer, producer, producer_ordinal)
             return
+        if producer_ordinal < 0:
+            producer_ordinal = ordinal = self.device_of_stream(producer)
         self._record_and_wait(ordinal, consumer, producer, producer_ordinal)
+
+    def device_of_stream(self, stream: int) -> int:
+        """The device ``stream`` belongs to (0, the null stream: the current device's)."""
+        if stream == 0:
+            return self.current_device()
+        device = _INT(0)
+        self._call("hipStreamGetDevice", stream, ctypes.byref(device))
+        return device.value
 
     def cached_events(self) -> int:
         events = super().cached_events()
         return events + _core.hip_floor_counts()[0] if self._on_floor() else events
 
     def close(self) -> None:
-        floor = (self._owns_floor and self.library is _LIBRARY
+        floor = (self.library is self.floor_library()
                  and not getattr(self.library, "forked", False) and _core.hip_floor_ready())
         super().close()
         if floor:   # its events

@@ -87,8 +87,8 @@ class FloorServed(metaclass=_SaysWhetherDirect):
 
     @classmethod
     def _method_changed(cls, name: str) -> None:
-        if name in cls._FLOOR_SERVED:
-            for driver in _floor_owners:
+        for driver in _floor_owners:   # (a base class's method is its subclasses' too)
+            if name in driver._FLOOR_SERVED and isinstance(driver, cls):
                 driver._say_whether_direct()
 
     def __setattr__(self, name, value) -> None:
@@ -122,7 +122,8 @@ class FloorServed(metaclass=_SaysWhetherDirect):
                    and all(getattr(cls, name) is methods[name] for name in self._FLOOR_SERVED))
 
     def floor_library(self) -> NativeLibrary | None:
-        """The library this driver's floor was installed from (None: it owns none)."""
+        """The library this driver's floor is installed from (None: it owns none): its
+        calls may go to the floor only while it works over that one."""
         floor = self.__dict__.get("_floor")
         return None if floor is None else floor[0]
 
