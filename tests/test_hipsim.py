@@ -219,6 +219,23 @@ def test_hipmemcpy_is_done_when_it_returns_and_follows_the_blocking_streams(sim)
         call(hip.hipStreamDestroy(blocking))
 
 
+def test_a_stream_names_its_device_and_a_destroyed_one_none(sim):
+    """hipStreamGetDevice: a stream's own device (not the current one), the null stream the
+    current device's, a destroyed stream hipErrorInvalidHandle."""
+    hip = sim.hip
+    hip.hipStreamGetDevice.argtypes = [VOIDP, ctypes.POINTER(ctypes.c_int)]
+    device = ctypes.c_int(-1)
+    call(hip.hipSetDevice(1))
+    on_one = new(hip.hipStreamCreate)
+    call(hip.hipSetDevice(0))
+    call(hip.hipStreamGetDevice(on_one, ctypes.byref(device)))
+    assert device.value == 1
+    call(hip.hipStreamGetDevice(None, ctypes.byref(device)))
+    assert device.value == 0
+    call(hip.hipStreamDestroy(on_one))
+    assert hip.hipStreamGetDevice(on_one, ctypes.byref(device)) == 400   # invalid handle
+
+
 def test_a_free_waits_for_its_own_devices_work_only(sim):
     """hipFree synchronizes the memory's device; a peer copy queued on another device's
     stream finds the memory gone when it runs (counted, not run)."""

@@ -19,7 +19,8 @@
  *     order, each item after HIPSIM_DELAY_US microseconds (default 2000), so a consumer that
  *     does not wait reads stale data; the null stream (0) of a device waits for the work
  *     queued on that device's other streams, and they wait for its work (HIP's blocking
- *     streams; hipStreamNonBlocking streams do not);
+ *     streams; hipStreamNonBlocking streams do not); hipStreamGetDevice names a stream's
+ *     own device (the null stream's: the current one);
  *   - events: hipEventRecord on a stream of the current device, hipStreamWaitEvent (any
  *     device), hipEventQuery (hipErrorNotReady until done), hipEventSynchronize; a
  *     destroyed handle is hipErrorInvalidHandle;
