@@ -1,4 +1,4 @@
-"""The HIP runtime (ROCm), opened at run time (``libamdhip64.so``) with ctypes.
+"""The HIP runtime (ROCm), opened at run time (``libamdhip64.so.7``, ``.so.6``) with ctypes.
 
 The ROCm counterpart of ``gpu.cuda``: HIP's facts (constants, signatures, the
 entry-point table) and the calls that differ from CUDA's; the calls both share are written
@@ -8,11 +8,14 @@ layouts and enum values below) and reviewed against the DLPack stream rules for 
 the default (null) stream, 1 and 2 are not streams (refused by ``check_stream`` before
 anything reaches here), larger values are ``hipStream_t`` handles. No ROCm machine was at
 hand: its facts are held to AMD's own bindings (tests/test_hip_facts.py), and it runs on
-the HIP runtime simulator (tests/hipsim, tests/test_hipsim.py: devices, pointer
-attributes, stream order, copies to a ROCm device and back, frees), never on an AMD GPU.
+the HIP runtime simulator (tests/hipsim: its rules in tests/test_hipsim.py; the GPU suite's
+shared rules, tests/test_gpu_vendors.py; hip-python as a peer), never on an AMD GPU.
 
 HIP has no primary-context dance: a call works on the calling thread's current device, so
-``on_device`` switches it with hipSetDevice and restores it.
+``on_device`` switches it with hipSetDevice and restores it. Once the process's runtime is
+open, its stream waits, pointer locations and current-device questions go to the compiled
+floor (``_csrc/hip_floor.h``); its copies stay here (DMA transfers: HIP cannot load the PTX
+kernels arrayport ships).
 """
 
 from __future__ import annotations
