@@ -429,7 +429,7 @@ def rocm_rows(repeat):
         peers["device copy on a stream"] = [("hip-python", HipCopy)]
     print(f"\nROCm, on the HIP runtime simulator (floor ready: {_core.hip_floor_ready()}); "
           f"hip-python: the record and wait alone")
-    print(f"{'exchange':38} {'library':16} {'calls':>6} {'host µs':>8} {'ratio':>6} "
+    print(f"{'exchange':38} {'library':20} {'calls':>6} {'host µs':>8} {'ratio':>6} "
           f"{'py calls':>8}")
     for name, exchange in exchanges.items():
         exchange()   # warm: the floor's event exists
@@ -452,7 +452,7 @@ def rocm_rows(repeat):
             kept.clear()
             ratio = "" if library == "arrayport" else \
                 f"{micros['arrayport'] / micros[library]:.2f}"
-            print(f"{name:38} {library:16} {calls:6g} {micros[library]:8.2f} {ratio:>6} "
+            print(f"{name:38} {library:20} {calls:6g} {micros[library]:8.2f} {ratio:>6} "
                   f"{python_calls(run):8g}")
     producer.synchronize()
     del pending

@@ -2,6 +2,7 @@
 
     python reliability/soak.py [--count 1000000] [--warmup 20000] [--paths view,to_numpy]
     python reliability/soak.py --gpu [--count ...]   # the GPU paths, on the CUDA simulator
+    python reliability/soak.py --rocm [--count ...]  # ROCm's, on the HIP simulator
 
 For each path: run ``--warmup`` exchanges, then take resident memory (``/proc/self/statm``),
 ``tracemalloc``'s current size and arrayport's live counters; run ``--count`` exchanges;
@@ -12,7 +13,11 @@ exchange-table imports with and without a consumer stream, exports to a consumer
 device copies through the result pool and the strided kernel, uploads through the pinned
 ring, Arrow device exports — and the simulator's live allocations, events and streams must
 be back where they were too (each path's streams synchronized every 1,000 exchanges, as a
-program's would be: the simulator's queues are not the leak looked for). Prints one line per path and exits 1 if any failed.
+program's would be: the simulator's queues are not the leak looked for). ``--rocm``: ROCm's
+paths on the HIP runtime simulator (tests/hipsim), the same way: CUDA Array Interface
+imports of HIP memory with and without a consumer stream (HIP's compiled floor), exports
+to a consumer's stream, device copies (the HIP driver's transfers), copies to and from the
+host, Arrow device exports. Prints one line per path and exits 1 if any failed.
 Not a timed test: a script, run by hand or by the nightly job (docs/reliability.md).
 """
 
@@ -150,6 +155,51 @@ def gpu_paths():
     return {name: synchronized(run) for name, run in found.items()}, simulator
 
 
+def rocm_paths():
+    """name -> one ROCm exchange, on the HIP simulator (installed before any runtime is
+    opened); and the simulator, to read its live objects."""
+    helpers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                           "helpers")
+    sys.path[:0] = [helpers]
+    import hipsim
+    if hipsim.install() is None:
+        sys.exit(f"soak --rocm: the simulator cannot be built: {hipsim.unavailable()}")
+    from hip_arrays import DeviceArray, Stream
+
+    producer, consumer = Stream(0), Stream(0)
+    values = np.arange(1024, dtype=np.float32)
+    array = DeviceArray(values, stream=producer)
+    pending = ap.view(values).copy(device="rocm:0", stream=int(producer))
+    small_upload = ap.view(np.ones(1024, np.float32))
+    on = int(consumer)
+
+    def synchronized(exchange):
+        calls = [0]
+
+        def run():
+            exchange()
+            calls[0] += 1
+            if calls[0] % 1000 == 0:
+                consumer.synchronize()
+                producer.synchronize()
+        return run
+
+    found = {
+        "rocm: CAI import": lambda: ap.view(array),
+        "rocm: CAI import, consumer stream": lambda: ap.view(array, stream=on),
+        "rocm: DLPack export to a consumer stream": lambda: pending.__dlpack__(
+            stream=on, max_version=(1, 3)),
+        "rocm: device copy": lambda: pending.copy(stream=on),
+        "rocm: device → host copy": lambda: pending.copy(device="cpu", stream=on),
+        "rocm: host → device copy, 4 KiB": lambda: small_upload.copy(device="rocm:0",
+                                                                     stream=on),
+        "rocm: Arrow device export": lambda: pending.__arrow_c_device_array__(),
+    }
+    simulator = hipsim.Simulator(os.environ["HIPSIM_LIBRARY"])
+    simulator.set_delay_us(0)   # work runs as soon as it may: no simulated latency
+    return {name: synchronized(run) for name, run in found.items()}, simulator
+
+
 def _refused(array):
     try:
         ap.require(array, dtype="int8")
@@ -210,9 +260,12 @@ def main():
     parser.add_argument("--paths", help="comma-separated substrings of path names")
     parser.add_argument("--gpu", action="store_true",
                         help="the GPU paths, on the CUDA driver simulator")
+    parser.add_argument("--rocm", action="store_true",
+                        help="ROCm's paths, on the HIP runtime simulator")
     args = parser.parse_args()
     tracemalloc.start()
-    selected, simulator = gpu_paths() if args.gpu else (paths(), None)
+    selected, simulator = (gpu_paths() if args.gpu else rocm_paths() if args.rocm
+                           else (paths(), None))
     if args.gpu and args.warmup < 10_000:
         sys.exit("soak --gpu: --warmup must be at least 10000 (the simulator's own memory "
                  "grows until it keeps 4,096 freed addresses reserved)")

@@ -70,6 +70,25 @@ def test_the_process_benchmark_prints_its_rows():
         assert "Dask LocalCluster round trip, 1 MiB" in result.stdout
 
 
+def check_rocm_rows(table):
+    """The ROCm table (HIP simulator): each exchange by arrayport on HIP's floor and through
+    its Python driver (the same HIP calls, far fewer Python calls on the floor), and
+    hip-python beside where it is installed."""
+    import hipsim
+    if hipsim.library() is None:
+        assert "no ROCm rows" in table or not table
+        return
+    lines = [line for line in table.splitlines()[2:] if line.strip()]
+    rows = {(line[:38].strip(), line[39:59].strip()): line[59:].split() for line in lines}
+    for name in ("DLPack export to a consumer stream", "CAI import, consumer stream",
+                 "CAI import, no stream", "device copy on a stream"):
+        floor, python = rows[name, "arrayport"], rows[name, "arrayport, no floor"]
+        assert floor[0] == python[0] and float(floor[1]) > 0, (name, floor, python)
+        if name != "device copy on a stream":   # (copies are the Python driver's either way)
+            assert float(floor[-1]) < float(python[-1]) / 5, (name, floor, python)
+    assert rows["DLPack export to a consumer stream", "arrayport"][0] == "3"   # HIP calls
+
+
 def test_the_driver_call_benchmark_counts_each_exchange():
     import cudasim
     if cudasim.library() is None:
@@ -77,8 +96,11 @@ def test_the_driver_call_benchmark_counts_each_exchange():
     result = subprocess.run([sys.executable, str(BENCHMARKS / "bench_driver_calls.py"),
                              "--repeat", "2"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines()[3:] if not line.startswith("(")]
+    cuda_table, _, rocm_table = result.stdout.partition("\nROCm, on the HIP runtime simulator")
+    lines = [line for line in cuda_table.splitlines()[3:]
+             if line.strip() and not line.startswith("(")]
     rows = {(line[:38].strip(), line[38:].split()[0]): line[38:].split()[1:] for line in lines}
+    check_rocm_rows(rocm_table)
     names = {"CAI import, consumer stream", "CAI import, no stream",
              "DLPack export to a consumer stream",
              "device copy on a stream", "strided device copy on a stream",

@@ -31,8 +31,8 @@
  *     done; hipMemcpy runs on the null stream and returns when done;
  *   - frees: hipFree and hipHostFree synchronize the memory's device first (HIP documents
  *     it; another device's work is not waited for), then the memory is gone: its address
- *     stays reserved with no access, and work that runs later on it is counted
- *     (freed_memory_accesses), not run;
+ *     stays reserved with no access (the last 4,096 freed), and work that runs later on it
+ *     is counted (freed_memory_accesses), not run;
  *   - at exit, a report of allocations, streams and events never released (stderr, or the
  *     file HIPSIM_REPORT names).
  * What it does not model: kernels, memory pools (hipMallocAsync), graphs, IPC, timing.
@@ -111,10 +111,28 @@ typedef struct allocation {
     char *bytes;           /* where the bytes are (device memory: elsewhere) */
     unsigned flags;
     int freed;
+    struct allocation *next_freed;   /* the freed ones kept reserved, oldest first */
 } allocation;
 
 static allocation *allocations;
 static long live_allocations;
+/* Freed allocations stay reserved (a stale access is caught), the last KEPT_FREED of them:
+ * an older one is given back for real, so that a long run's memory and look-ups stay
+ * bounded (as the CUDA simulator keeps its last 4,096). */
+enum { KEPT_FREED = 4096 };
+static allocation *oldest_freed, *newest_freed;
+static long kept_freed;
+
+static void forget_oldest_freed(void) {   /* lock held */
+    allocation *a = oldest_freed;
+    oldest_freed = a->next_freed;
+    if (oldest_freed == NULL) newest_freed = NULL;
+    kept_freed--;
+    for (allocation **link = &allocations; *link; link = &(*link)->next)
+        if (*link == a) { *link = a->next; break; }
+    munmap(a->base, a->mapped);
+    free(a);
+}
 
 static allocation *find(const void *address) {   /* the allocation holding address */
     for (allocation *a = allocations; a; a = a->next)
@@ -164,12 +182,28 @@ typedef struct item {
     struct item *next;
     long long number;                 /* issue order in its stream */
     int done;
+    int refs;                         /* who still points at it (freed at 0, once done) */
     struct item *after[MAX_DEVICES + 1];  /* items this one waits for (other streams') */
     int waits;
     char *dst; const char *src;       /* a copy's addresses, looked up when it runs */
     char *staged;                     /* its source read at issue (pageable memory) */
     size_t width, height, dst_pitch, src_pitch;   /* a copy (height 0: none) */
 } item;
+
+/* An item lives while anything points at it: its stream's queue until it has run, the
+ * stream's `last`, an event recorded after it, an item waiting for it, a host waiting for
+ * it (lock held for both). */
+static item *hold(item *it) {
+    if (it) it->refs++;
+    return it;
+}
+
+static void release(item *it) {
+    if (it && --it->refs == 0) {
+        free(it->staged);
+        free(it);
+    }
+}
 
 typedef struct stream {
     int magic, device, nonblocking, null, stopping;
@@ -220,6 +254,9 @@ static void *worker(void *argument) {
         s->head = it->next;
         if (s->head == NULL) s->tail = NULL;
         s->finished++;
+        for (int k = 0; k < it->waits; k++) release(it->after[k]);
+        it->waits = 0;
+        release(it);   /* the queue's */
         pthread_cond_broadcast(&changed);
     }
     pthread_mutex_unlock(&lock);
@@ -248,26 +285,29 @@ static stream *stream_of(void *handle) {
 }
 
 /* Queue ``it`` on ``s`` (lock held): after the null stream's last work for a blocking
- * stream, after every blocking stream's last work for the null stream. Items are kept (a
- * small leak per item: the event and wait records point at them). */
+ * stream, after every blocking stream's last work for the null stream. */
 static void issue(stream *s, item *it) {
     if (s->null) {
         for (stream *t = streams[s->device]; t; t = t->next_of_device)
             if (t != s && !t->nonblocking && t->last && !t->last->done && it->waits < MAX_DEVICES)
-                it->after[it->waits++] = t->last;
+                it->after[it->waits++] = hold(t->last);
     } else if (!s->nonblocking) {
         stream *n = null_streams[s->device];
-        if (n && n->last && !n->last->done) it->after[it->waits++] = n->last;
+        if (n && n->last && !n->last->done) it->after[it->waits++] = hold(n->last);
     }
     it->number = ++s->issued;
     if (s->tail) s->tail->next = it; else s->head = it;
-    s->tail = it, s->last = it;
+    hold(it);   /* the queue's, released once it has run */
+    release(s->last);
+    s->tail = it, s->last = hold(it);
     pthread_cond_broadcast(&changed);
 }
 
 static void wait_for(item *it) {   /* lock held */
     count_host_synchronizations++;
+    hold(it);   /* the host's, while it waits (the lock is let go meanwhile) */
     while (!it->done) pthread_cond_wait(&changed, &lock);
+    release(it);
 }
 
 static void synchronize_device(int device) {   /* lock held */
@@ -365,6 +405,9 @@ static int free_memory(void *address, int host) {   /* lock held */
         mprotect(a->base, a->mapped, PROT_NONE);
         madvise(a->base, a->mapped, MADV_DONTNEED);
     }
+    if (newest_freed) newest_freed->next_freed = a; else oldest_freed = a;
+    newest_freed = a;
+    if (++kept_freed > KEPT_FREED) forget_oldest_freed();
     return hipSuccess;
 }
 
@@ -417,6 +460,7 @@ SIM_EXPORT int hipStreamDestroy(void *handle) {
     pthread_mutex_unlock(&lock);
     pthread_join(s->worker, NULL);
     pthread_mutex_lock(&lock);
+    release(s->last), s->last = NULL;
     live_streams--;
     RETURN(hipSuccess);   /* the record stays (freed never): a stale handle is recognised */
 }
@@ -439,7 +483,18 @@ SIM_EXPORT int hipStreamSynchronize(void *handle) {
     RETURN(hipSuccess);
 }
 
-typedef struct event { int magic, device; unsigned flags; item *marker; } event;
+typedef struct event {
+    int magic, device;
+    unsigned flags;
+    item *marker;
+    struct event *next_dead;   /* destroyed ones, oldest first */
+} event;
+
+/* Destroyed events stay recognisable as stale (their records kept), the last KEPT_FREED of
+ * them; an older record is used again for a new event, so that a long run's memory stays
+ * bounded (HIP reuses its handles too). */
+static event *oldest_dead, *newest_dead;
+static long dead_events;
 
 static event *event_of(void *handle) {   /* lock held */
     event *e = handle;
@@ -450,7 +505,16 @@ static event *event_of(void *handle) {   /* lock held */
 SIM_EXPORT int hipEventCreateWithFlags(void **out, unsigned flags) {
     ENTER();
     if (out == NULL || (flags & ~0x7u)) RETURN(hipErrorInvalidValue);
-    event *e = calloc(1, sizeof *e);
+    event *e;
+    if (dead_events > KEPT_FREED) {
+        e = oldest_dead;
+        oldest_dead = e->next_dead;
+        if (oldest_dead == NULL) newest_dead = NULL;
+        dead_events--;
+        memset(e, 0, sizeof *e);
+    } else {
+        e = calloc(1, sizeof *e);
+    }
     e->magic = EVENT_MAGIC, e->device = current, e->flags = flags;
     *out = e;
     live_events++;
@@ -461,7 +525,12 @@ SIM_EXPORT int hipEventDestroy(void *handle) {
     ENTER();
     event *e = event_of(handle);
     if (e == NULL) RETURN(hipErrorInvalidHandle);
-    e->magic = 0;   /* kept (never freed): a later use is recognised as stale */
+    e->magic = 0;   /* kept: a later use is recognised as stale (the last KEPT_FREED) */
+    release(e->marker), e->marker = NULL;
+    e->next_dead = NULL;
+    if (newest_dead) newest_dead->next_dead = e; else oldest_dead = e;
+    newest_dead = e;
+    dead_events++;
     live_events--;
     RETURN(hipSuccess);
 }
@@ -474,7 +543,8 @@ SIM_EXPORT int hipEventRecord(void *handle, void *stream_handle) {
     if (s->device != e->device) RETURN(hipErrorInvalidHandle);   /* another device's stream */
     item *marker = calloc(1, sizeof *marker);
     issue(s, marker);
-    e->marker = marker;
+    release(e->marker);
+    e->marker = hold(marker);
     RETURN(hipSuccess);
 }
 
@@ -501,7 +571,7 @@ SIM_EXPORT int hipStreamWaitEvent(void *stream_handle, void *handle, unsigned fl
     if (flags != 0) RETURN(hipErrorInvalidValue);
     if (e->marker && !e->marker->done) {
         item *wait = calloc(1, sizeof *wait);
-        wait->after[wait->waits++] = e->marker;
+        wait->after[wait->waits++] = hold(e->marker);
         issue(s, wait);
     }
     RETURN(hipSuccess);
