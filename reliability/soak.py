@@ -97,6 +97,20 @@ def paths():
     return found
 
 
+def _synchronized(exchange, *streams):
+    """``exchange``, with ``streams`` drained every 1,000 calls, as a program's would be (the
+    simulator's queues are not the leak looked for)."""
+    calls = [0]
+
+    def run():
+        exchange()
+        calls[0] += 1
+        if calls[0] % 1000 == 0:
+            for stream in streams:
+                stream.synchronize()
+    return run
+
+
 def gpu_paths():
     """name -> one GPU exchange, on the simulator (installed by main before any driver is
     opened); and the simulator, to read its live objects."""
@@ -122,17 +136,6 @@ def gpu_paths():
     small_upload = ap.view(np.ones(1024, np.float32))
     on = int(consumer)
 
-    def synchronized(exchange):
-        calls = [0]
-
-        def run():
-            exchange()
-            calls[0] += 1
-            if calls[0] % 1000 == 0:
-                consumer.synchronize()
-                producer.synchronize()
-        return run
-
     found = {
         "gpu: CAI import": lambda: ap.view(array),
         "gpu: CAI import, consumer stream": lambda: ap.view(array, stream=on),
@@ -152,7 +155,8 @@ def gpu_paths():
     }
     simulator = cudasim.Simulator(os.environ["CUDASIM_LIBRARY"])
     simulator.set_delay_us(0)   # work runs as soon as it may: no simulated latency
-    return {name: synchronized(run) for name, run in found.items()}, simulator
+    return {name: _synchronized(run, consumer, producer)
+            for name, run in found.items()}, simulator
 
 
 def rocm_paths():
@@ -173,17 +177,6 @@ def rocm_paths():
     small_upload = ap.view(np.ones(1024, np.float32))
     on = int(consumer)
 
-    def synchronized(exchange):
-        calls = [0]
-
-        def run():
-            exchange()
-            calls[0] += 1
-            if calls[0] % 1000 == 0:
-                consumer.synchronize()
-                producer.synchronize()
-        return run
-
     found = {
         "rocm: CAI import": lambda: ap.view(array),
         "rocm: CAI import, consumer stream": lambda: ap.view(array, stream=on),
@@ -197,7 +190,8 @@ def rocm_paths():
     }
     simulator = hipsim.Simulator(os.environ["HIPSIM_LIBRARY"])
     simulator.set_delay_us(0)   # work runs as soon as it may: no simulated latency
-    return {name: synchronized(run) for name, run in found.items()}, simulator
+    return {name: _synchronized(run, consumer, producer)
+            for name, run in found.items()}, simulator
 
 
 def _refused(array):
