@@ -204,9 +204,11 @@ def test_the_core_s_copy_does_the_driver_work_the_general_path_does(streams, lay
     # The same allocation, transfer, waits and records; no host wait. The general path
     # asks which context is current, a stream's context and the context's id, and makes
     # the context current, at each step (ctypes' context guards); the core once per copy
-    # (the floor's session), never more — and pops every context it pushed.
+    # (the floor's session), never more — and pops every context it pushed. Before a
+    # launch both ask where the source is (cuPointerGetAttributes), the general path a
+    # second time where its thread has no context current yet.
     questions = ("cuCtxGetCurrent", "cuStreamGetCtx", "cuCtxGetId", "cuCtxPushCurrent",
-                 "cuCtxPopCurrent")
+                 "cuCtxPopCurrent", "cuPointerGetAttributes")
     asked = {call: made["core"].get(call, 0) for call in questions}
     assert asked["cuCtxPushCurrent"] == asked["cuCtxPopCurrent"] <= 1, made
     assert asked["cuCtxGetCurrent"] == asked["cuCtxGetId"] == 1, made
@@ -214,6 +216,7 @@ def test_the_core_s_copy_does_the_driver_work_the_general_path_does(streams, lay
         assert made["core"].pop(call, 0) <= made["general"].pop(call, 0), (call, made)
     assert made["core"] == made["general"], made
     assert made["core"].get("host_synchronizations", 0) == 0
+    assert asked["cuPointerGetAttributes"] == (layout != "contiguous"), made
     transfer = "cuMemcpyAsync" if layout == "contiguous" else "cuLaunchKernel"
     assert made["core"]["cuMemAllocFromPoolAsync"] == made["core"][transfer] == 1
     del kept, source
@@ -604,3 +607,73 @@ def test_a_stand_in_for_a_call_the_core_s_copies_make_takes_them_back(streams, m
     consumer.synchronize()
     del source
     array.free()
+
+
+def _labelled_cuda(pointer, owner, device_id=0, transposed=True):
+    """An (8, 6) float32 View at ``pointer`` that says it is cuda:``device_id`` memory, as a
+    producer's DLPack capsule or Arrow device array says it (arrayport takes their word)."""
+    view = _core.view_from_pointer(pointer, (8, 6), (24, 4), "float32", readonly=True,
+                                   owner=owner, device=(2, device_id), protocol="test")
+    return view.T if transposed else view
+
+
+@pytest.mark.parametrize("memory, wrong", [
+    ("pageable host memory", "is not memory CUDA knows"),
+    ("cuda:1's memory", "the driver places it on cuda:1"),
+])
+@pytest.mark.parametrize("target", [None, "cpu"])
+@pytest.mark.parametrize("path", ["core", "general"])
+def test_a_strided_copy_of_memory_wrongly_labelled_cuda_0_is_refused_before_any_kernel(
+        streams, memory, wrong, target, path):
+    # Found by the fuzzer: an Arrow device array labelled cuda:0 over pageable host memory,
+    # copied strided, launched arrayport's kernel on host addresses — an illegal address,
+    # and CUDA's sticky error kills the context for the rest of the process. The driver is
+    # asked first, by both paths: a BufferError that names the label and what the driver
+    # says, no kernel launched, and the device goes on working.
+    _, consumer = streams
+    array = DeviceArray(VALUES, device=1) if memory == "cuda:1's memory" else None
+    host = np.ascontiguousarray(VALUES)
+    source = _labelled_cuda(host.ctypes.data if array is None else array.ptr, host)
+    device_array = DeviceArray(VALUES, stream=consumer)
+    real = ap.view(device_array)
+    warm(real.T, int(consumer))                   # the pool made, the kernel published
+    launches = _core.cuda_floor_launches()
+    make = lambda: source.copy(device=target, stream=int(consumer))  # noqa: E731
+    good = None
+    try:
+        with pytest.raises(BufferError, match=f"labelled it cuda:0 memory, but .*{wrong}"):
+            make() if path == "core" else general(make)
+        assert _core.cuda_floor_launches() == launches
+        good = real.T.copy(device="cpu", stream=int(consumer))   # the context lives on
+        assert np.asarray(good).tobytes() == np.ascontiguousarray(VALUES.T).tobytes()
+    finally:
+        consumer.synchronize()
+        del source, real, good
+        gc.collect()
+        device_array.free()
+        if array is not None:
+            array.free()
+
+
+@pytest.mark.parametrize("target", [None, "cpu"])
+def test_memory_labelled_cuda_0_that_a_kernel_can_read_is_copied(streams, target):
+    # Pinned host memory is mapped into the device's addresses: the kernel reads it, so a
+    # producer calling it device memory gets its copy. And a contiguous copy of pageable
+    # memory so labelled is one transfer, which the driver reads as host memory: no kernel,
+    # no question asked (the rule is the kernel's, not the label's).
+    _, consumer = streams
+    pinned = DeviceArray(VALUES, kind="pinned", stream=consumer)
+    host = np.ascontiguousarray(VALUES)
+    cases = [(_labelled_cuda(pinned.ptr, pinned), VALUES.T),
+             (_labelled_cuda(host.ctypes.data, host, transposed=False), VALUES)]
+    try:
+        for source, expected in cases:
+            copied = source.copy(device=target, stream=int(consumer))
+            consumer.synchronize()
+            assert contents(copied) == np.ascontiguousarray(expected).tobytes()
+            del copied
+    finally:
+        consumer.synchronize()
+        del cases
+        gc.collect()
+        pinned.free()

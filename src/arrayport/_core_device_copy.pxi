@@ -9,6 +9,9 @@
 #   - host memory to a device's pool: one transfer (strided memory packed by the host kernel
 #     first; pageable memory only below the pinned ring's threshold, gpu/staging.py's, read
 #     from that module at each copy).
+# Before any launch of the kernel, the driver is asked whether the device can read the
+# source (_kernel_source_refusal, the one rule both paths ask): a label is the producer's
+# word, and a kernel reading memory the device cannot address kills the context.
 # Everything else (another device, pinned or managed targets, ROCm, a driver without the
 # floor, a pool not made yet, kernels not loaded yet in the device's context, a layout the
 # kernels take no plan for) is arrayport/gpu/copies.py's, through the copy hook; so is
@@ -26,7 +29,8 @@
 # the same bytes, the same View, the same driver calls, the same lifetimes.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
-#   _core_cuda_floor.pxi: _cuda_floor_direct
+#   _core_cuda_floor.pxi: _cuda_floor_direct, _cuda_location_refused
+#   _core_hooks.pxi: _driver_for
 #   _core_describe.pxi: _fill_c_strides, _new_view_like
 #   _core_host_copy.pxi: _copy_elements, _new_host_copy_of
 #   _core_kernel_plan.pxi: _plan_view_copy
@@ -200,6 +204,50 @@ cdef View _cuda_copy_in_c(View v, device, stream):
     return None
 
 
+cdef str _kernel_source_refusal(View v, int32_t ordinal):
+    """Why arrayport's strided-copy kernel, launched on CUDA device ``ordinal``, may not
+    read ``v``; None where it may. ``v``'s device is its producer's word (a DLPack capsule,
+    an Arrow device array), and a wrong one — pageable host memory called device memory —
+    would make the kernel fault and the context die with it (CUDA's sticky error: every
+    later call of the process fails). So, before each launch (of either path: this one,
+    gpu/kernels/strided_copy.py), the driver is asked where the memory is: one call. The
+    kernel may read memory of that device, managed memory, and pinned host memory (mapped
+    into the device's addresses). Transfers need no such question: the driver reads memory
+    a transfer names as what it is. ROCm memory is never asked about: HIP cannot load the
+    kernels (PTX), its strided copies are transfers."""
+    cdef int32_t labelled = v._t.device.device_type
+    if labelled != APDL_CUDA and labelled != APDL_CUDA_MANAGED:
+        return None
+    cdef uintptr_t pointer = <uintptr_t>v._t.data + v._t.byte_offset
+    cdef int32_t device_type = 0, device_id = 0
+    cdef int status
+    try:
+        if _cuda_floor_direct and ap_cuda_floor_ready():
+            with nogil:
+                status = ap_cuda_locate_pointer(pointer, &device_type, &device_id)
+            if status != 0:
+                _cuda_location_refused(status, pointer, True)
+        else:
+            device_type, device_id = _driver_for(APDL_CUDA).locate_pointer(pointer)
+    except BufferError as error:
+        found = str(error)
+    else:
+        if device_type == APDL_CUDA and device_id != ordinal:
+            found = f"the driver places it on cuda:{device_id}"
+        elif device_type not in (APDL_CUDA, APDL_CUDA_HOST, APDL_CUDA_MANAGED):
+            found = f"the driver calls it {Device(device_type, device_id)} memory"
+        else:
+            return None
+    return (f"its producer labelled it {v.device} memory, but {found}; arrayport's kernel "
+            f"on cuda:{ordinal} would fault reading it")
+
+
+def kernel_source_refusal(View v, int32_t ordinal):
+    """Why the strided-copy kernel on CUDA device ``ordinal`` may not read ``v``; None
+    where it may (the core's rule, for gpu/kernels/strided_copy.py)."""
+    return _kernel_source_refusal(v, ordinal)
+
+
 DEF _TO_DEVICE = 0   # what a session's copy does: to the device (its own memory, or an upload)
 DEF _TO_HOST = 1     # device memory into new host memory
 
@@ -300,6 +348,8 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
     cdef uintptr_t source = <uintptr_t>v._t.data + v._t.byte_offset, staging = 0
     cdef ap_plan_launch launch
     cdef uintptr_t pool_handle = 0 if pool is None else pool[1]
+    if not contiguous and _kernel_source_refusal(v, ordinal) is not None:
+        return None   # the general path refuses it, in its words
     with nogil:
         status = ap_cuda_stream_is_on(handle, ordinal, &on)
         if status == 0 and on and not contiguous:   # (a full device: the general path)
@@ -350,6 +400,8 @@ cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint 
     cdef size_t nbytes = v.nbytes, extent = 0
     cdef ap_plan_launch launch
     cdef uintptr_t pool_handle = pool[1]
+    if on_device and not contiguous and _kernel_source_refusal(v, ordinal) is not None:
+        return None   # the general path refuses it, in its words
     with nogil:
         status = ap_cuda_stream_is_on(handle, ordinal, &on)
         if status == 0 and on:

@@ -199,6 +199,7 @@ typedef struct allocation {
     int busy;                         /* work items touching its bytes right now */
     int dead;                         /* freed: in the graveyard, poisoned */
     struct allocation *next;
+    struct allocation *idle_next;     /* pooled, not in use: its place in `idle_blocks` */
 } allocation;
 /* A pool's physical memory: chunks of POOL_GRANULARITY bytes (or a multiple, for a larger
  * block), blocks carved from them in order. A pool reserves whole chunks, and gives a chunk
@@ -235,6 +236,20 @@ static struct CUstream_st *streams;
  * after its stream is destroyed (documented); so does this. */
 static struct CUstream_st *retired;
 static allocation *allocations;
+/* The pooled blocks of `allocations` not in use (freed, or their free queued), the latest
+ * first: where a pool allocation looks for one to reuse, without walking the blocks in use
+ * (caller holds the lock). */
+static allocation *idle_blocks;
+
+static void block_idles(allocation *a) {
+    a->idle_next = idle_blocks;
+    idle_blocks = a;
+}
+
+static void block_leaves_idle(allocation *a) {
+    for (allocation **link = &idle_blocks; *link; link = &(*link)->idle_next)
+        if (*link == a) { *link = a->idle_next; a->idle_next = NULL; return; }
+}
 /* Freed memory (see "freed memory"): kept, poisoned, so that what touches it later is seen
  * as touching freed memory; the oldest past MAX_GRAVES go back to the system. */
 #define MAX_GRAVES 4096
@@ -331,12 +346,23 @@ static void configure(void) {
     if (peer && *peer) peer_access_possible = atoi(peer) != 0;
 }
 
-/* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). */
+/* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). Live allocations
+ * do not overlap, so the list's order is free: the one found moves to the front, and the
+ * next look-up of the same memory (a copy's source, asked about again and again) is
+ * immediate, as the driver's own look-up (a tree, not a list) is whatever memory is
+ * allocated — a program holding thousands of blocks does not pay for each look-up here
+ * what no GPU driver charges. No caller walks the list while it asks. */
 static allocation *find(uintptr_t ptr, size_t n) {
-    for (allocation *a = allocations; a; a = a->next)
+    for (allocation **link = &allocations; *link; link = &(*link)->next) {
+        allocation *a = *link;
         if (ptr >= a->base && ptr - a->base <= a->size && n <= a->size - (ptr - a->base) &&
-            !(a->pooled && a->pool_state == POOL_FREE))
+            !(a->pooled && a->pool_state == POOL_FREE)) {
+            *link = a->next;
+            a->next = allocations;
+            allocations = a;
             return a;
+        }
+    }
     return NULL;
 }
 
@@ -999,6 +1025,7 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
     allocation *a = *link;
     if (a && a->pooled) {                 /* back to its pool, free for any stream now */
         a->pool_state = POOL_FREE;
+        block_idles(a);
         a->freed_through = a->generation;
         pooled_block_freed(a);
     } else if (a) {
@@ -1626,12 +1653,14 @@ static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
         return status;
     }
     if (!pool) pool = device_pool(s->ctx->device);
-    for (allocation *a = allocations; a; a = a->next) {
-        if (!a->pooled || a->pool_state == POOL_LIVE || a->ctx != s->ctx ||
-            a->capacity < bytesize || a->pool != pool)
+    for (allocation **link = &idle_blocks; *link; link = &(*link)->idle_next) {
+        allocation *a = *link;
+        if (a->ctx != s->ctx || a->capacity < bytesize || a->pool != pool)
             continue;
         /* reusable in stream order by the stream that freed it; by others once it ran */
         if (a->pool_state == POOL_FREE || a->freed_on == s) {
+            *link = a->idle_next;
+            a->idle_next = NULL;
             a->pool_state = POOL_LIVE;
             a->size = bytesize;
             a->generation = ++generations;
@@ -1673,6 +1702,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
     if (a && !o) status = CUDA_ERROR_OUT_OF_MEMORY;
     if (o) {
         a->pool_state = POOL_FREEING;
+        block_idles(a);
         a->freed_on = s;
         o->kind = OP_FREE;
         o->freed = a->serial;
@@ -1720,6 +1750,7 @@ static void release_chunk(chunk *c) {
         allocation *a = *link;
         if (a->chunk != c) { link = &a->next; continue; }
         *link = a->next;
+        if (a->pool_state != POOL_LIVE) block_leaves_idle(a);
         bury(a);
     }
     free(c);

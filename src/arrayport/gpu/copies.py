@@ -15,6 +15,10 @@ Where the bytes go:
   planned by ``plan_runs``;
 - device → another device: packed on the source device if strided, then a peer transfer.
 
+Before arrayport's kernel reads a source, the driver is asked whether the device can read
+it (the core's ``kernel_source_refusal``): a producer's wrong label — host memory called
+``cuda:0`` — is a BufferError, not a kernel fault that kills the context.
+
 Streams (CUDA, ROCm): the transfers are enqueued on ``stream`` — a stream of the
 destination device for copies to a device, of the source device otherwise; None means the
 default stream (CUDA's legacy stream 1, ROCm's 0). Every stream rule is the core's

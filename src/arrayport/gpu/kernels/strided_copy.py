@@ -91,9 +91,14 @@ def available(driver, ordinal: int) -> bool:
 def launch(driver, ordinal: int, dst: int, view, stream: int) -> bool:
     """Copy ``view`` (strided memory of device ``ordinal``) into C order at ``dst`` (same
     device), one kernel launch on ``stream``. False, launching nothing, where the kernels
-    are not at hand (HIP, an older driver, a layout too deep): the caller copies by DMA."""
+    are not at hand (HIP, an older driver, a layout too deep): the caller copies by DMA.
+    BufferError where the driver says ``view`` is not memory the device can read (the
+    core's ``kernel_source_refusal``)."""
     if view.itemsize is None:   # packed sub-byte elements: no byte strides
         return False
+    refusal = _core.kernel_source_refusal(view, ordinal)   # a wrong label would fault
+    if refusal is not None:
+        raise BufferError(refusal)
     planned = _core.strided_copy_launch(view.shape, view.strides, view.itemsize, view.ptr,
                                         dst)
     if planned is None:
