@@ -12,8 +12,10 @@ Exchanges, each with device 0's primary context current (as cuda-core's
 - a DLPack export, to a consumer stream, of memory with work pending on another stream:
   ``View.__dlpack__(stream=C)`` / ``Buffer.__dlpack__(stream=C)`` (a cuda-core Buffer does
   not track pending work, so it orders nothing: its count is what ordering nothing costs);
-- a device-to-device copy on a stream: ``View.copy(stream=C)`` /
-  ``Buffer.copy_to(stream=C)``;
+- a device-to-device copy on a stream, of memory with work pending on another stream:
+  ``View.copy(stream=C)`` / ``Buffer.copy_to(stream=C)``, which orders nothing, and the
+  same copy ordered as arrayport orders it, as a cuda-core user writes it (the copy waits
+  for the pending work, the source's stream waits for the copy: two reused events);
 - a CUDA Array Interface import without a stream: ``ap.view(x)`` /
   ``StridedMemoryView.from_cuda_array_interface(x, stream_ptr=-1)``;
 - an import through a DLPack 1.3 exchange table (what PyTorch's CUDA tensors offer: here
@@ -187,6 +189,22 @@ def peer_exchanges(values, producer, consumer, table_tensor):
     stream = device.create_stream()
     buffer = device.allocate(values.nbytes, stream=stream)
     array = DeviceArray(values, device=0, stream=producer)
+    # The same copy with the order arrayport keeps, as a cuda-core user writes it: the copy
+    # waits for the work pending on the source's stream, and that stream's later writers
+    # wait for the copy — two reused events (a Buffer tracks no pending work, so plain
+    # copy_to orders nothing: the row's first peer).
+    from cuda.core import Stream as CoreStream
+    source_stream, copy_stream = (CoreStream.from_handle(int(producer)),
+                                  CoreStream.from_handle(int(consumer)))
+    before_copy, after_copy = source_stream.record(), copy_stream.record()
+
+    def ordered_copy():
+        source_stream.record(before_copy)
+        copy_stream.wait(before_copy)
+        result = buffer.copy_to(stream=copy_stream)
+        copy_stream.record(after_copy)
+        source_stream.wait(after_copy)
+        return result
     for name, run in {
         "CAI import, consumer stream": lambda: StridedMemoryView.from_cuda_array_interface(
             array, stream_ptr=int(consumer)),
@@ -197,6 +215,7 @@ def peer_exchanges(values, producer, consumer, table_tensor):
         "device copy on a stream": lambda: buffer.copy_to(stream=stream),
     }.items():
         peers.setdefault(name, []).append(("cuda-core", run))
+    peers["device copy on a stream"].append(("cuda-core+order", ordered_copy))
     cleanup += [lambda: buffer.close(stream), stream.sync, stream.close, array.free]
     return peers, cleanup
 
@@ -343,7 +362,7 @@ def main():
     }
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
     print("ratio: arrayport's host µs over the row's peer (measured in the same run)")
-    print(f"{'exchange':38} {'library':12} {'calls':>6} {'host syncs':>10} {'events':>7} "
+    print(f"{'exchange':38} {'library':18} {'calls':>6} {'host syncs':>10} {'events':>7} "
           f"{'host µs':>8} {'ratio':>6} {'py calls':>8}  driver calls by name")
     with Context(0):
         transposed.copy(stream=int(consumer))   # the kernel loaded (the first copy's work)
@@ -363,7 +382,7 @@ def main():
                 interpreted = python_calls(run)
                 ratio = "" if library == "arrayport" else \
                     f"{micros['arrayport'] / micros[library]:.2f}"
-                print(f"{name:38} {library:12} {calls:6g} {syncs:10g} {events:7g} "
+                print(f"{name:38} {library:18} {calls:6g} {syncs:10g} {events:7g} "
                       f"{micros[library]:8.1f} {ratio:>6} {interpreted:8g}  {detail}")
     producer.synchronize()
     consumer.synchronize()   # every copy read its source: the sources may go
@@ -374,6 +393,10 @@ def main():
         step()
     producer.close()
     consumer.close()
+    # The CUDA rows' dead results go back before the ROCm rows: a CAI import of HIP memory
+    # asks CUDA's driver first, and the simulator's look-up of an address it does not know
+    # walks every live allocation (a GPU driver's is a tree, whatever is allocated).
+    ap.release_device_memory()
     rocm_rows(args.repeat)
 
 

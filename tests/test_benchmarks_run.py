@@ -120,6 +120,14 @@ def test_the_driver_call_benchmark_counts_each_exchange():
             assert float(row[4]) > 0, (name, library, row)
     assert "cuLaunchKernel 1" in " ".join(rows["strided device copy on a stream", "arrayport"])
     assert ("strided device copy on a stream", "ctypes-floor") in rows
+    try:
+        import cuda.core  # noqa: F401
+    except ImportError:
+        pass
+    else:   # cuda-core's copy as it orders nothing, and ordered as arrayport orders it
+        ordered = rows["device copy on a stream", "cuda-core+order"]
+        assert ordered[:3] == ["6", "0", "0"], ordered   # two records, two waits, the
+        # allocation, the transfer; no host wait, no event made per copy (both reused)
     assert "never released" not in result.stderr
 
 

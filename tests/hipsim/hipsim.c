@@ -134,10 +134,24 @@ static void forget_oldest_freed(void) {   /* lock held */
     free(a);
 }
 
-static allocation *find(const void *address) {   /* the allocation holding address */
-    for (allocation *a = allocations; a; a = a->next)
-        if ((const char *)address >= a->base && (const char *)address < a->base + a->size)
+/* The allocation holding address, or NULL: the newest record holding it (a freed record's
+ * addresses may have been mapped again since; the newer record is nearer the front). A
+ * live allocation found moves to the front, and the next question about the same memory
+ * is immediate, as the runtime's own look-up (a tree) is however much is allocated (the
+ * CUDA simulator does the same): live allocations overlap no other live one, and each is
+ * newer than any freed record it overlaps, so the order that matters is kept. No caller
+ * walks the list while it asks. */
+static allocation *find(const void *address) {
+    for (allocation **link = &allocations; *link; link = &(*link)->next) {
+        allocation *a = *link;
+        if ((const char *)address >= a->base && (const char *)address < a->base + a->size) {
+            if (a->freed) return a;
+            *link = a->next;
+            a->next = allocations;
+            allocations = a;
             return a;
+        }
+    }
     return NULL;
 }
 
