@@ -45,79 +45,95 @@ def copy_view(view, device=None, stream=None, who="copy"):
     """The copy (see the module). ``who`` starts error messages."""
     source = view.device
     target = source if device is None else Device(device)
+    source_type, target_type = source.type, target.type
 
     def cannot() -> str:   # the start of every refusal (made only for one)
         return f"{who}: cannot copy {source} memory to {target}"
 
-    driver = gpu.driver_for(source.type) or gpu.driver_for(target.type)
+    driver = gpu.driver_for(source_type) or gpu.driver_for(target_type)
     if driver is None:
         _core.check_stream(stream, DeviceType.CPU)
-        if target.type is not DeviceType.CPU or not source.type.is_host_accessible:
-            end = target if source.type.is_host_accessible else source
-            raise BufferError(f"{cannot()}: arrayport has no driver for {end.type.label} "
-                              f"devices")
+        if target_type is not DeviceType.CPU or not source_type.is_host_accessible:
+            end = target_type if source_type.is_host_accessible else source_type
+            raise BufferError(f"{cannot()}: arrayport has no driver for {end.label} devices")
         return view.host_copy()
-    for end in ((source,) if target == source else (source, target)):
-        if end.type is DeviceType.CPU:
+    for end in ((source_type,) if target == source else (source_type, target_type)):
+        if end is DeviceType.CPU:
             continue
-        end_driver = gpu.driver_for(end.type)
+        end_driver = gpu.driver_for(end)
         if end_driver is None:
-            raise BufferError(f"{cannot()}: arrayport has no driver for {end.type.label} "
-                              f"devices")
+            raise BufferError(f"{cannot()}: arrayport has no driver for {end.label} devices")
         if end_driver is not driver:
             raise BufferError(f"{cannot()}: arrayport cannot copy between "
-                              f"{source.type.label} and {target.type.label} devices")
+                              f"{source_type.label} and {target_type.label} devices")
+    ends = _Ends(source, target)
     # The end whose stream the copy runs on: device memory first (the destination's when
     # both are), else the pinned end (a CPU <-> pinned copy: no stream, the default one).
-    ends = [end for end in (target, source) if end.type is not DeviceType.CPU]
-    gpu_end = next((end for end in ends if gpu.is_device_memory(end.type)), ends[0])
-    stream = _core.check_stream(stream, gpu_end.type)
+    if ends.target_on_device or not ends.source_on_device:
+        gpu_type = target_type if target_type is not DeviceType.CPU else source_type
+    else:
+        gpu_type = source_type
+    stream = _core.check_stream(stream, gpu_type)
     try:
-        if target.type is DeviceType.CPU and not gpu.is_device_memory(source.type):
+        if target_type is DeviceType.CPU and not ends.source_on_device:
             # Pinned host memory to the CPU: a host copy (which waits for pending GPU work).
             return view.host_copy()
-        return _driver_copy(view, source, target, driver,
-                            _core.copy_work_stream(stream, gpu_end.type))
+        return _driver_copy(view, ends, driver, _core.copy_work_stream(stream, gpu_type))
     except BufferError as error:  # the driver's own errors, with what was being done
         raise type(error)(f"{cannot()}: {error}") from None  # CudaUnavailable stays itself
 
 
-def _driver_copy(view, source, target, driver, stream):
-    """The copy through ``driver``, enqueued on ``stream`` (already a handle)."""
-    ordinal = target.id if gpu.is_device_memory(target.type) else source.id
+class _Ends:
+    """A copy's two ends and what the copy asks of them, read once: each Device, and
+    whether it is a GPU's device memory (``gpu.is_device_memory``)."""
+
+    __slots__ = ("source", "target", "source_on_device", "target_on_device")
+
+    def __init__(self, source, target):
+        self.source, self.target = source, target
+        self.source_on_device = gpu.is_device_memory(source.type)
+        self.target_on_device = gpu.is_device_memory(target.type)
+
+
+def _driver_copy(view, ends, driver, stream):
+    """The copy through ``driver`` between ``ends``, enqueued on ``stream`` (a handle)."""
+    source, target = ends.source, ends.target
+    source_id, target_type = source.id, target.type
+    ordinal = target.id if ends.target_on_device else source_id
     nbytes = view.nbytes
-    if target.type is DeviceType.CPU:
+    contiguous = view.is_c_contiguous
+    if target_type is DeviceType.CPU:
         memory = _core.HostBuffer(nbytes)
-    elif target.type is DeviceType.CUDA_MANAGED:
-        memory = driver.allocate_device(source.id if gpu.is_device_memory(source.type) else 0,
-                                        nbytes, managed=True)
-    elif gpu.is_device_memory(target.type):
-        memory = driver.allocate_result(target.id, nbytes, stream)
+    elif target_type is DeviceType.CUDA_MANAGED:
+        memory = driver.allocate_device(source_id if ends.source_on_device else 0, nbytes,
+                                        managed=True)
+    elif ends.target_on_device:
+        memory = driver.allocate_result(ordinal, nbytes, stream)
     else:
         memory = driver.allocate_pinned(nbytes)
     _core.order_copy_after_source(driver, view, ordinal, stream)
     packed = view
-    if not view.is_c_contiguous and not gpu.is_device_memory(source.type):
+    if not contiguous and not ends.source_on_device:
         packed = view.host_copy()  # host sources are packed by our kernel, then sent whole
-    elif (not view.is_c_contiguous and gpu.is_device_memory(source.type)
-          and not gpu.is_device_memory(target.type) and strided_copy.available(driver, ordinal)):
+    elif (not contiguous and not ends.target_on_device
+          and strided_copy.available(driver, ordinal)):
         # Device to host: packed on the device by the kernel, then one transfer (2-D DMA
         # would move a transposed matrix one element per row).
         packing = _packed_on_device(view, source, driver, stream)
         packed = view if packing is None else packing
         packing = None   # the staging's one reference is `packed`, let go below
-    elif not view.is_c_contiguous and source.id != ordinal:
-        packed = _driver_copy(view, source, source, driver, stream)  # pack on its own device
-        _core.order_transfer_after_packing(driver, ordinal, stream, source.id)
-    staged = packed is not view and gpu.is_device_memory(source.type) \
-        and not gpu.is_device_memory(target.type)
+    elif not contiguous and source_id != ordinal:
+        # packed on its own device first
+        packed = _driver_copy(view, _Ends(source, source), driver, stream)
+        _core.order_transfer_after_packing(driver, ordinal, stream, source_id)
+    staged = packed is not view and ends.source_on_device and not ends.target_on_device
     try:
-        _transfer(view, packed, memory, source, target, driver, ordinal, stream, nbytes)
+        _transfer(packed, memory, ends, driver, ordinal, stream, nbytes)
     finally:
         if staged:   # device-to-host staging goes now, failure or not, while the stream
             packed = None   # exists: its free is enqueued after the transfer that read it
     _core.order_writers_after_copy(driver, view, ordinal, stream)
-    lands_on_host = not gpu.is_device_memory(target.type)
+    lands_on_host = not ends.target_on_device
     stream = _core.finish_copy(driver, ordinal, stream, lands_on_host)
     # Where a transfer may still read the source (and what was packed) after ``copy``
     # returns, the result keeps them alive as long as it lives, and a result on a device
@@ -131,8 +147,8 @@ def _driver_copy(view, source, target, driver, stream):
         source.type is not DeviceType.CPU or not _pageable(driver, packed.ptr))
     if reads_later and hasattr(memory, "keep"):
         memory.keep = (view,) if packed is view else (view, packed)
-        memory.keep_bytes = (driver.allocation_bytes(source.id, view.ptr)
-                             if gpu.is_device_memory(source.type) else 0) or view.nbytes
+        memory.keep_bytes = (driver.allocation_bytes(source_id, view.ptr)
+                             if ends.source_on_device else 0) or view.nbytes
         if packed is not view:
             memory.keep_bytes += packed.nbytes
     result = _core.view_from_pointer(
@@ -158,27 +174,28 @@ def _packed_on_device(view, source, driver, stream):
                                    protocol="copy")
 
 
-def _transfer(view, packed, memory, source, target, driver, ordinal, stream, nbytes):
-    """The transfers of a copy of ``packed`` (``view``, or its packing) into ``memory``."""
-    if nbytes:
-        if packed.is_c_contiguous:
-            if gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type) \
-                    and source.id != target.id:
-                driver.copy_peer_async(target.id, memory.address, source.id, packed.ptr,
-                                       nbytes, stream)
-            elif (packed.device.type is DeviceType.CPU and gpu.is_device_memory(target.type)
-                  and staging.uses_ring(nbytes) and _pageable(driver, packed.ptr)):
-                # large, from pageable memory: chunk by chunk through the pinned ring
-                staging.upload(driver, ordinal, memory.address, packed, stream)
-            else:
-                driver.copy_async(ordinal, memory.address, packed.ptr, nbytes, stream)
-        elif not (gpu.is_device_memory(source.type) and gpu.is_device_memory(target.type)
-                  and strided_copy.launch(driver, ordinal, memory.address, packed, stream)):
-            for src, dst, width, height, pitch in plan_runs(packed.shape, packed.strides,
-                                                            packed.itemsize,
-                                                            driver.max_pitch(ordinal)):
-                driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
-                                     pitch, width, height, stream)
+def _transfer(packed, memory, ends, driver, ordinal, stream, nbytes):
+    """The transfers of a copy of ``packed`` (the View, or its packing) into ``memory``."""
+    if not nbytes:
+        return
+    both_on_device = ends.source_on_device and ends.target_on_device
+    if packed.is_c_contiguous:
+        if both_on_device and ends.source.id != ends.target.id:
+            driver.copy_peer_async(ends.target.id, memory.address, ends.source.id, packed.ptr,
+                                   nbytes, stream)
+        elif (ends.target_on_device and packed.device.type is DeviceType.CPU
+              and staging.uses_ring(nbytes) and _pageable(driver, packed.ptr)):
+            # large, from pageable memory: chunk by chunk through the pinned ring
+            staging.upload(driver, ordinal, memory.address, packed, stream)
+        else:
+            driver.copy_async(ordinal, memory.address, packed.ptr, nbytes, stream)
+    elif not (both_on_device
+              and strided_copy.launch(driver, ordinal, memory.address, packed, stream)):
+        for src, dst, width, height, pitch in plan_runs(packed.shape, packed.strides,
+                                                        packed.itemsize,
+                                                        driver.max_pitch(ordinal)):
+            driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
+                                 pitch, width, height, stream)
 
 
 def _pageable(driver, address: int) -> bool:
