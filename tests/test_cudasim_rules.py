@@ -223,6 +223,21 @@ def test_pointer_attributes_answer_per_allocation(cuda, on_device):
     assert attributes(pageable.ctypes.data) == (SUCCESS, (0, 0, -2))   # defaults, no error
     assert cuda.cuPointerGetAttribute(ctypes.byref(ctypes.c_uint()), ATTR_MEMORY_TYPE,
                                       pageable.ctypes.data) == INVALID_VALUE
+
+    def allocation_range(ptr):   # CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, _RANGE_SIZE
+        start, size = u64(), ctypes.c_size_t()
+        assert cuda.cuPointerGetAttributes(
+            2, (ctypes.c_int * 2)(11, 12),
+            (handle * 2)(ctypes.addressof(start), ctypes.addressof(size)), ptr) == SUCCESS
+        return start.value, size.value
+
+    assert allocation_range(device + 10) == (device, 64)
+    assert allocation_range(pinned.value + 63) == (pinned.value, 64)
+    # One past the end is not the allocation's (the next one may start there), whichever
+    # allocation was asked about last
+    assert allocation_range(device + 64)[0] != device
+    assert allocation_range(device + 63) == (device, 64)
+    assert allocation_range(device + 64)[0] != device
     for status in (cuda.cuMemFree_v2(device), cuda.cuMemFreeHost(pinned),
                    cuda.cuMemFree_v2(managed.value)):
         assert status == SUCCESS

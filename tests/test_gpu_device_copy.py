@@ -609,33 +609,49 @@ def test_a_stand_in_for_a_call_the_core_s_copies_make_takes_them_back(streams, m
     array.free()
 
 
-def _labelled_cuda(pointer, owner, device_id=0, transposed=True):
+def _labelled_cuda(pointer, owner, device_id=0, transposed=True, strides=(24, 4)):
     """An (8, 6) float32 View at ``pointer`` that says it is cuda:``device_id`` memory, as a
     producer's DLPack capsule or Arrow device array says it (arrayport takes their word)."""
-    view = _core.view_from_pointer(pointer, (8, 6), (24, 4), "float32", readonly=True,
+    view = _core.view_from_pointer(pointer, (8, 6), strides, "float32", readonly=True,
                                    owner=owner, device=(2, device_id), protocol="test")
     return view.T if transposed else view
 
 
-@pytest.mark.parametrize("memory, wrong", [
-    ("pageable host memory", "is not memory CUDA knows"),
-    ("cuda:1's memory", "the driver places it on cuda:1"),
-])
+# Memory a producer wrongly calls cuda:0 memory of this (8, 6) layout: where it really is,
+# made from (host values, a device array of them on cuda:0, one on cuda:1); and what the
+# refusal says of it.
+WRONGLY_LABELLED = {
+    "pageable host memory": (lambda host, here, there: _labelled_cuda(host.ctypes.data, host),
+                             "is not memory CUDA knows"),
+    "cuda:1's memory": (lambda host, here, there: _labelled_cuda(there.ptr, there),
+                        "the driver places it on cuda:1"),
+    # cuda:0 memory, but the strides reach past the 192-byte allocation, or below it
+    "strides past the allocation": (
+        lambda host, here, there: _labelled_cuda(here.ptr, here, strides=(2400, 4)),
+        "its layout reaches bytes 0..16824 of the 192-byte allocation"),
+    "strides below the allocation": (
+        lambda host, here, there: _labelled_cuda(here.ptr + 4, here, strides=(-24, 4)),
+        "its layout reaches bytes -164..28 of the 192-byte allocation"),
+}
+
+
+@pytest.mark.parametrize("memory", list(WRONGLY_LABELLED))
 @pytest.mark.parametrize("target", [None, "cpu"])
 @pytest.mark.parametrize("path", ["core", "general"])
 def test_a_strided_copy_of_memory_wrongly_labelled_cuda_0_is_refused_before_any_kernel(
-        streams, memory, wrong, target, path):
+        streams, memory, target, path):
     # Found by the fuzzer: an Arrow device array labelled cuda:0 over pageable host memory,
     # copied strided, launched arrayport's kernel on host addresses — an illegal address,
-    # and CUDA's sticky error kills the context for the rest of the process. The driver is
-    # asked first, by both paths: a BufferError that names the label and what the driver
-    # says, no kernel launched, and the device goes on working.
+    # and CUDA's sticky error kills the context for the rest of the process. The same for
+    # another device's memory, and for strides that reach outside the allocation (found by
+    # review). The driver is asked first, by both paths: a BufferError that names the label
+    # and what the driver says, no kernel launched, and the device goes on working.
     _, consumer = streams
-    array = DeviceArray(VALUES, device=1) if memory == "cuda:1's memory" else None
+    make_source, wrong = WRONGLY_LABELLED[memory]
     host = np.ascontiguousarray(VALUES)
-    source = _labelled_cuda(host.ctypes.data if array is None else array.ptr, host)
-    device_array = DeviceArray(VALUES, stream=consumer)
-    real = ap.view(device_array)
+    here, there = DeviceArray(VALUES, stream=consumer), DeviceArray(VALUES, device=1)
+    source = make_source(host, here, there)
+    real = ap.view(here)
     warm(real.T, int(consumer))                   # the pool made, the kernel published
     launches = _core.cuda_floor_launches()
     make = lambda: source.copy(device=target, stream=int(consumer))  # noqa: E731
@@ -650,9 +666,8 @@ def test_a_strided_copy_of_memory_wrongly_labelled_cuda_0_is_refused_before_any_
         consumer.synchronize()
         del source, real, good
         gc.collect()
-        device_array.free()
-        if array is not None:
-            array.free()
+        here.free()
+        there.free()
 
 
 @pytest.mark.parametrize("target", [None, "cpu"])

@@ -17,6 +17,8 @@ cdef extern from "_csrc/cuda_floor.h":
     const char* ap_cuda_floor_failed() nogil
     void ap_cuda_floor_close() nogil
     int ap_cuda_locate_pointer(uintptr_t ptr, int32_t* device_type, int32_t* device_id) nogil
+    int ap_cuda_locate_allocation(uintptr_t ptr, int32_t* device_type, int32_t* device_id,
+                                  uintptr_t* base, size_t* size) nogil
     int ap_cuda_location_of(unsigned memory_type, unsigned is_managed, int ordinal,
                             int32_t* device_type, int32_t* device_id) nogil
     int ap_cuda_current_device(int* out) nogil

@@ -206,25 +206,32 @@ cdef View _cuda_copy_in_c(View v, device, stream):
 
 cdef str _kernel_source_refusal(View v, int32_t ordinal):
     """Why arrayport's strided-copy kernel, launched on CUDA device ``ordinal``, may not
-    read ``v``; None where it may. ``v``'s device is its producer's word (a DLPack capsule,
-    an Arrow device array), and a wrong one — pageable host memory called device memory —
-    would make the kernel fault and the context die with it (CUDA's sticky error: every
-    later call of the process fails). So, before each launch (of either path: this one,
-    gpu/kernels/strided_copy.py), the driver is asked where the memory is: one call. The
-    kernel may read memory of that device, managed memory, and pinned host memory (mapped
-    into the device's addresses). Transfers need no such question: the driver reads memory
-    a transfer names as what it is. ROCm memory is never asked about: HIP cannot load the
-    kernels (PTX), its strided copies are transfers."""
+    read ``v``; None where it may. ``v``'s device and layout are its producer's word (a
+    DLPack capsule, an Arrow device array), and a wrong one — pageable host memory called
+    device memory, strides that reach past the allocation — would make the kernel fault and
+    the context die with it (CUDA's sticky error: every later call of the process fails).
+    So, before each launch (of either path: this one, gpu/kernels/strided_copy.py), the
+    driver is asked where the memory is and which allocation holds it: one call. The kernel
+    may read memory of that device, managed memory, and pinned host memory (mapped into the
+    device's addresses), every byte the layout reaches inside that one allocation (the
+    driver's range: of a virtual reservation, the whole reservation — a check that lets
+    through what lies in its unmapped part). Transfers need no such question: the driver
+    reads memory a transfer names as what it is. ROCm memory is never asked about: HIP
+    cannot load the kernels (PTX), its strided copies are transfers. Without the floor (a
+    driver older than CUDA 11.3) only the location is asked, through the driver."""
     cdef int32_t labelled = v._t.device.device_type
     if labelled != APDL_CUDA and labelled != APDL_CUDA_MANAGED:
         return None
-    cdef uintptr_t pointer = <uintptr_t>v._t.data + v._t.byte_offset
+    cdef uintptr_t pointer = <uintptr_t>v._t.data + v._t.byte_offset, base = 0
+    cdef size_t size = 0
     cdef int32_t device_type = 0, device_id = 0
     cdef int status
+    cdef APExtent extent
     try:
-        if _cuda_floor_direct and ap_cuda_floor_ready():
+        if ap_cuda_floor_ready():
             with nogil:
-                status = ap_cuda_locate_pointer(pointer, &device_type, &device_id)
+                status = ap_cuda_locate_allocation(pointer, &device_type, &device_id, &base,
+                                                   &size)
             if status != 0:
                 _cuda_location_refused(status, pointer, True)
         else:
@@ -236,8 +243,17 @@ cdef str _kernel_source_refusal(View v, int32_t ordinal):
             found = f"the driver places it on cuda:{device_id}"
         elif device_type not in (APDL_CUDA, APDL_CUDA_HOST, APDL_CUDA_MANAGED):
             found = f"the driver calls it {Device(device_type, device_id)} memory"
-        else:
+        elif size == 0:   # the driver gives no range: the location is all it says
             return None
+        elif ap_layout_extent(v._t.ndim, v._t.shape, v._t.strides, v._itembits(),
+                              <uintptr_t>v._t.data, v._t.byte_offset, &extent) != AP_EXTENT_OK:
+            found = "its layout's extent does not fit an address"
+        elif ap_extent_within(pointer, &extent, base, <int64_t>size):
+            return None
+        else:
+            found = (f"its layout reaches bytes {<int64_t>(pointer - base) + extent.low}.."
+                     f"{<int64_t>(pointer - base) + extent.high} of the {size}-byte "
+                     f"allocation holding it")
     return (f"its producer labelled it {v.device} memory, but {found}; arrayport's kernel "
             f"on cuda:{ordinal} would fault reading it")
 

@@ -346,7 +346,9 @@ static void configure(void) {
     if (peer && *peer) peer_access_possible = atoi(peer) != 0;
 }
 
-/* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock). Live allocations
+/* The allocation holding [ptr, ptr + n), or NULL (caller holds the lock): the one whose
+ * bytes include ptr — an address one past an allocation's end is not that allocation's
+ * (it may be the next one's start), as the driver answers for it. Live allocations
  * do not overlap, so the list's order is free: the one found moves to the front, and the
  * next look-up of the same memory (a copy's source, asked about again and again) is
  * immediate, as the driver's own look-up (a tree, not a list) is whatever memory is
@@ -355,8 +357,8 @@ static void configure(void) {
 static allocation *find(uintptr_t ptr, size_t n) {
     for (allocation **link = &allocations; *link; link = &(*link)->next) {
         allocation *a = *link;
-        if (ptr >= a->base && ptr - a->base <= a->size && n <= a->size - (ptr - a->base) &&
-            !(a->pooled && a->pool_state == POOL_FREE)) {
+        if (ptr >= a->base && (ptr - a->base < a->size || (a->size == 0 && ptr == a->base)) &&
+            n <= a->size - (ptr - a->base) && !(a->pooled && a->pool_state == POOL_FREE)) {
             *link = a->next;
             a->next = allocations;
             allocations = a;

@@ -66,6 +66,8 @@ typedef void *ap_cu_event;
 #define AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define AP_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
 #define AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define AP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define AP_CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
 #define AP_CU_MEMORYTYPE_HOST 1
 #define AP_CU_MEMORYTYPE_DEVICE 2
 #define AP_CU_MEMORYTYPE_UNIFIED 4
@@ -417,18 +419,13 @@ static int ap_cuda_location_of(unsigned memory_type, unsigned is_managed, int or
     return 0;
 }
 
-/* Where the memory at `ptr` lives (ap_cuda_location_of). cuPointerGetAttributes, unlike
- * cuPointerGetAttribute, answers for an address CUDA does not know (zeros, not an error); it
- * needs a current context, any (addresses are unified): a thread with none gets device 0's
- * primary context for the call. */
-static ap_cu_result ap_cuda_locate_pointer(uintptr_t ptr, int32_t *device_type,
-                                           int32_t *device_id) {
-    unsigned memory_type = 0, is_managed = 0;
-    int ordinal = -1;
-    int attributes[3] = {AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, AP_CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                         AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-    void *outputs[3] = {&memory_type, &is_managed, &ordinal};
-    ap_cu_result result = ap_cu.PointerGetAttributes(3, attributes, outputs, ptr);
+/* cuPointerGetAttributes(count, attributes, outputs, ptr): unlike cuPointerGetAttribute, it
+ * answers for an address CUDA does not know (zeros, not an error); it needs a current
+ * context, any (addresses are unified): a thread with none gets device 0's primary context
+ * for the call. */
+static ap_cu_result ap_cuda_pointer_attributes(unsigned count, int *attributes,
+                                               void **outputs, uintptr_t ptr) {
+    ap_cu_result result = ap_cu.PointerGetAttributes(count, attributes, outputs, ptr);
     if (result == AP_CU_ERROR_INVALID_CONTEXT) {
         ap_cu_context context = NULL;
         int pushed = 0;
@@ -437,10 +434,47 @@ static ap_cu_result ap_cuda_locate_pointer(uintptr_t ptr, int32_t *device_type,
         if (result == 0) result = ap_cuda_make_current(context, &pushed);
         ap_floor_unlock(&ap_cuda.lock);
         if (result != 0) return result;   /* ap_cuda_failed names that call, not this one */
-        result = ap_cu.PointerGetAttributes(3, attributes, outputs, ptr);
+        result = ap_cu.PointerGetAttributes(count, attributes, outputs, ptr);
         ap_cuda_restore_current(pushed);
     }
-    if (result != 0) { ap_cuda_failed = "cuPointerGetAttributes"; return result; }
+    if (result != 0) ap_cuda_failed = "cuPointerGetAttributes";
+    return result;
+}
+
+/* Where the memory at `ptr` lives (ap_cuda_location_of): one cuPointerGetAttributes. */
+static ap_cu_result ap_cuda_locate_pointer(uintptr_t ptr, int32_t *device_type,
+                                           int32_t *device_id) {
+    unsigned memory_type = 0, is_managed = 0;
+    int ordinal = -1;
+    int attributes[3] = {AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, AP_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                         AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *outputs[3] = {&memory_type, &is_managed, &ordinal};
+    ap_cu_result result = ap_cuda_pointer_attributes(3, attributes, outputs, ptr);
+    if (result != 0) return result;
+    return ap_cuda_location_of(memory_type, is_managed, ordinal, device_type, device_id);
+}
+
+/* Where the memory at `ptr` lives, as ap_cuda_locate_pointer says, and the allocation
+ * holding it: [*base, *base + *size), the driver's range (of a virtual reservation, the
+ * whole reserved range: it may be wider than what is mapped), both 0 where the driver
+ * gives none. One cuPointerGetAttributes, asked before arrayport's kernel reads memory
+ * (the core's _kernel_source_refusal). */
+static ap_cu_result ap_cuda_locate_allocation(uintptr_t ptr, int32_t *device_type,
+                                              int32_t *device_id, uintptr_t *base,
+                                              size_t *size) {
+    unsigned memory_type = 0, is_managed = 0;
+    int ordinal = -1;
+    unsigned long long start = 0;
+    size_t length = 0;
+    int attributes[5] = {AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, AP_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                         AP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                         AP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                         AP_CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *outputs[5] = {&memory_type, &is_managed, &ordinal, &start, &length};
+    ap_cu_result result = ap_cuda_pointer_attributes(5, attributes, outputs, ptr);
+    if (result != 0) return result;
+    *base = (uintptr_t)start;
+    *size = length;
     return ap_cuda_location_of(memory_type, is_managed, ordinal, device_type, device_id);
 }
 
