@@ -53,6 +53,9 @@ def arguments():
                         "sample; accepted so all benchmarks take the same options)")
     parser.add_argument("--paths", action="store_true",
                         help="also time View.copy on every vector path the CPU runs")
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="only the GPU table (what scripts/gpu-check runs: a lent GPU's "
+                             "few minutes go to its rows, not to the host's)")
     parser.add_argument("--large-mib", default="1,4,16,64,256,1024",
                         help="sizes (MiB, comma-separated) of the streaming table: transposed "
                              "float32 and float16 beside memcpy and NumPy; a size is left out "
@@ -351,8 +354,9 @@ def bar_verdict(ratio: float, bar: float | None) -> str:
 
 def main():
     args = arguments()
-    host_table(args)
-    streaming_table(args)
+    if not args.gpu_only:
+        host_table(args)
+        streaming_table(args)
     gpu_table(args)
 
 
