@@ -628,10 +628,10 @@ WRONGLY_LABELLED = {
     # cuda:0 memory, but the strides reach past the 192-byte allocation, or below it
     "strides past the allocation": (
         lambda host, here, there: _labelled_cuda(here.ptr, here, strides=(2400, 4)),
-        "its layout reaches bytes 0..16824 of the 192-byte allocation"),
+        "its layout reaches bytes 0..16824 of the 192-byte memory holding it"),
     "strides below the allocation": (
         lambda host, here, there: _labelled_cuda(here.ptr + 4, here, strides=(-24, 4)),
-        "its layout reaches bytes -164..28 of the 192-byte allocation"),
+        "its layout reaches bytes -164..28 of the 192-byte memory holding it"),
 }
 
 
@@ -692,3 +692,40 @@ def test_memory_labelled_cuda_0_that_a_kernel_can_read_is_copied(streams, target
         del cases
         gc.collect()
         pinned.free()
+
+
+@pytest.mark.parametrize("target", [None, "cpu"])
+@pytest.mark.parametrize("path", ["core", "general"])
+def test_a_layout_across_allocations_next_to_each_other_is_copied(streams, target, path):
+    # Memory mapped in pieces (cuMemMap: PyTorch's expandable segments, 2 or 20 MiB each)
+    # has a range per piece, and a tensor may lie across pieces (found by review: the check
+    # of the layout's span refused it). Here two of the simulator's allocations, one right
+    # after the other: a transposed (2, 1024) float32 View whose rows are one each is read
+    # whole, by both paths.
+    _, consumer = streams
+    made = [DeviceArray(np.full(1024, i, np.float32)) for i in range(8)]
+    pair = next(((low, high) for high, low in zip(made, made[1:])
+                 if low.ptr + 4096 == high.ptr), None)
+    try:
+        if pair is None:
+            pytest.skip("the simulator placed no two allocations next to each other")
+        low, high = pair
+        source = _core.view_from_pointer(low.ptr, (2, 1024), (4096, 4), "float32",
+                                         readonly=True, owner=made, device=(2, 0),
+                                         protocol="test").T
+        make = lambda: source.copy(device=target, stream=int(consumer))  # noqa: E731
+        warm(source, int(consumer))       # the pool made (and a block of this size), the
+        make()                            # kernel published, the floor's event made
+        launches = _core.cuda_floor_launches()
+        copied = make() if path == "core" else general(make)
+        consumer.synchronize()
+        expected = np.stack([np.full(1024, made.index(low), np.float32),
+                             np.full(1024, made.index(high), np.float32)]).T
+        assert contents(copied) == np.ascontiguousarray(expected).tobytes()
+        assert _core.cuda_floor_launches() == launches + (path == "core")
+        del copied, source
+    finally:
+        consumer.synchronize()
+        gc.collect()
+        for array in made:
+            array.free()

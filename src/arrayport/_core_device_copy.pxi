@@ -204,6 +204,47 @@ cdef View _cuda_copy_in_c(View v, device, stream):
     return None
 
 
+# The most allocations next to the one holding a layout's first element that its bytes are
+# followed into (the pieces of one virtual reservation: PyTorch's expandable segments map 2
+# or 20 MiB at a time, and each piece has its own range; 1,024 pieces of 20 MiB are 20 GiB).
+DEF _MAX_PIECES = 1024
+
+
+cdef inline bint _kernel_reads(int32_t device_type, int32_t device_id, int32_t ordinal):
+    """Whether a kernel on CUDA device ``ordinal`` may read memory the driver locates so:
+    that device's, managed memory, pinned host memory (mapped into its addresses)."""
+    return ((device_type == APDL_CUDA and device_id == ordinal)
+            or device_type == APDL_CUDA_HOST or device_type == APDL_CUDA_MANAGED)
+
+
+cdef int _join_neighbours(uintptr_t low, uintptr_t high, int32_t ordinal, uintptr_t* start,
+                          uintptr_t* end) except -1:
+    """[start, end), the allocation holding a layout's first element, extended over the
+    allocations right next to it that the kernel may read, until it holds [low, high) or
+    the next is missing: memory mapped in pieces (cuMemMap) has a range per piece, and a
+    tensor may lie across pieces. Asked only where the layout leaves its first allocation,
+    at most _MAX_PIECES more questions. A driver failure raises as it is."""
+    cdef int pieces = 0, status
+    cdef int32_t device_type = 0, device_id = 0
+    cdef uintptr_t base = 0, at
+    cdef size_t size = 0
+    while pieces < _MAX_PIECES and (end[0] < high or start[0] > low):
+        at = end[0] if end[0] < high else start[0] - 1
+        with nogil:
+            status = ap_cuda_locate_allocation(at, &device_type, &device_id, &base, &size)
+        if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
+            _cuda_location_refused(status, at, True)
+        if (status != 0 or size == 0 or not _kernel_reads(device_type, device_id, ordinal)
+                or (base != end[0] if at == end[0] else base + size != start[0])):
+            return 0   # a gap, or memory the kernel may not read: the caller refuses
+        if at == end[0]:
+            end[0] = base + size
+        else:
+            start[0] = base
+        pieces += 1
+    return 0
+
+
 cdef str _kernel_source_refusal(View v, int32_t ordinal):
     """Why arrayport's strided-copy kernel, launched on CUDA device ``ordinal``, may not
     read ``v``; None where it may. ``v``'s device and layout are its producer's word (a
@@ -211,51 +252,73 @@ cdef str _kernel_source_refusal(View v, int32_t ordinal):
     device memory, strides that reach past the allocation — would make the kernel fault and
     the context die with it (CUDA's sticky error: every later call of the process fails).
     So, before each launch (of either path: this one, gpu/kernels/strided_copy.py), the
-    driver is asked where the memory is and which allocation holds it: one call. The kernel
-    may read memory of that device, managed memory, and pinned host memory (mapped into the
-    device's addresses), every byte the layout reaches inside that one allocation (the
-    driver's range: of a virtual reservation, the whole reservation — a check that lets
-    through what lies in its unmapped part). Transfers need no such question: the driver
-    reads memory a transfer names as what it is. ROCm memory is never asked about: HIP
-    cannot load the kernels (PTX), its strided copies are transfers. Without the floor (a
-    driver older than CUDA 11.3) only the location is asked, through the driver."""
+    driver is asked where the memory is and which allocation holds it: one call, more only
+    where the layout leaves that allocation (its neighbours, joined: _join_neighbours). The
+    kernel may read memory of that device, managed memory and pinned host memory, every
+    byte the layout reaches inside allocations the driver knows, with no gap between them
+    (the driver's range of a virtual reservation may be the whole reservation, mapped or
+    not: what lies in its unmapped part passes). A driver that fails to answer raises its
+    own error; only its answers become this refusal. Transfers need no such question: the
+    driver reads memory a transfer names as what it is. ROCm memory is never asked about:
+    HIP cannot load the kernels (PTX), its strided copies are transfers. Without the floor
+    (a driver older than CUDA 11.3) only the location is asked, through the driver."""
     cdef int32_t labelled = v._t.device.device_type
     if labelled != APDL_CUDA and labelled != APDL_CUDA_MANAGED:
         return None
-    cdef uintptr_t pointer = <uintptr_t>v._t.data + v._t.byte_offset, base = 0
+    cdef uintptr_t pointer = <uintptr_t>v._t.data + v._t.byte_offset, start = 0, end
     cdef size_t size = 0
     cdef int32_t device_type = 0, device_id = 0
-    cdef int status
+    cdef int status = 0
+    cdef bint floor = ap_cuda_floor_ready()
     cdef APExtent extent
+    if floor:
+        with nogil:
+            status = ap_cuda_locate_allocation(pointer, &device_type, &device_id, &start,
+                                               &size)
+        if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
+            _cuda_location_refused(status, pointer, True)   # a failure, not an answer
     try:
-        if ap_cuda_floor_ready():
-            with nogil:
-                status = ap_cuda_locate_allocation(pointer, &device_type, &device_id, &base,
-                                                   &size)
-            if status != 0:
-                _cuda_location_refused(status, pointer, True)
-        else:
+        if not floor:
             device_type, device_id = _driver_for(APDL_CUDA).locate_pointer(pointer)
+        elif status == AP_CU_UNKNOWN_MEMORY:
+            _cuda_location_refused(status, pointer, True)   # the driver's answer, worded
     except BufferError as error:
+        from arrayport.errors import DriverUnavailable
+        if isinstance(error, DriverUnavailable):
+            raise
         found = str(error)
     else:
+        end = start + size
         if device_type == APDL_CUDA and device_id != ordinal:
             found = f"the driver places it on cuda:{device_id}"
-        elif device_type not in (APDL_CUDA, APDL_CUDA_HOST, APDL_CUDA_MANAGED):
+        elif not _kernel_reads(device_type, device_id, ordinal):
             found = f"the driver calls it {Device(device_type, device_id)} memory"
         elif size == 0:   # the driver gives no range: the location is all it says
             return None
         elif ap_layout_extent(v._t.ndim, v._t.shape, v._t.strides, v._itembits(),
                               <uintptr_t>v._t.data, v._t.byte_offset, &extent) != AP_EXTENT_OK:
             found = "its layout's extent does not fit an address"
-        elif ap_extent_within(pointer, &extent, base, <int64_t>size):
+        elif (ap_extent_within(pointer, &extent, start, <int64_t>size)
+              or (_join_neighbours(pointer + extent.low, pointer + extent.high, ordinal,
+                                   &start, &end) == 0
+                  and ap_extent_within(pointer, &extent, start, <int64_t>(end - start)))):
             return None
         else:
-            found = (f"its layout reaches bytes {<int64_t>(pointer - base) + extent.low}.."
-                     f"{<int64_t>(pointer - base) + extent.high} of the {size}-byte "
-                     f"allocation holding it")
+            found = (f"its layout reaches bytes {<int64_t>(pointer - start) + extent.low}.."
+                     f"{<int64_t>(pointer - start) + extent.high} of the {end - start}-byte "
+                     f"memory holding it")
     return (f"its producer labelled it {v.device} memory, but {found}; arrayport's kernel "
             f"on cuda:{ordinal} would fault reading it")
+
+
+cdef int _kernel_may_read(View v, int32_t ordinal) except -1:
+    """For this part's copies: whether the kernel may read ``v`` — 0 where not, and where
+    the driver failed to answer (the general path asks again and raises what it says, as
+    for every failure here)."""
+    try:
+        return _kernel_source_refusal(v, ordinal) is None
+    except BufferError:
+        return 0
 
 
 def kernel_source_refusal(View v, int32_t ordinal):
@@ -364,7 +427,7 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
     cdef uintptr_t source = <uintptr_t>v._t.data + v._t.byte_offset, staging = 0
     cdef ap_plan_launch launch
     cdef uintptr_t pool_handle = 0 if pool is None else pool[1]
-    if not contiguous and _kernel_source_refusal(v, ordinal) is not None:
+    if not contiguous and not _kernel_may_read(v, ordinal):
         return None   # the general path refuses it, in its words
     with nogil:
         status = ap_cuda_stream_is_on(handle, ordinal, &on)
@@ -416,7 +479,7 @@ cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint 
     cdef size_t nbytes = v.nbytes, extent = 0
     cdef ap_plan_launch launch
     cdef uintptr_t pool_handle = pool[1]
-    if on_device and not contiguous and _kernel_source_refusal(v, ordinal) is not None:
+    if on_device and not contiguous and not _kernel_may_read(v, ordinal):
         return None   # the general path refuses it, in its words
     with nogil:
         status = ap_cuda_stream_is_on(handle, ordinal, &on)
