@@ -277,15 +277,13 @@ cdef str _kernel_source_refusal(View v, int32_t ordinal):
                                                &size)
         if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
             _cuda_location_refused(status, pointer, True)   # a failure, not an answer
+    driver = None if floor else _driver_for(APDL_CUDA)   # no driver: its own error
     try:
         if not floor:
-            device_type, device_id = _driver_for(APDL_CUDA).locate_pointer(pointer)
+            device_type, device_id = driver.locate_pointer(pointer)
         elif status == AP_CU_UNKNOWN_MEMORY:
             _cuda_location_refused(status, pointer, True)   # the driver's answer, worded
     except BufferError as error:
-        from arrayport.errors import DriverUnavailable
-        if isinstance(error, DriverUnavailable):
-            raise
         found = str(error)
     else:
         end = start + size
