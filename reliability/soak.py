@@ -111,15 +111,22 @@ def _synchronized(exchange, *streams):
     return run
 
 
+def _installed_simulator(name: str, flag: str):
+    """The test helpers' simulator module ``name`` (cudasim, hipsim), installed as the
+    process's driver before any is opened; the soak ends, saying why, where it cannot be
+    built (``flag``: the option that asked for it)."""
+    sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                 "helpers")]
+    simulator = importlib.import_module(name)
+    if simulator.install() is None:
+        sys.exit(f"soak {flag}: the simulator cannot be built: {simulator.unavailable()}")
+    return simulator
+
+
 def gpu_paths():
     """name -> one GPU exchange, on the simulator (installed by main before any driver is
     opened); and the simulator, to read its live objects."""
-    helpers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                           "helpers")
-    sys.path[:0] = [helpers]
-    import cudasim
-    if cudasim.install() is None:
-        sys.exit(f"soak --gpu: the simulator cannot be built: {cudasim.unavailable()}")
+    cudasim = _installed_simulator("cudasim", "--gpu")
     from exchange_producer import ExchangeTensor
     from sim_arrays import Context, DeviceArray, Stream
     from arrayport.gpu import staging
@@ -162,12 +169,7 @@ def gpu_paths():
 def rocm_paths():
     """name -> one ROCm exchange, on the HIP simulator (installed before any runtime is
     opened); and the simulator, to read its live objects."""
-    helpers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                           "helpers")
-    sys.path[:0] = [helpers]
-    import hipsim
-    if hipsim.install() is None:
-        sys.exit(f"soak --rocm: the simulator cannot be built: {hipsim.unavailable()}")
+    hipsim = _installed_simulator("hipsim", "--rocm")
     from hip_arrays import DeviceArray, Stream
 
     producer, consumer = Stream(0), Stream(0)
