@@ -9,7 +9,8 @@ Its parts, each named for what it defines, are included below in dependency orde
 order also runs their module-level statements): the shared declarations; the ``View``
 type and its facade; host copies; how a View's description is filled and checked;
 DLPack import; the policy hooks; the CUDA driver's floor; stream order (every rule of
-it); the plan of a strided copy on a GPU; device copies issued from C; the buffer protocol;
+it); the plan of a strided copy on a GPU; device copies issued from C (CUDA's, then
+ROCm's); the buffer protocol;
 the NumPy and CUDA array interfaces and ``__array__``; PyTorch's bits; what producers
 leave out; Arrow; the DLPack exchange API (consumer, then producer and the C API); the
 ``view`` dispatch; the converters' fast paths; NumPy's C API; layout operations;
@@ -33,6 +34,7 @@ include "_core_hip_floor.pxi"
 include "_core_streams.pxi"
 include "_core_kernel_plan.pxi"
 include "_core_device_copy.pxi"
+include "_core_hip_copy.pxi"
 include "_core_buffer.pxi"
 include "_core_interface.pxi"
 include "_core_torch_bits.pxi"

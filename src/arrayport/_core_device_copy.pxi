@@ -34,7 +34,8 @@
 #   _core_describe.pxi: _fill_c_strides, _new_view_like
 #   _core_host_copy.pxi: _copy_elements, _new_host_copy_of
 #   _core_kernel_plan.pxi: _plan_view_copy
-#   _core_streams.pxi: _order_copy_after_source, _order_writers_after_copy
+#   _core_streams.pxi: _CUDA_FLOOR_WAITS, _order_copy_after_source,
+#       _order_writers_after_copy
 #   _core_view.pxi: View
 
 cdef extern from "_csrc/cuda_floor.h":
@@ -350,40 +351,82 @@ cdef View _in_one_session(int kind, View v, int32_t ordinal, uintptr_t handle,
             ap_cuda_session_exit(&session)
 
 
+cdef int32_t _upload_ordinal(View v, device, int32_t device_type):
+    """The device of ``device_type`` an upload of host memory ``v`` from C goes to (both
+    vendors' copies here); -1 where the core does not make it: another target, a source
+    with GPU work pending or a producer stream (host memory a stream writes), the pinned
+    ring's threshold not read yet (gpu/staging.py not imported)."""
+    cdef tuple target = _copy_target(device)
+    if (target is None or target[0] != device_type or _upload_staging is None
+            or v._stream is not None or v._producer_stream is not None):
+        return -1
+    return target[1]
+
+
+cdef inline bint _ring_takes(size_t nbytes):
+    """Whether an upload of ``nbytes`` of pageable memory is the pinned ring's (gpu/staging.py,
+    the threshold's one owner: a Python path) rather than one transfer."""
+    return nbytes >= _upload_staging.THRESHOLD_BYTES
+
+
+cdef View _upload_source(View v):
+    """What an upload from C sends: ``v`` where C-contiguous, else its packing by the host
+    kernel into new (pageable) host memory; None where that packing is the pinned ring's to
+    send (the general path packs and stages it)."""
+    if ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
+        return v
+    if _ring_takes(v.nbytes):
+        return None
+    packed = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
+    _copy_elements(v, <char*>packed._t.data)
+    return packed
+
+
+cdef View _device_result(View v, object owner, uintptr_t address, int32_t device_type,
+                         int32_t ordinal, handle):
+    """A copy's result from C, in both vendors' copies here: a C-contiguous, writable View
+    of ``v``'s shape and type at ``address`` (device ``ordinal`` of ``device_type``), kept
+    alive by ``owner``, flagged a copy, with the copy's work pending on ``handle``."""
+    cdef View result = _new_view_like(v, owner, "copy")
+    result._t.data = <void*>address
+    result._t.byte_offset = 0
+    result._t.device.device_type = device_type
+    result._t.device.device_id = ordinal
+    _fill_c_strides(result._t.ndim, result._t.shape, result._t.strides)
+    result._flags = (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
+    result._stream = handle
+    return result
+
+
 cdef View _cuda_upload_in_c(View v, device, stream):
     """Host memory copied to a CUDA device's pool, from C (see the header): a strided source
-    packed by the host kernel first, then one transfer. None where this does not serve: a
-    source with GPU work pending or a producer stream (host memory a stream writes), large
-    pageable memory (the pinned ring), another target."""
-    cdef tuple target = _copy_target(device)
-    cdef int32_t ordinal, device_type = 0, device_id = 0
+    packed by the host kernel first, then one transfer. None where this does not serve
+    (``_upload_ordinal``, ``_upload_source``; large pageable memory: the pinned ring)."""
+    cdef int32_t ordinal = _upload_ordinal(v, device, APDL_CUDA)
+    cdef int32_t device_type = 0, device_id = 0
     cdef int status
     cdef uintptr_t handle
     cdef bint pageable
-    if (target is None or target[0] != APDL_CUDA or _upload_staging is None
-            or v._stream is not None or v._producer_stream is not None):
+    if ordinal < 0:
         return None
-    ordinal = target[1]
     pool = _cuda_result_pools.get(ordinal)
     if pool is None or pool[0].closed:
         return None
     handle = copy_work_stream(check_stream(stream, APDL_CUDA), APDL_CUDA)
-    if not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
-        if v.nbytes >= _upload_staging.THRESHOLD_BYTES:
-            return None   # packed, then the pinned ring's (the general path does both)
-        packed = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
-        _copy_elements(v, <char*>packed._t.data)   # packed by the host kernel: pageable
-        v, pageable = packed, True
-    else:
+    cdef View source = _upload_source(v)
+    if source is None:
+        return None
+    pageable = source is not v   # a packing is pageable
+    if not pageable:
         with nogil:   # pageable, or memory the driver knows (pinned): kept until it ran
             status = ap_cuda_locate_pointer(<uintptr_t>v._t.data + v._t.byte_offset,
                                             &device_type, &device_id)
         if status != 0 and status != AP_CU_UNKNOWN_MEMORY:
             return None
         pageable = status == AP_CU_UNKNOWN_MEMORY
-        if pageable and v.nbytes >= _upload_staging.THRESHOLD_BYTES:
-            return None   # the pinned ring's
-    return _in_one_session(_TO_DEVICE, v, ordinal, handle, True, pool, False, pageable)
+        if pageable and _ring_takes(v.nbytes):
+            return None
+    return _in_one_session(_TO_DEVICE, source, ordinal, handle, True, pool, False, pageable)
 
 
 cdef View _cuda_device_copy_in_c(View v, device, stream):
@@ -439,7 +482,7 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
         if not contiguous and _plan_view_copy(v, staging, &launch) != 0:
             return None   # no plan (too deep): the general path copies by DMA
         result = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
-        _order_copy_after_source(None, v, ordinal, handle)
+        _order_copy_after_source(_CUDA_FLOOR_WAITS, v, ordinal, handle)
         with nogil:
             if not contiguous:
                 status = ap_cuda_launch(ordinal, launch.tiled, launch.grid, launch.block,
@@ -451,7 +494,7 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
                 status = ap_cuda_copy_async(ordinal, <uintptr_t>result._t.data, source,
                                             nbytes, handle)
         if status == 0:
-            _order_writers_after_copy(None, v, ordinal, handle)
+            _order_writers_after_copy(_CUDA_FLOOR_WAITS, v, ordinal, handle)
     except BufferError:
         status = -1
     finally:
@@ -498,7 +541,7 @@ cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint 
     if not contiguous and _plan_view_copy(v, address, &launch) != 0:
         return None   # no plan (too deep): the general path copies by DMA
     try:
-        _order_copy_after_source(None, v, ordinal, handle)
+        _order_copy_after_source(_CUDA_FLOOR_WAITS, v, ordinal, handle)
         with nogil:
             if contiguous:
                 status = ap_cuda_copy_async(ordinal, address, <uintptr_t>v._t.data
@@ -509,7 +552,7 @@ cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint 
                 if status == 0 and not launched:
                     status = -1   # not published (yet, or for this context as it is now)
         if status == 0:
-            _order_writers_after_copy(None, v, ordinal, handle)
+            _order_writers_after_copy(_CUDA_FLOOR_WAITS, v, ordinal, handle)
             if on_device:
                 with nogil:
                     status = ap_cuda_allocation_bytes(ordinal, <uintptr_t>v._t.data, &extent)
@@ -522,12 +565,4 @@ cdef View _cuda_copy_in_session(View v, int32_t ordinal, uintptr_t handle, bint 
     # was read when the transfer call returned.
     if not pageable:
         block.keep, block.keep_bytes = (v,), extent or nbytes
-    cdef View result = _new_view_like(v, block, "copy")
-    result._t.data = <void*>address
-    result._t.byte_offset = 0
-    result._t.device.device_type = APDL_CUDA
-    result._t.device.device_id = ordinal
-    _fill_c_strides(result._t.ndim, result._t.shape, result._t.strides)
-    result._flags = (v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED) | APDL_FLAG_IS_COPIED
-    result._stream = handle
-    return result
+    return _device_result(v, block, address, APDL_CUDA, ordinal, handle)

@@ -21,7 +21,17 @@ cdef extern from "_csrc/hip_floor.h":
     size_t ap_hip_cached_events() nogil
     void ap_hip_pointer_attributes_layout(size_t* out) nogil
     void ap_hip_floor_close() nogil
-    const char* ap_hip_entry_names[8]
+    const char* ap_hip_entry_names[12]
+    ctypedef struct ap_hip_session:
+        pass
+    int ap_hip_session_enter(int ordinal, ap_hip_session* session) nogil
+    void ap_hip_session_exit(ap_hip_session* session) nogil
+    int ap_hip_session_stream_is_on(uintptr_t stream, int* on) nogil
+    int ap_hip_session_allocate(size_t nbytes, uintptr_t* out) nogil
+    int ap_hip_session_copy_async(uintptr_t dst, uintptr_t src, size_t nbytes,
+                                  uintptr_t stream) nogil
+    int ap_hip_session_synchronize(uintptr_t stream) nogil
+    int ap_hip_free(int ordinal, uintptr_t address) nogil
     enum:
         AP_HIP_UNKNOWN_MEMORY
         AP_HIP_ENTRY_POINTS

@@ -422,11 +422,20 @@ def order_writers_after_copy(driver, View source, int ordinal, stream):
     _order_writers_after_copy(driver, source, ordinal, stream)
 
 
+# The waiter a copy the core issues itself names, as the ``driver`` of the copy's stream
+# rules below: its vendor's compiled floor, called from C with no driver object between
+# (_core_device_copy.pxi's copies on CUDA's, _core_hip_copy.pxi's on HIP's).
+cdef object _CUDA_FLOOR_WAITS = object()
+cdef object _HIP_FLOOR_WAITS = object()
+
+
 cdef int _copy_wait(driver, int ordinal, consumer, producer, int producer_ordinal) except -1:
-    """A copy's stream wait, made by ``driver`` — or, None, by the CUDA floor from C (a copy
-    the core issues itself: _core_device_copy.pxi)."""
-    if driver is None:
+    """A copy's stream wait, made by ``driver`` — or by a vendor's floor from C, where
+    ``driver`` is its marker (above)."""
+    if driver is _CUDA_FLOOR_WAITS:
         return _cuda_floor_wait(ordinal, consumer, producer, producer_ordinal)
+    if driver is _HIP_FLOOR_WAITS:
+        return _hip_floor_wait(ordinal, consumer, producer, producer_ordinal)
     driver.make_stream_wait(ordinal, consumer, producer, producer_ordinal)
     return 0
 

@@ -19,6 +19,7 @@
 #   _core_capi.pxi: _exchange_api_capsule
 #   _core_describe.pxi: _checked_int, _new_view_like, _parse_dl_device
 #   _core_device_copy.pxi: _cuda_copy_in_c
+#   _core_hip_copy.pxi: _hip_copy_in_c
 #   _core_hooks.pxi: _array_function_hook, _array_ufunc_hook, _copies_watched,
 #       _copy_view_hook, _from_shared_hook, _hook, _reduce_view_hook, _share_hook,
 #       _unasked_copy_hook
@@ -843,6 +844,8 @@ cdef class View:
         (True, True)
         """
         cdef View issued = _cuda_copy_in_c(self, device, stream)   # no Python, where it serves
+        if issued is None:
+            issued = _hip_copy_in_c(self, device, stream)
         if issued is not None:
             return issued
         return _hook(_copy_view_hook, "copy_view")(self, device, stream)

@@ -1,8 +1,11 @@
 /*
- * hip_floor.h — the HIP runtime's floor under arrayport's stream order and device imports
- * on ROCm (issue 54; the CUDA one is cuda_floor.h): the runtime entry points a stream wait
- * and a pointer's location call, resolved once by the Python layer (gpu/hip.py hands over
- * their addresses in the library it opened) and called from C, with no Python between.
+ * hip_floor.h — the HIP runtime's floor under arrayport's stream order, device imports and
+ * the copies the core issues itself on ROCm (issues 54, 52; the CUDA one is cuda_floor.h):
+ * the runtime entry points a stream wait, a pointer's location call and a copy's transfer
+ * make (an allocation, a transfer, a free, a stream's synchronization), resolved once by
+ * the Python layer (gpu/hip.py hands over their addresses in the library it opened) and
+ * called from C, with no Python between. A copy's calls run in one session
+ * (ap_hip_session_enter): its device made current once.
  *
  * What it owns, for the life of the process (given back by ap_hip_floor_close, at exit):
  * one event per device, reused by every stream wait whose producer runs on that device: a
@@ -64,7 +67,9 @@ typedef struct {
 #define AP_HIP_UNKNOWN_MEMORY (-1)
 #define AP_HIP_MAX_DEVICES 64
 /* How many entry points ap_hip_floor_install takes the addresses of (ap_hip_entry_names). */
-#define AP_HIP_ENTRY_POINTS 8
+#define AP_HIP_ENTRY_POINTS 12
+/* hipMemcpyDefault: the runtime tells the direction from the addresses (unified addressing). */
+#define AP_HIP_MEMCPY_DEFAULT 4
 
 static struct {
     ap_hip_result (*GetDevice)(int *);
@@ -75,11 +80,16 @@ static struct {
     ap_hip_result (*StreamWaitEvent)(ap_hip_stream, ap_hip_event, unsigned);
     ap_hip_result (*PointerGetAttributes)(ap_hip_pointer_attributes *, const void *);
     ap_hip_result (*StreamGetDevice)(ap_hip_stream, int *);
+    ap_hip_result (*Malloc)(void **, size_t);
+    ap_hip_result (*Free)(void *);
+    ap_hip_result (*MemcpyAsync)(void *, const void *, size_t, int, ap_hip_stream);
+    ap_hip_result (*StreamSynchronize)(ap_hip_stream);
 } ap_hip;
 
 static const char *const ap_hip_entry_names[AP_HIP_ENTRY_POINTS] = {
     "hipGetDevice", "hipSetDevice", "hipEventCreateWithFlags", "hipEventRecord",
-    "hipEventDestroy", "hipStreamWaitEvent", "hipPointerGetAttributes", "hipStreamGetDevice"};
+    "hipEventDestroy", "hipStreamWaitEvent", "hipPointerGetAttributes", "hipStreamGetDevice",
+    "hipMalloc", "hipFree", "hipMemcpyAsync", "hipStreamSynchronize"};
 
 static struct {
     int ready;                                  /* installed, and not a fork's child */
@@ -109,7 +119,9 @@ static int ap_hip_floor_install(const uintptr_t *entries, int count) {
         (void **)&ap_hip.GetDevice, (void **)&ap_hip.SetDevice,
         (void **)&ap_hip.EventCreateWithFlags, (void **)&ap_hip.EventRecord,
         (void **)&ap_hip.EventDestroy, (void **)&ap_hip.StreamWaitEvent,
-        (void **)&ap_hip.PointerGetAttributes, (void **)&ap_hip.StreamGetDevice};
+        (void **)&ap_hip.PointerGetAttributes, (void **)&ap_hip.StreamGetDevice,
+        (void **)&ap_hip.Malloc, (void **)&ap_hip.Free, (void **)&ap_hip.MemcpyAsync,
+        (void **)&ap_hip.StreamSynchronize};
     if (!AP_FLOOR_BUILT) {
         ap_hip_failed = "the compiled floor (not built on this platform)";
         return -1;
@@ -133,12 +145,21 @@ static int ap_hip_floor_install(const uintptr_t *entries, int count) {
 static inline int ap_hip_floor_ready(void) { return ap_hip_floor.ready; }
 static const char *ap_hip_floor_failed(void) { return ap_hip_failed; }
 
+/* The device of the calling thread's copy session (ap_hip_session_enter), current for its
+ * length; -1 outside one. */
+static AP_THREAD_LOCAL int ap_hip_session_device = -1;
+
 /* Device `ordinal` current on this thread; *previous says which was, *switched whether it
- * was changed (for ap_hip_restore_device: a device is set back only where one was set). */
+ * was changed (for ap_hip_restore_device: a device is set back only where one was set).
+ * Inside a copy session the current device is known: not asked. */
 static ap_hip_result ap_hip_make_current(int ordinal, int *previous, int *switched) {
     *switched = 0;
-    ap_hip_result result = ap_hip.GetDevice(previous);
-    if (result != 0) { ap_hip_failed = "hipGetDevice"; return result; }
+    ap_hip_result result = 0;
+    if (ap_hip_session_device >= 0) *previous = ap_hip_session_device;
+    else if ((result = ap_hip.GetDevice(previous)) != 0) {
+        ap_hip_failed = "hipGetDevice";
+        return result;
+    }
     if (*previous != ordinal) {
         if ((result = ap_hip.SetDevice(ordinal)) != 0) ap_hip_failed = "hipSetDevice";
         else *switched = 1;
@@ -152,6 +173,7 @@ static void ap_hip_restore_device(int previous, int switched) {
 
 /* The device stream `stream` belongs to (0, the null stream: the current device's). */
 static ap_hip_result ap_hip_device_of_stream(uintptr_t stream, int *out) {
+    if (stream == 0 && ap_hip_session_device >= 0) { *out = ap_hip_session_device; return 0; }
     ap_hip_result result = stream == 0 ? ap_hip.GetDevice(out)
                                        : ap_hip.StreamGetDevice((ap_hip_stream)stream, out);
     if (result != 0) ap_hip_failed = stream == 0 ? "hipGetDevice" : "hipStreamGetDevice";
@@ -242,6 +264,96 @@ static ap_hip_result ap_hip_locate_pointer(uintptr_t ptr, int32_t *device_type,
 static ap_hip_result ap_hip_current_device(int *out) {
     ap_hip_result result = ap_hip.GetDevice(out);
     if (result != 0) ap_hip_failed = "hipGetDevice";
+    return result;
+}
+
+/* A copy's session on device `ordinal` (ap_hip_session_enter .. _exit, on the calling
+ * thread; `session` on the caller's stack, _exit always called, even after a failure
+ * here): the device made current once for every call of the copy — the floor's calls
+ * inside ask nothing about the current device — and the thread's previous device set back
+ * at the end. One per thread at a time (a second is refused, never nested). The calls
+ * below named ap_hip_session_* work on the session's device and are made inside one. */
+typedef struct {
+    int ordinal;    /* the session's device; -1 before it started */
+    int previous;   /* the thread's device before it */
+    int switched;   /* whether it was changed (set back at the end) */
+} ap_hip_session;
+
+static ap_hip_result ap_hip_session_enter(int ordinal, ap_hip_session *session) {
+    session->ordinal = -1;
+    session->previous = session->switched = 0;
+    if (!ap_hip_floor.ready) {
+        ap_hip_failed = "the HIP floor (closed)";
+        return AP_HIP_ERROR_NOT_INITIALIZED;
+    }
+    if (ap_hip_session_device >= 0) {
+        ap_hip_failed = "a second copy session on one thread";
+        return AP_HIP_ERROR_INVALID_VALUE;
+    }
+    if (ordinal < 0 || ordinal >= AP_HIP_MAX_DEVICES) {
+        ap_hip_failed = "hipSetDevice";
+        return AP_HIP_ERROR_INVALID_DEVICE;
+    }
+    ap_hip_result result = ap_hip_make_current(ordinal, &session->previous, &session->switched);
+    if (result == 0) session->ordinal = ap_hip_session_device = ordinal;
+    return result;
+}
+
+static void ap_hip_session_exit(ap_hip_session *session) {
+    if (session->ordinal >= 0) ap_hip_session_device = -1;
+    ap_hip_restore_device(session->previous, session->switched);
+    session->ordinal = -1;
+    session->switched = 0;
+}
+
+/* Whether `stream` runs on the session's device: 0, the null stream, names the current
+ * device's (the session's); another stream's device is asked. */
+static ap_hip_result ap_hip_session_stream_is_on(uintptr_t stream, int *on) {
+    int device = ap_hip_session_device;
+    ap_hip_result result = stream == 0 ? 0 : ap_hip_device_of_stream(stream, &device);
+    *on = result == 0 && device == ap_hip_session_device;
+    return result;
+}
+
+/* `nbytes` of ordinary device memory on the session's device (hipMalloc). */
+static ap_hip_result ap_hip_session_allocate(size_t nbytes, uintptr_t *out) {
+    void *address = NULL;
+    ap_hip_result result = ap_hip.Malloc(&address, nbytes);
+    if (result != 0) ap_hip_failed = "hipMalloc";
+    *out = result == 0 ? (uintptr_t)address : 0;
+    return result;
+}
+
+/* One transfer of `nbytes` on `stream`, its direction told by the addresses
+ * (hipMemcpyDefault): device to device, device to host, host to device. */
+static ap_hip_result ap_hip_session_copy_async(uintptr_t dst, uintptr_t src, size_t nbytes,
+                                               uintptr_t stream) {
+    ap_hip_result result = ap_hip.MemcpyAsync((void *)dst, (const void *)src, nbytes,
+                                              AP_HIP_MEMCPY_DEFAULT, (ap_hip_stream)stream);
+    if (result != 0) ap_hip_failed = "hipMemcpyAsync";
+    return result;
+}
+
+/* The host waits until the work queued on `stream` so far has run. */
+static ap_hip_result ap_hip_session_synchronize(uintptr_t stream) {
+    ap_hip_result result = ap_hip.StreamSynchronize((ap_hip_stream)stream);
+    if (result != 0) ap_hip_failed = "hipStreamSynchronize";
+    return result;
+}
+
+/* Free device memory of device `ordinal` (hipFree: it waits for the device's work using
+ * it), that device current for the call. Outside a session (a result's last View going).
+ * The floor closed (at exit) or a fork's child: nothing is called, AP_HIP_ERROR_NOT_INITIALIZED
+ * (the caller frees through the Python driver, or not at all). */
+static ap_hip_result ap_hip_free(int ordinal, uintptr_t address) {
+    if (!ap_hip_floor.ready) {
+        ap_hip_failed = "the HIP floor (closed)";
+        return AP_HIP_ERROR_NOT_INITIALIZED;
+    }
+    int previous = 0, switched = 0;
+    ap_hip_result result = ap_hip_make_current(ordinal, &previous, &switched);
+    if (result == 0 && (result = ap_hip.Free((void *)address)) != 0) ap_hip_failed = "hipFree";
+    ap_hip_restore_device(previous, switched);
     return result;
 }
 

@@ -209,12 +209,17 @@ class DeviceMemory:
     def __setattr__(self, name, value) -> None:
         object.__setattr__(self, name, value)
         if name == "_result_pools" and "floor" in vars(self):   # a test's own pool table:
-            self.floor.publish_pool(-1, None, None, None)        # published anew on use
+            self._forget_published()                             # published anew on use
 
     def __delattr__(self, name) -> None:
         object.__delattr__(self, name)
         if name == "_result_pools":
-            self.floor.publish_pool(-1, None, None, None)
+            self._forget_published()
+
+    def _forget_published(self) -> None:
+        """The core's own copies take no pool, nor ordinary results, published so far."""
+        self.floor.publish_pool(-1, None, None, None)
+        self.floor.publish_ordinary_results(-1, None, False)
 
     # ---- what the driver's interface hands out ------------------------------------------
 
@@ -250,6 +255,9 @@ class DeviceMemory:
         floor = self.floor
         pool = self.result_pool(ordinal) if floor.stream_is_on(stream, ordinal) else None
         if pool is None:
+            if not floor.has_memory_pools(ordinal):   # the core's copies make them too
+                floor.publish_ordinary_results(ordinal, functools.partial(
+                    self._give_back_result, ordinal), floor.frees_wait_for_work())
             return self.allocate_device(ordinal, nbytes)
         address = self._allocated(ordinal, nbytes, lambda: floor.allocate_in_stream_order(
             ordinal, pool.handle, nbytes, stream), unless=lambda: pool.closed)
@@ -296,17 +304,29 @@ class DeviceMemory:
         return answer[0]
 
     def _ordinary_memory(self, address: int, nbytes: int, free) -> OwnedMemory:
-        """OwnedMemory for ``address``, freed by ``free(address)`` at once where the vendor's
-        frees wait for the work using the memory, else once held and returned (see the
-        module)."""
+        """OwnedMemory for ``address``, given back by ``_ordinary_release``."""
+        return OwnedMemory(address, nbytes, self._ordinary_release(free, nbytes), free)
+
+    def _ordinary_release(self, free, nbytes: int):
+        """How ordinary memory of ``nbytes``, freed by ``free(address)``, is given back when
+        its last View goes: ``release(pointer, keep=(), keep_bytes=0)`` — freed at once
+        where the vendor's frees wait for the work using the memory, else held and returned
+        (see the module)."""
         if self.floor.frees_wait_for_work():
-            return OwnedMemory(address, nbytes, lambda pointer, keep=(), keep_bytes=0:
-                               free(pointer), free)
+            return lambda pointer, keep=(), keep_bytes=0: free(pointer)
         holder = self.ordinary_holder()
 
         def release(pointer: int, keep=(), keep_bytes=0) -> None:
             self.return_held(holder, holder.hold(pointer, nbytes, free, keep, keep_bytes))
-        return OwnedMemory(address, nbytes, release, free)
+        return release
+
+    def _give_back_result(self, ordinal: int, pointer: int, nbytes: int, keep=(),
+                          keep_bytes: int = 0) -> None:
+        """A dead result of the core's own copies, ordinary memory of device ``ordinal``
+        (published by ``allocate_result``): given back as ``allocate_device``'s is — the
+        core frees it itself, from C, where it was told the vendor's free is the rule."""
+        free = functools.partial(self.floor.free_ordinary, ordinal)
+        self._ordinary_release(free, nbytes)(pointer, keep, keep_bytes)
 
     def release_cached_memory(self) -> int:
         """Give back to the driver the memory arrayport keeps: the ordinary holder's held
@@ -509,6 +529,7 @@ class DeviceMemory:
         first: their idle blocks go back at once; a block still in use goes when it is
         freed (the driver's rule)."""
         floor = self.floor
+        floor.publish_ordinary_results(-1, None, False)   # nor ordinary results
         with self._result_pools_lock:   # not while release_cached_memory works on them
             pools = self._result_pools.pop(floor.memory_key, {})
             for ordinal in pools:   # the core's copies take no block of them any more

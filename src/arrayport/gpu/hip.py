@@ -14,7 +14,8 @@ shared rules, tests/test_gpu_vendors.py; hip-python as a peer), never on an AMD 
 HIP has no primary-context dance: a call works on the calling thread's current device, so
 ``on_device`` switches it with hipSetDevice and restores it. Once the process's runtime is
 open, its stream waits, pointer locations and current-device questions go to the compiled
-floor (``_csrc/hip_floor.h``); its copies stay here (DMA transfers: HIP cannot load the PTX
+floor (``_csrc/hip_floor.h``), and so do the core's own copies of contiguous memory
+(``_core_hip_copy.pxi``); strided copies stay here (DMA transfers: HIP cannot load the PTX
 kernels arrayport ships).
 """
 
@@ -149,8 +150,10 @@ class HipDriver(VendorDriver):
     (``_csrc/hip_floor.h``) once the runtime is open; the core makes its stream waits there
     itself, without this class, while ``FloorServed`` says it may."""
 
-    # What the core asks the floor itself, without this driver (FloorServed owns the rule)
-    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor")
+    # What the core asks the floor itself, without this driver (FloorServed owns the rule);
+    # the core's own copies (_core_hip_copy.pxi) stand in for the copy calls.
+    _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor",
+                     "stream_is_on", "allocate_result", "copy_async", "synchronize")
 
     def _on_floor(self) -> bool:
         """Whether the compiled floor serves this driver's calls now: the process's driver,
@@ -185,6 +188,19 @@ class HipDriver(VendorDriver):
         device = _INT(0)
         self._call("hipStreamGetDevice", stream, ctypes.byref(device))
         return device.value
+
+    def publish_ordinary_results(self, ordinal: int, release, at_once: bool) -> None:
+        """Tell the core's own copies (``_core_hip_copy.pxi``) how a result's memory on
+        device ``ordinal`` is given back (``VendorDriver.publish_ordinary_results``) — only
+        the process's driver over the floor's library, and only when the core holds nothing
+        for the device yet. (Forgetting every device's, ordinal -1, is the process's
+        driver's to ask whatever its library: a test's tables.)"""
+        if release is None:
+            if self.floor_library() is not None:
+                _core.publish_hip_results(ordinal, None)
+        elif (self.library is self.floor_library()
+              and _core.published_hip_results(ordinal) is None):
+            _core.publish_hip_results(ordinal, release, at_once)
 
     def cached_events(self) -> int:
         events = super().cached_events()

@@ -435,6 +435,12 @@ class VendorDriver(FloorServed):
         """Tell the core's own copies which pool serves device ``ordinal`` (here: the core
         has no copies of this vendor's)."""
 
+    def publish_ordinary_results(self, ordinal: int, release, at_once: bool) -> None:
+        """Tell the core's own copies that results on device ``ordinal`` (without pools)
+        are ordinary memory given back by ``release(address, nbytes, keep, keep_bytes)`` —
+        the vendor's free at once where ``at_once``; ``release`` None: no longer (ordinal
+        -1: no device's). Here: the core has no such copies of this vendor's."""
+
     # The vendor's own half (see the class docstring).
     def current_device(self) -> int:
         raise NotImplementedError
