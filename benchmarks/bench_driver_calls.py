@@ -39,9 +39,11 @@ bindings are installed: arrayport's stream order on the compiled HIP floor besid
 calls made by arrayport's Python driver (the floor off) and by AMD's hip-python (a reused
 event recorded on the producer's stream and waited on by the consumer's: the least a
 Python library does for it) — a DLPack export to a consumer's stream and CUDA Array
-Interface imports of HIP memory; and a device copy (arrayport's HIP copies are its Python
-driver's transfers, the floor has none) beside hip-python's allocation and transfer. That simulator has no paused streams: its stream threads
-run while a batch is timed (the calling thread's CPU time is what is measured).
+Interface imports of HIP memory; a device copy (issued from C on the HIP floor; without
+it, the Python driver's transfers) beside hip-python's allocation and transfer; a device to
+host copy beside hip-python's transfer into a NumPy array and the host's wait. That
+simulator has no paused streams: its stream threads run while a batch is timed (the
+calling thread's CPU time is what is measured).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
 first exchange of each kind is left out (it retains the primary context, creates the event
 it reuses). "host µs" is the median, over N rounds, of the CPU time the calling thread
@@ -435,6 +437,7 @@ def rocm_rows(repeat):
         "CAI import, consumer stream": lambda: ap.view(array, stream=int(consumer)),
         "CAI import, no stream": lambda: ap.view(array),
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
+        "device → host copy": lambda: pending.copy(device="cpu", stream=int(consumer)),
     }
     peers = {}
     if hip is not None:
@@ -455,6 +458,14 @@ def rocm_rows(repeat):
             def __del__(self):
                 hip.hipFree(self.memory)
         peers["device copy on a stream"] = [("hip-python", HipCopy)]
+
+        def hip_python_download():   # a NumPy array, the transfer, the host's wait
+            out = np.empty_like(values)
+            hip.hipMemcpyAsync(out, pending.ptr, values.nbytes,
+                               hip.hipMemcpyKind.hipMemcpyDeviceToHost, int(consumer))
+            hip.hipStreamSynchronize(int(consumer))
+            return out
+        peers["device → host copy"] = [("hip-python", hip_python_download)]
     print(f"\nROCm, on the HIP runtime simulator (floor ready: {_core.hip_floor_ready()}); "
           f"hip-python: the record and wait alone")
     print(f"{'exchange':38} {'library':20} {'calls':>6} {'host µs':>8} {'ratio':>6} "
