@@ -23,7 +23,11 @@ Exchanges, each with device 0's primary context current (as cuda-core's
   tensor's write pending), without and with a consumer stream: ``ap.view(t)`` /
   ``tvm_ffi.from_dlpack(t)``, and ``ap.view(t, stream=C)`` (cuda-core reads no exchange
   table, and the test producer has no ``__dlpack__`` for it; tvm-ffi takes no consumer
-  stream: arrayport only — the CAI row with a consumer stream is the same wait);
+  stream: arrayport only — the CAI row with a consumer stream is the same wait); then the
+  same two through a table written in C (tests/helpers/exchange_table.c), as PyTorch's is
+  in C++: the test producer's ctypes callbacks charge both sides its own Python, and
+  arrayport more (it asks the table's current work stream, to order pending work; tvm-ffi
+  does not) — the C table's rows are arrayport's own cost beside tvm-ffi's;
 - a copy of 4 KiB of pageable host memory to device 0: ``View.copy(device="cuda:0",
   stream=C)`` / the ctypes floor (a pool allocation, the transfer);
 - a copy of device memory into new host memory, readable on return:
@@ -89,6 +93,7 @@ import numpy as np  # noqa: E402
 
 import arrayport as ap  # noqa: E402
 from arrayport import _core  # noqa: E402
+import compiled_exchange_producer  # noqa: E402
 from exchange_producer import ExchangeTensor  # noqa: E402
 from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
 
@@ -169,7 +174,7 @@ def python_calls(exchange, repeat=20):
     return (count[0] - 1) / repeat   # the setprofile(None) call itself
 
 
-def peer_exchanges(values, producer, consumer, table_tensor):
+def peer_exchanges(values, producer, consumer, table_tensor, compiled_tensor):
     """{exchange: [(peer, its side of the exchange)]} for the peers installed — cuda-core,
     tvm-ffi — and what to close afterwards."""
     peers: dict[str, list] = {}
@@ -181,6 +186,9 @@ def peer_exchanges(values, producer, consumer, table_tensor):
     else:   # tvm-ffi reads the same exchange table (and orders nothing: no stream asked)
         peers["exchange-table import"] = [("tvm-ffi", lambda: tvm_ffi.from_dlpack(
             table_tensor))]
+        if compiled_tensor is not None:
+            peers["exchange-table import, C table"] = [("tvm-ffi", lambda: tvm_ffi.from_dlpack(
+                compiled_tensor))]
     try:
         from cuda.core import Device
         from cuda.core.utils import StridedMemoryView
@@ -346,7 +354,14 @@ def main():
 
     ExchangeTensor.current_stream[0] = int(producer)
     table_tensor = ExchangeTensor(DeviceArray(values, device=0, stream=producer))
-    peers, cleanup = peer_exchanges(values, producer, consumer, table_tensor)
+    compiled_tensor = None
+    if compiled_exchange_producer.unavailable() is None:
+        compiled_exchange_producer.set_stream(0, int(producer))
+        compiled_tensor = compiled_exchange_producer.CompiledExchangeTensor(
+            DeviceArray(values, device=0, stream=producer))
+    else:
+        print(f"(no C table rows: {compiled_exchange_producer.unavailable()})")
+    peers, cleanup = peer_exchanges(values, producer, consumer, table_tensor, compiled_tensor)
     if not peers:
         print("(neither cuda-core nor tvm-ffi is installed: arrayport's counts only)")
     exchanges = {
@@ -362,6 +377,10 @@ def main():
         "exchange-table import, consumer stream": lambda: ap.view(table_tensor,
                                                                   stream=int(consumer)),
     }
+    if compiled_tensor is not None:
+        exchanges["exchange-table import, C table"] = lambda: ap.view(compiled_tensor)
+        exchanges["exchange-table import, C table, stream"] = lambda: ap.view(
+            compiled_tensor, stream=int(consumer))
     print(f"CPU: {cpu_model()}; driver: the CUDA driver simulator; repeat {args.repeat}")
     print("ratio: arrayport's host µs over the row's peer (measured in the same run)")
     print(f"{'exchange':38} {'library':18} {'calls':>6} {'host syncs':>10} {'events':>7} "
@@ -389,6 +408,9 @@ def main():
     producer.synchronize()
     consumer.synchronize()   # every copy read its source: the sources may go
     del pending, table_tensor, transposed
+    if compiled_tensor is not None:
+        compiled_tensor.array.free()
+        del compiled_tensor
     array.free()
     square.free()
     for step in cleanup:

@@ -72,8 +72,9 @@ def test_the_process_benchmark_prints_its_rows():
 
 def check_rocm_rows(table):
     """The ROCm table (HIP simulator): each exchange by arrayport on HIP's floor and through
-    its Python driver (the same HIP calls, far fewer Python calls on the floor), and
-    hip-python beside where it is installed."""
+    its Python driver (the same HIP calls — a copy's fewer: the floor's session makes the
+    device current once — and far fewer Python calls on the floor: at most 10 a copy, issue
+    52), and hip-python beside where it is installed."""
     import hipsim
     if hipsim.library() is None:
         assert "no ROCm rows" in table or not table
@@ -81,11 +82,14 @@ def check_rocm_rows(table):
     lines = [line for line in table.splitlines()[2:] if line.strip()]
     rows = {(line[:38].strip(), line[39:59].strip()): line[59:].split() for line in lines}
     for name in ("DLPack export to a consumer stream", "CAI import, consumer stream",
-                 "CAI import, no stream", "device copy on a stream"):
+                 "CAI import, no stream", "device copy on a stream", "device → host copy"):
         floor, python = rows[name, "arrayport"], rows[name, "arrayport, no floor"]
-        assert floor[0] == python[0] and float(floor[1]) > 0, (name, floor, python)
-        if name != "device copy on a stream":   # (copies are the Python driver's either way)
-            assert float(floor[-1]) < float(python[-1]) / 5, (name, floor, python)
+        copy = name.endswith("copy") or name.startswith("device copy")
+        assert (float(floor[0]) < float(python[0]) if copy else floor[0] == python[0]), \
+            (name, floor, python)
+        assert float(floor[1]) > 0, (name, floor, python)
+        assert float(floor[-1]) < float(python[-1]) / 5, (name, floor, python)
+        assert not copy or float(floor[-1]) <= 10, (name, floor)
     assert rows["DLPack export to a consumer stream", "arrayport"][0] == "3"   # HIP calls
 
 
@@ -106,6 +110,9 @@ def test_the_driver_call_benchmark_counts_each_exchange():
              "device copy on a stream", "strided device copy on a stream",
              "device → host copy", "host → device copy",
              "exchange-table import", "exchange-table import, consumer stream"}
+    import compiled_exchange_producer
+    if compiled_exchange_producer.unavailable() is None:   # a table written in C
+        names |= {"exchange-table import, C table", "exchange-table import, C table, stream"}
     assert {name for name, _ in rows} == names
     for name in names:
         calls, host_syncs, events, micros, python_calls = map(float, rows[name, "arrayport"][:5])

@@ -202,3 +202,34 @@ def test_a_pytorch_without_cuda_refuses_a_cuda_view_at_once(streams):
         ap.to_torch(view)
     producer.synchronize()
     del view
+
+
+def test_a_table_written_in_c_is_imported_the_same_and_its_deleter_runs_once(streams,
+                                                                            slow_streams):
+    # The benchmark's producer of a compiled table (tests/helpers/exchange_table.c, as
+    # PyTorch's is C++): the same import — its current work stream pending on the View, the
+    # memory shared, its managed tensor deleted once when the View goes.
+    import compiled_exchange_producer as compiled
+    if compiled.unavailable() is not None:
+        pytest.skip(f"the compiled exchange table: {compiled.unavailable()}")
+    producer, consumer = streams
+    array = DeviceArray(VALUES, stream=producer, busy=3)
+    compiled.set_stream(0, int(producer))
+    tensor = compiled.CompiledExchangeTensor(array)
+    alive, made, asked = compiled.counts()
+    view = ap.view(tensor)
+    assert compiled.counts() == (alive + 1, made + 1, asked + 1)
+    assert view.ptr == array.ptr and _core.pending_stream(view) == int(producer)
+    copy = view.copy(stream=int(consumer))   # ordered after the pending write
+    consumer.synchronize()
+    assert contents(copy) == VALUES.tobytes()
+    del view, copy
+    gc.collect()   # the copy's dead block holds its source until the pool's next return
+    memory = cuda_driver.driver.memory
+    memory.return_held(memory.result_pool(0), memory.result_pool(0).take())
+    gc.collect()
+    assert compiled.counts()[0] == alive
+    compiled.set_stream(0, 0)
+    del tensor
+    producer.synchronize()
+    array.free()
