@@ -45,7 +45,8 @@ event recorded on the producer's stream and waited on by the consumer's: the lea
 Python library does for it) — a DLPack export to a consumer's stream and CUDA Array
 Interface imports of HIP memory; a device copy (issued from C on the HIP floor; without
 it, the Python driver's transfers) beside hip-python's allocation and transfer; a device to
-host copy beside hip-python's transfer into a NumPy array and the host's wait. That
+host copy beside hip-python's transfer into a NumPy array and the host's wait; a strided
+device copy (a transposed 32 x 32 float32: its 32 2-D transfers, from C or from Python). That
 simulator has no paused streams: its stream threads run while a batch is timed (the
 calling thread's CPU time is what is measured).
 Counts are per exchange, averaged over N (they do not vary: the figures are exact). The
@@ -442,6 +443,7 @@ def rocm_rows(repeat):
     values = np.arange(1024, dtype=np.float32)
     array = hip_arrays.DeviceArray(values, stream=producer)
     pending = ap.view(values).copy(device="rocm:0", stream=int(producer))
+    transposed = ap.view(values[:1024].reshape(32, 32)).copy(device="rocm:0").T
 
     def without_floor(exchange):
         def run():
@@ -460,6 +462,7 @@ def rocm_rows(repeat):
         "CAI import, no stream": lambda: ap.view(array),
         "device copy on a stream": lambda: pending.copy(stream=int(consumer)),
         "device → host copy": lambda: pending.copy(device="cpu", stream=int(consumer)),
+        "strided device copy on a stream": lambda: transposed.copy(stream=int(consumer)),
     }
     peers = {}
     if hip is not None:
@@ -516,7 +519,7 @@ def rocm_rows(repeat):
             print(f"{name:38} {library:20} {calls:6g} {micros[library]:8.2f} {ratio:>6} "
                   f"{python_calls(run):8g}")
     producer.synchronize()
-    del pending
+    del pending, transposed
     if hip is not None:
         hip.hipEventDestroy(event)
     array.free()

@@ -463,7 +463,8 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
     after the transfer, as the general path's staging is) — and the host's one wait for the
     stream (a copy into host memory is readable on return)."""
     cdef int on = 0, launched = 0
-    cdef int status
+    cdef int status, synchronized
+    cdef bint enqueued = False
     cdef size_t nbytes = v.nbytes
     cdef uintptr_t source = <uintptr_t>v._t.data + v._t.byte_offset, staging = 0
     cdef ap_plan_launch launch
@@ -491,6 +492,7 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
                     status = -1   # not published for this context as it is now
                 source = staging
             if status == 0:
+                enqueued = True   # the transfer may write the result's memory from here on
                 status = ap_cuda_copy_async(ordinal, <uintptr_t>result._t.data, source,
                                             nbytes, handle)
         if status == 0:
@@ -501,9 +503,11 @@ cdef View _cuda_copy_to_host_in_session(View v, int32_t ordinal, uintptr_t handl
         if staging:   # after the transfer that reads it, in the stream's order
             with nogil:
                 ap_cuda_free_async(ordinal, staging, handle)
-    if status == 0:
-        with nogil:
-            status = ap_cuda_stream_synchronize(ordinal, handle)
+        if enqueued:   # the host's wait, whatever failed after the transfer was queued:
+            with nogil:  # host memory is not let go while written
+                synchronized = ap_cuda_stream_synchronize(ordinal, handle)
+            if status == 0:
+                status = synchronized
     return result if status == 0 else None
 
 

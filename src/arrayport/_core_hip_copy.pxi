@@ -2,14 +2,15 @@
 # HIP's compiled floor (_csrc/hip_floor.h), in one floor session each (the device made
 # current once), with no Python between the call and the runtime — ROCm's counterpart of
 # _core_device_copy.pxi, whose reading of a target, upload rule and result View it shares:
-#   - C-contiguous ROCm device memory to its own device: new device memory (hipMalloc), one
-#     transfer;
-#   - C-contiguous ROCm device memory to new host memory: one transfer, then the host's wait
-#     for the stream (a copy into host memory is readable on return);
+#   - ROCm device memory to its own device: new device memory (hipMalloc), one transfer
+#     where C-contiguous, else the 2-D transfers of the layout's plan (_csrc/transfer_runs.h:
+#     HIP cannot load arrayport's PTX kernels);
+#   - ROCm device memory to new host memory: the same transfers, then the host's wait for
+#     the stream (a copy into host memory is readable on return);
 #   - host memory to a ROCm device: one transfer (strided memory packed by the host kernel
 #     first; pageable memory only below the pinned ring's threshold, gpu/staging.py's).
-# Everything else (strided device memory: 2-D transfers, HIP cannot load arrayport's PTX
-# kernels; another device; pinned targets; the floor off; results not published yet) is
+# Everything else (another device; pinned targets; the floor off; results not published
+# yet) is
 # arrayport/gpu/copies.py's, through the copy hook; so is every failure here: where the
 # floor refuses a step, the general path makes the copy again from the start and says what
 # went wrong as it always does (its room-making for a full device among it).
@@ -20,7 +21,7 @@
 # that is the vendor's free at once (HIP's frees wait for the device's work), which the
 # core then makes itself from C while the floor is up; the stream rules (which streams wait
 # for whom) are _core_streams.pxi's, asked with HIP's floor as the waiter.
-# tests/test_gpu_vendors.py holds this path to the general one: the same bytes, the same
+# tests/test_gpu_hip_copy.py holds this path to the general one: the same bytes, the same
 # View, the same waits, the same lifetimes.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
@@ -28,6 +29,7 @@
 #       _upload_source
 #   _core_hip_floor.pxi: _hip_floor_direct
 #   _core_host_copy.pxi: _new_host_copy_of
+#   _core_kernel_plan.pxi: _plan_view_transfers
 #   _core_streams.pxi: _HIP_FLOOR_WAITS, _order_copy_after_source,
 #       _order_writers_after_copy
 #   _core_view.pxi: View
@@ -82,7 +84,9 @@ cdef class _HipResultMemory:
         if self.at_once:
             with nogil:
                 status = ap_hip_free(self.ordinal, address)
-        if status != 0:
+        # Through the policy only where HIP's free was not tried (the floor closed, at exit;
+        # a fork's child): after a failed hipFree the memory may be gone, never twice.
+        if status == AP_HIP_ERROR_NOT_INITIALIZED or not self.at_once:
             try:
                 self.release(address, self.nbytes, self.keep, self.keep_bytes)
             except BaseException:   # at interpreter exit the runtime may be gone
@@ -134,13 +138,11 @@ cdef View _hip_upload_in_c(View v, device, stream):
 
 
 cdef View _hip_device_copy_in_c(View v, device, stream):
-    """C-contiguous ROCm device memory copied to its own device or to the host, from C;
-    None where this does not serve."""
+    """ROCm device memory copied to its own device or to the host, from C; None where this
+    does not serve."""
     cdef int32_t ordinal = v._t.device.device_id
     cdef bint to_host = False
     cdef tuple target
-    if not ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides):
-        return None   # 2-D transfers, planned by the general path
     if device is not None:   # its own device (as None), or the host's memory
         target = _copy_target(device)
         if target is None:
@@ -174,23 +176,36 @@ cdef View _hip_in_one_session(View v, int32_t ordinal, uintptr_t handle, tuple r
 
 cdef View _hip_copy_in_session(View v, int32_t ordinal, uintptr_t handle, tuple results,
                                bint to_host, bint pageable):
-    """One transfer of ``v`` (C-contiguous: memory of the session's device, or host memory)
-    on ``handle``, after the waits, into new memory: host memory (``to_host``; complete on
-    return: the host's one wait for the stream), else device memory of the session's device
-    given back as ``results`` says. ``pageable``: host memory the runtime has read when the
-    transfer call returns (nothing kept); any other source stays alive while the result's
-    memory does (HIP's free waits for the transfer). None where a step is refused."""
-    cdef int on = 0, status
-    cdef uintptr_t address = 0, destination
+    """The transfers of ``v`` (memory of the session's device, or C-contiguous host memory)
+    on ``handle``, after the waits, into new memory — one where ``v`` is C-contiguous, else
+    its layout's 2-D transfers (_plan_view_transfers) — host memory (``to_host``; complete
+    on return: the host's one wait for the stream), else device memory of the session's
+    device given back as ``results`` says. ``pageable``: host memory the runtime has read
+    when the transfer call returns (nothing kept); any other source stays alive while the
+    result's memory does (HIP's free waits for the transfers). None where a step is
+    refused."""
+    cdef int on = 0, status, synchronized, max_pitch = 0
+    cdef bint enqueued = False
+    cdef bint contiguous = ap_is_c_contiguous(v._t.ndim, v._t.shape, v._t.strides)
+    cdef uintptr_t address = 0, destination, source = <uintptr_t>v._t.data + v._t.byte_offset
     cdef size_t nbytes = v.nbytes
+    cdef int64_t source_offset = 0, destination_offset = 0
+    cdef ap_transfer_runs plan
     cdef View result = None
     cdef _HipResultMemory memory = None
     with nogil:
         status = ap_hip_session_stream_is_on(handle, &on)
-        if status == 0 and on and not to_host:
-            status = ap_hip_session_allocate(nbytes, &address)
+        if status == 0 and on and not contiguous:
+            status = ap_hip_session_max_pitch(&max_pitch)
     if status != 0 or not on:
-        return None   # a stream of another device, a full device: the general path
+        return None   # a stream of another device: the general path
+    if not contiguous and _plan_view_transfers(v, max_pitch, &plan) != 0:
+        return None   # (packed sub-byte elements are never strided: layouts refuse it)
+    if not to_host:
+        with nogil:
+            status = ap_hip_session_allocate(nbytes, &address)
+        if status != 0:
+            return None   # a full device: the general path makes room, or says so
     if to_host:
         result = _new_host_copy_of(v, v._flags & APDL_FLAG_IS_SUBBYTE_TYPE_PADDED)
         destination = <uintptr_t>result._t.data
@@ -203,17 +218,28 @@ cdef View _hip_copy_in_session(View v, int32_t ordinal, uintptr_t handle, tuple 
     try:
         _order_copy_after_source(_HIP_FLOOR_WAITS, v, ordinal, handle)
         with nogil:
-            status = ap_hip_session_copy_async(destination, <uintptr_t>v._t.data
-                                               + v._t.byte_offset, nbytes, handle)
+            enqueued = True   # work may be queued into the new memory from here on
+            if contiguous:
+                status = ap_hip_session_copy_async(destination, source, nbytes, handle)
+            else:
+                while status == 0 and ap_transfer_runs_next(&plan, &source_offset,
+                                                            &destination_offset):
+                    status = ap_hip_session_copy_2d_async(
+                        destination + destination_offset, plan.width, source + source_offset,
+                        plan.pitch, plan.width, plan.rows, handle)
         if status == 0:
             _order_writers_after_copy(_HIP_FLOOR_WAITS, v, ordinal, handle)
     except BufferError:
         status = -1
-    if status == 0 and to_host:
-        with nogil:
-            status = ap_hip_session_synchronize(handle)
+    finally:
+        if to_host and enqueued:   # the host's wait, whatever failed after the transfers
+            with nogil:            # were queued: host memory is not let go while written
+                synchronized = ap_hip_session_synchronize(handle)
+            if status == 0:
+                status = synchronized
     if status != 0:
-        return None   # the memory goes with `memory`; the general path starts again
+        return None   # the memory goes with `memory` (hipFree waits for the device's
+        # work); the general path starts again
     if to_host:
         return result
     if not pageable:

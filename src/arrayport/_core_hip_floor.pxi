@@ -21,7 +21,7 @@ cdef extern from "_csrc/hip_floor.h":
     size_t ap_hip_cached_events() nogil
     void ap_hip_pointer_attributes_layout(size_t* out) nogil
     void ap_hip_floor_close() nogil
-    const char* ap_hip_entry_names[12]
+    const char* ap_hip_entry_names[14]
     ctypedef struct ap_hip_session:
         pass
     int ap_hip_session_enter(int ordinal, ap_hip_session* session) nogil
@@ -31,12 +31,19 @@ cdef extern from "_csrc/hip_floor.h":
     int ap_hip_session_copy_async(uintptr_t dst, uintptr_t src, size_t nbytes,
                                   uintptr_t stream) nogil
     int ap_hip_session_synchronize(uintptr_t stream) nogil
+    int ap_hip_session_copy_2d_async(uintptr_t dst, size_t dst_pitch, uintptr_t src,
+                                     size_t src_pitch, size_t width, size_t height,
+                                     uintptr_t stream) nogil
+    int ap_hip_session_max_pitch(int* out) nogil
     int ap_hip_free(int ordinal, uintptr_t address) nogil
     enum:
         AP_HIP_UNKNOWN_MEMORY
+        AP_HIP_ERROR_NOT_INITIALIZED
         AP_HIP_ENTRY_POINTS
         AP_HIP_ERROR_INVALID_VALUE
         AP_HIP_EVENT_DISABLE_TIMING
+        AP_HIP_MEMCPY_DEFAULT
+        AP_HIP_DEVICE_ATTRIBUTE_MAX_PITCH
         AP_HIP_MEMORY_TYPE_HOST
         AP_HIP_MEMORY_TYPE_DEVICE
         AP_HIP_MEMORY_TYPE_MANAGED
@@ -184,13 +191,15 @@ def hip_floor_counts():
 def hip_floor_facts():
     """The HIP facts the floor states (``_csrc/hip_floor.h``; held to AMD's bindings by
     tests/test_hip_facts.py): hipMemoryType's HIP 6 numbering, hipErrorInvalidValue,
-    hipEventDisableTiming."""
+    hipEventDisableTiming, hipMemcpyDefault, hipDeviceAttributeMaxPitch."""
     return {"memory_type_host": AP_HIP_MEMORY_TYPE_HOST,
             "memory_type_device": AP_HIP_MEMORY_TYPE_DEVICE,
             "memory_type_managed": AP_HIP_MEMORY_TYPE_MANAGED,
             "memory_type_unified": AP_HIP_MEMORY_TYPE_UNIFIED,
             "error_invalid_value": AP_HIP_ERROR_INVALID_VALUE,
-            "event_disable_timing": AP_HIP_EVENT_DISABLE_TIMING}
+            "event_disable_timing": AP_HIP_EVENT_DISABLE_TIMING,
+            "memcpy_default": AP_HIP_MEMCPY_DEFAULT,
+            "device_attribute_max_pitch": AP_HIP_DEVICE_ATTRIBUTE_MAX_PITCH}
 
 
 def hip_pointer_attributes_layout():

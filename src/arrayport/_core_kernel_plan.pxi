@@ -1,8 +1,10 @@
 # Included by _core.pyx. The plan of a strided copy on a GPU (_csrc/device_copy_plan.h: the
 # layout reduced, the kernel chosen, its parameter struct filled, its grid), as the core's
-# own device copy (_core_device_copy.pxi) and gpu/kernels/strided_copy.py ask it, and the
-# merged layout the 2-D transfer plan starts from (gpu/layouts.py). The plan is C's alone:
-# Python asks here for the bytes of a kernel's parameters, it computes none of them.
+# own device copy (_core_device_copy.pxi) and gpu/kernels/strided_copy.py ask it; the 2-D
+# transfers where no kernel runs (_csrc/transfer_runs.h), as the core's ROCm copies
+# (_core_hip_copy.pxi) and gpu/copies.py's plan_runs ask them — both from one merge of the
+# layout (_csrc/merged_dims.h). The plans are C's alone: Python asks here for the bytes of
+# a kernel's parameters and for the transfers, it computes none of them.
 #
 # Uses from other parts (every cross-part name, checked by tests/test_architecture.py):
 #   _core_view.pxi: View
@@ -50,6 +52,20 @@ cdef extern from "_csrc/device_copy_plan.h":
                             ap_plan_launch* out) nogil
 
 
+cdef extern from "_csrc/transfer_runs.h":
+    enum:
+        AP_TRANSFER_MAX_DIMS
+    ctypedef struct ap_transfer_runs:
+        int64_t width
+        int64_t rows
+        int64_t pitch
+    int ap_transfer_runs_start(ap_transfer_runs* plan, int ndim, const int64_t* shape,
+                               const int64_t* byte_strides, int64_t itemsize,
+                               int64_t max_pitch) nogil
+    int ap_transfer_runs_next(ap_transfer_runs* plan, int64_t* source,
+                              int64_t* destination) nogil
+
+
 # The sizes the plan and the kernels are built for (gpu/kernels/strided_copy.py shows them).
 STRIDED_COPY_LIMITS = {
     "MAX_DIMS": AP_STRIDED_COPY_MAX_DIMS, "TILE": AP_TILE, "TILE_ROWS": AP_TILE_ROWS,
@@ -75,21 +91,6 @@ cdef int _layout_arrays(shape, byte_strides, int64_t* extents, int64_t* strides)
         extents[i] = shape[i]
         strides[i] = byte_strides[i]
     return <int>ndim
-
-
-def merged_dims(shape, byte_strides):
-    """[(extent, byte stride)] of a layout, outermost first, with dimensions of extent 1
-    dropped and neighbours contiguous with each other merged (_csrc/merged_dims.h); None
-    when the layout holds no element."""
-    cdef int64_t shape_c[_LAYOUT_ROOM]
-    cdef int64_t strides_c[_LAYOUT_ROOM]
-    cdef int64_t extents[_LAYOUT_ROOM]
-    cdef int64_t merged[_LAYOUT_ROOM]
-    cdef int ndim = _layout_arrays(shape, byte_strides, shape_c, strides_c)
-    cdef int n = ap_merge_dims(ndim, shape_c, strides_c, extents, merged)
-    if n < 0:
-        return None
-    return [(extents[d], merged[d]) for d in range(n)]
 
 
 def strided_copy_reduce(shape, byte_strides, int64_t itemsize, uint64_t src, uint64_t dst):
@@ -164,3 +165,37 @@ def strided_copy_launch(shape, byte_strides, int64_t itemsize, uint64_t src, uin
             (launch.grid[0], launch.grid[1], launch.grid[2]),
             (launch.block[0], launch.block[1], launch.block[2]),
             (<char*>&launch.params)[:size])
+
+
+def transfer_runs(shape, byte_strides, int64_t itemsize, max_pitch=None):
+    """The 2-D transfers that copy the layout (``shape``, ``byte_strides`` of
+    ``itemsize``-byte elements) into C order (_csrc/transfer_runs.h): [(source offset,
+    destination offset, width, height, source pitch)] in bytes — ``height`` rows of
+    ``width`` contiguous bytes, ``pitch`` apart in the source, back to back in the
+    destination; a pitch larger than ``max_pitch`` (None: no limit) made row by row. Empty
+    when the layout holds no element."""
+    cdef int64_t shape_c[_LAYOUT_ROOM]
+    cdef int64_t strides_c[_LAYOUT_ROOM]
+    cdef ap_transfer_runs plan
+    cdef int64_t source = 0, destination = 0
+    cdef int ndim = _layout_arrays(shape, byte_strides, shape_c, strides_c)
+    if ap_transfer_runs_start(&plan, ndim, shape_c, strides_c, itemsize,
+                              0 if max_pitch is None else max_pitch) != 0:
+        return []
+    runs = []
+    while ap_transfer_runs_next(&plan, &source, &destination):
+        runs.append((source, destination, plan.width, plan.rows, plan.pitch))
+    return runs
+
+
+cdef int _plan_view_transfers(View v, int64_t max_pitch, ap_transfer_runs* plan) except -1:
+    """The 2-D transfers copying ``v`` (of byte-addressed elements) into C order: 0, or 1
+    where there are none to make (nothing to copy, sub-byte elements)."""
+    cdef int64_t bits = v._itembits()
+    cdef int64_t byte_strides[AP_TRANSFER_MAX_DIMS]
+    if bits % 8 or v._t.ndim > AP_TRANSFER_MAX_DIMS:
+        return 1
+    for i in range(v._t.ndim):
+        byte_strides[i] = v._t.strides[i] * (bits // 8)
+    return 1 if ap_transfer_runs_start(plan, v._t.ndim, v._t.shape, byte_strides, bits // 8,
+                                       max_pitch) != 0 else 0

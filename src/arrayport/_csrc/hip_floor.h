@@ -67,9 +67,11 @@ typedef struct {
 #define AP_HIP_UNKNOWN_MEMORY (-1)
 #define AP_HIP_MAX_DEVICES 64
 /* How many entry points ap_hip_floor_install takes the addresses of (ap_hip_entry_names). */
-#define AP_HIP_ENTRY_POINTS 12
+#define AP_HIP_ENTRY_POINTS 14
 /* hipMemcpyDefault: the runtime tells the direction from the addresses (unified addressing). */
 #define AP_HIP_MEMCPY_DEFAULT 4
+/* hipDeviceAttributeMaxPitch (HIP 6): the largest source pitch a 2-D transfer takes. */
+#define AP_HIP_DEVICE_ATTRIBUTE_MAX_PITCH 58
 
 static struct {
     ap_hip_result (*GetDevice)(int *);
@@ -84,12 +86,16 @@ static struct {
     ap_hip_result (*Free)(void *);
     ap_hip_result (*MemcpyAsync)(void *, const void *, size_t, int, ap_hip_stream);
     ap_hip_result (*StreamSynchronize)(ap_hip_stream);
+    ap_hip_result (*Memcpy2DAsync)(void *, size_t, const void *, size_t, size_t, size_t, int,
+                                   ap_hip_stream);
+    ap_hip_result (*DeviceGetAttribute)(int *, int, int);
 } ap_hip;
 
 static const char *const ap_hip_entry_names[AP_HIP_ENTRY_POINTS] = {
     "hipGetDevice", "hipSetDevice", "hipEventCreateWithFlags", "hipEventRecord",
     "hipEventDestroy", "hipStreamWaitEvent", "hipPointerGetAttributes", "hipStreamGetDevice",
-    "hipMalloc", "hipFree", "hipMemcpyAsync", "hipStreamSynchronize"};
+    "hipMalloc", "hipFree", "hipMemcpyAsync", "hipStreamSynchronize", "hipMemcpy2DAsync",
+    "hipDeviceGetAttribute"};
 
 static struct {
     int ready;                                  /* installed, and not a fork's child */
@@ -121,7 +127,8 @@ static int ap_hip_floor_install(const uintptr_t *entries, int count) {
         (void **)&ap_hip.EventDestroy, (void **)&ap_hip.StreamWaitEvent,
         (void **)&ap_hip.PointerGetAttributes, (void **)&ap_hip.StreamGetDevice,
         (void **)&ap_hip.Malloc, (void **)&ap_hip.Free, (void **)&ap_hip.MemcpyAsync,
-        (void **)&ap_hip.StreamSynchronize};
+        (void **)&ap_hip.StreamSynchronize, (void **)&ap_hip.Memcpy2DAsync,
+        (void **)&ap_hip.DeviceGetAttribute};
     if (!AP_FLOOR_BUILT) {
         ap_hip_failed = "the compiled floor (not built on this platform)";
         return -1;
@@ -280,6 +287,8 @@ typedef struct {
 } ap_hip_session;
 
 static ap_hip_result ap_hip_session_enter(int ordinal, ap_hip_session *session) {
+    /* `ready` read without the lock: only the floor's close (at exit) clears it, and the
+     * library its entry points live in stays loaded after. */
     session->ordinal = -1;
     session->previous = session->switched = 0;
     if (!ap_hip_floor.ready) {
@@ -331,6 +340,27 @@ static ap_hip_result ap_hip_session_copy_async(uintptr_t dst, uintptr_t src, siz
     ap_hip_result result = ap_hip.MemcpyAsync((void *)dst, (const void *)src, nbytes,
                                               AP_HIP_MEMCPY_DEFAULT, (ap_hip_stream)stream);
     if (result != 0) ap_hip_failed = "hipMemcpyAsync";
+    return result;
+}
+
+/* `height` rows of `width` bytes, `src_pitch` apart at `src`, `dst_pitch` apart at `dst`, on
+ * `stream` (a plan's transfer: transfer_runs.h). */
+static ap_hip_result ap_hip_session_copy_2d_async(uintptr_t dst, size_t dst_pitch,
+                                                  uintptr_t src, size_t src_pitch,
+                                                  size_t width, size_t height,
+                                                  uintptr_t stream) {
+    ap_hip_result result = ap_hip.Memcpy2DAsync((void *)dst, dst_pitch, (const void *)src,
+                                                src_pitch, width, height,
+                                                AP_HIP_MEMCPY_DEFAULT, (ap_hip_stream)stream);
+    if (result != 0) ap_hip_failed = "hipMemcpy2DAsync";
+    return result;
+}
+
+/* The largest source pitch a 2-D transfer on the session's device takes. */
+static ap_hip_result ap_hip_session_max_pitch(int *out) {
+    ap_hip_result result = ap_hip.DeviceGetAttribute(out, AP_HIP_DEVICE_ATTRIBUTE_MAX_PITCH,
+                                                     ap_hip_session_device);
+    if (result != 0) ap_hip_failed = "hipDeviceGetAttribute";
     return result;
 }
 

@@ -3,8 +3,7 @@
  * dimensions of extent 1 dropped, and neighbours contiguous with each other (an outer
  * stride that is the inner one times its extent) merged into one. The host's strided copy
  * (strided_copy.h), the device kernels' planner (device_copy_plan.h) and the 2-D transfer
- * plan (gpu/copies.py, through gpu/layouts.py) all start here, so they agree on what
- * "contiguous" means.
+ * plan (transfer_runs.h) all start here, so they agree on what "contiguous" means.
  */
 #ifndef ARRAYPORT_MERGED_DIMS_H
 #define ARRAYPORT_MERGED_DIMS_H

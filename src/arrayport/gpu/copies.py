@@ -34,7 +34,6 @@ from arrayport import _core, gpu
 from arrayport.devices import Device, DeviceType
 from arrayport.gpu import staging
 from arrayport.gpu.kernels import strided_copy
-from arrayport.gpu.layouts import merged_dims
 
 __all__ = ["copy_view", "plan_runs"]
 
@@ -225,35 +224,6 @@ def plan_runs(shape, byte_strides, itemsize, max_pitch=None):
     destination. Contiguous runs are as long as the layout allows; the two innermost
     (merged) dimensions make one transfer, outer dimensions one transfer each. A pitch a
     transfer cannot use (negative, smaller than a row — overlapping or broadcast memory —
-    or larger than the device's ``max_pitch``) becomes one transfer per row."""
-    dims = merged_dims(shape, byte_strides)
-    if dims is None:
-        return []
-    # The innermost run: contiguous elements make one wide row, else one element per row.
-    if dims and dims[-1][1] == itemsize:
-        width = dims.pop()[0] * itemsize
-    else:
-        width = itemsize
-    rows, pitch = dims.pop() if dims else (1, width)
-    outer = dims
-    if pitch < width or (max_pitch is not None and rows > 1 and pitch > max_pitch):
-        # negative, zero, overlapping or too far apart for one transfer: rows one by one
-        outer = outer + [(rows, pitch)]
-        rows, pitch = 1, width
-    runs = []
-    block = rows * width
-    index = [0] * len(outer)
-    offset, written = 0, 0
-    while True:
-        runs.append((offset, written, width, rows, pitch))
-        written += block
-        for axis in range(len(outer) - 1, -1, -1):
-            extent, stride = outer[axis]
-            index[axis] += 1
-            offset += stride
-            if index[axis] < extent:
-                break
-            offset -= stride * extent
-            index[axis] = 0
-        else:
-            return runs
+    or larger than the device's ``max_pitch``) becomes one transfer per row. The plan is
+    the core's (``_csrc/transfer_runs.h``), which its own ROCm copies walk too."""
+    return _core.transfer_runs(shape, byte_strides, itemsize, max_pitch)

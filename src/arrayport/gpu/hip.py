@@ -14,9 +14,9 @@ shared rules, tests/test_gpu_vendors.py; hip-python as a peer), never on an AMD 
 HIP has no primary-context dance: a call works on the calling thread's current device, so
 ``on_device`` switches it with hipSetDevice and restores it. Once the process's runtime is
 open, its stream waits, pointer locations and current-device questions go to the compiled
-floor (``_csrc/hip_floor.h``), and so do the core's own copies of contiguous memory
-(``_core_hip_copy.pxi``); strided copies stay here (DMA transfers: HIP cannot load the PTX
-kernels arrayport ships).
+floor (``_csrc/hip_floor.h``), and so do the core's own copies (``_core_hip_copy.pxi``:
+one transfer, or a strided layout's 2-D transfers — HIP cannot load the PTX kernels
+arrayport ships); copies to another device or to pinned memory stay here.
 """
 
 from __future__ import annotations
@@ -33,13 +33,15 @@ __all__ = ["HipUnavailable", "HipDriver", "driver"]
 
 # HIP 6 facts (hip_runtime_api.h). HIP 5 numbered hipMemoryType differently (Host 0,
 # Device 1, Managed 4), so older runtimes are refused rather than misread. hipMemoryType,
-# hipErrorInvalidValue and hipEventDisableTiming are stated once, by the compiled floor
-# (_csrc/hip_floor.h, which reads pointer attributes for both paths).
+# hipErrorInvalidValue, hipEventDisableTiming, hipMemcpyDefault and
+# hipDeviceAttributeMaxPitch are stated once, by the compiled floor (_csrc/hip_floor.h,
+# which reads pointer attributes and makes the core's copies for both paths).
 _HIP_ERROR_OUT_OF_MEMORY = 2   # HIP: an allocation refused for want of memory
-_HIP_EVENT_DISABLE_TIMING = _core.hip_floor_facts()["event_disable_timing"]
+_FLOOR_FACTS = _core.hip_floor_facts()
+_HIP_EVENT_DISABLE_TIMING = _FLOOR_FACTS["event_disable_timing"]
 _HIP_HOST_MALLOC_PORTABLE = 0x1
-_HIP_MEMCPY_DEFAULT = 4
-_HIP_DEVICE_ATTRIBUTE_MAX_PITCH = 58   # hipDeviceAttributeMaxPitch (HIP 6)
+_HIP_MEMCPY_DEFAULT = _FLOOR_FACTS["memcpy_default"]
+_HIP_DEVICE_ATTRIBUTE_MAX_PITCH = _FLOOR_FACTS["device_attribute_max_pitch"]
 _HIP_MINIMUM_VERSION = 60000000   # HIP_VERSION = major * 10^7 + minor * 10^5 + patch
 
 
@@ -151,9 +153,12 @@ class HipDriver(VendorDriver):
     itself, without this class, while ``FloorServed`` says it may."""
 
     # What the core asks the floor itself, without this driver (FloorServed owns the rule);
-    # the core's own copies (_core_hip_copy.pxi) stand in for the copy calls.
+    # the core's own copies (_core_hip_copy.pxi) stand in for the copy calls, the memory
+    # floor's among them (a result's allocation and free).
     _FLOOR_SERVED = ("make_stream_wait", "locate_pointer", "current_device", "_on_floor",
-                     "stream_is_on", "allocate_result", "copy_async", "synchronize")
+                     "stream_is_on", "allocate_result", "allocate_device", "copy_async",
+                     "copy_2d_async", "max_pitch", "synchronize", "allocate_ordinary",
+                     "free_ordinary", "frees_wait_for_work")
 
     def _on_floor(self) -> bool:
         """Whether the compiled floor serves this driver's calls now: the process's driver,
