@@ -186,6 +186,8 @@ def rocm_paths():
             stream=on, max_version=(1, 3)),
         "rocm: device copy": lambda: pending.copy(stream=on),
         "rocm: device → host copy": lambda: pending.copy(device="cpu", stream=on),
+        "rocm: strided device copy (2-D transfers)": lambda: pending.reshape(32, 32).T.copy(
+            stream=on),
         "rocm: host → device copy, 4 KiB": lambda: small_upload.copy(device="rocm:0",
                                                                      stream=on),
         "rocm: Arrow device export": lambda: pending.__arrow_c_device_array__(),

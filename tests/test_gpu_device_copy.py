@@ -20,6 +20,7 @@ from on_simulator import require_cuda_driver  # noqa: E402
 
 require_cuda_driver()
 
+from core_copies import GeneralCopies, described, through_general_path  # noqa: E402
 from driver_log import contents  # noqa: E402
 from on_simulator import (needs_simulator, nothing_leaks,  # noqa: E402,F401
                           run_on_the_simulator, simulator, simulator_resets_contexts,
@@ -29,33 +30,9 @@ from sim_arrays import DeviceArray  # noqa: E402
 VALUES = np.arange(8 * 6, dtype=np.float32).reshape(8, 6) + 1
 
 
-class _Called:
-    """Counts the general path's copies (gpu/copies.py's copy_view, the copy hook's)."""
-
-    def __init__(self, monkeypatch):
-        from arrayport.gpu import copies
-        self.count = 0
-        real = copies.copy_view
-
-        def counted(*args, **kwargs):
-            self.count += 1
-            return real(*args, **kwargs)
-        monkeypatch.setattr(copies, "copy_view", counted)
-
-
 def general(make):
-    """``make()`` with the core's own copies off: the general path makes every copy."""
-    previous = _core.set_cuda_floor_direct(False)
-    try:
-        return make()
-    finally:
-        _core.set_cuda_floor_direct(previous)
-
-
-def described(view):
-    return (view.shape, view.strides, view.dtype, view.nbytes, str(view.device), view.readonly,
-            view.is_copy, view.is_c_contiguous, view.protocol, _core.pending_stream(view),
-            _core.producer_stream(view))
+    """``make()`` with the core's own CUDA copies off: the general path makes every copy."""
+    return through_general_path(_core.set_cuda_floor_direct, make)
 
 
 def warm(source, stream):
@@ -125,7 +102,7 @@ def test_the_core_s_copy_is_the_general_path_s(streams, kind, monkeypatch):
     elif kind != "pending":
         producer.synchronize()
     warm(source, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     launches = _core.cuda_floor_launches()
     issued = source.copy(stream=int(consumer))
     assert called.count == 0                      # no general path: the core's own
@@ -249,7 +226,7 @@ def test_where_the_core_does_not_serve_the_general_path_answers(streams, monkeyp
     array = DeviceArray(VALUES, stream=producer)
     source = ap.view(array)
     warm(source, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     _core.publish_cuda_kernel(-1, "", 0, 0, 0)    # as at the start: no kernel loaded yet
     ap.view(array).T.copy(stream=int(consumer))                    # strided: loads the kernel
     source.copy(device=(3, 0), stream=int(consumer))               # pinned host memory
@@ -279,7 +256,7 @@ def test_a_stream_of_another_device_takes_the_general_path(streams, monkeypatch)
     source = ap.view(array)
     warm(source, int(consumer))
     other = Stream(1)
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     try:
         copy = source.copy(stream=int(other))     # the general path decides (a plain block)
         assert called.count == 1
@@ -311,7 +288,7 @@ def test_the_core_s_copy_on_the_second_device_stays_there(monkeypatch, copy):
     try:
         general(make)                             # the pool made, the kernel published
         gc.collect()
-        called = _Called(monkeypatch)
+        called = GeneralCopies(monkeypatch)
         issued = make()
         assert called.count == 0
         reference = general(make)
@@ -406,7 +383,7 @@ def test_a_named_target_the_core_serves_is_the_general_path_s(streams, slow_stre
     device = {"cpu": "cpu", "Device": ap.Device("cpu"), "tuple": (1, 0), "cuda:0": "cuda:0",
               "own Device": ap.Device("cuda:0")}[target]
     warm(source, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     before = simulator.counters() if simulator else None
     issued = source.copy(device=device, stream=int(consumer))
     assert called.count == 0                      # no general path: the core's own
@@ -475,7 +452,7 @@ def test_an_upload_the_core_serves_is_the_general_path_s(streams, slow_streams, 
     device = {"cuda:0": "cuda:0", "Device": ap.Device("cuda:0"), "tuple": (2, 0)}[target]
     general(lambda: source.copy(device=device, stream=int(consumer)))   # the pool made
     gc.collect()
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     driver = cuda_driver.driver
     driver.memory.return_held(driver.memory.result_pool(0), driver.memory.result_pool(0).take())
     results = driver.memory.held_results()
@@ -507,7 +484,7 @@ def test_a_large_pageable_upload_is_left_to_the_pinned_ring(streams, monkeypatch
     _, consumer = streams
     source = ap.view(np.arange(4096, dtype=np.float32))
     source.copy(device="cuda:0", stream=int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     small = source[:1024]
     monkeypatch.setattr(staging, "THRESHOLD_BYTES", 8192)
     small.copy(device="cuda:0", stream=int(consumer))        # 4 KiB: below it, the core's
@@ -595,13 +572,13 @@ def test_a_stand_in_for_a_call_the_core_s_copies_make_takes_them_back(streams, m
     array = DeviceArray(VALUES)
     source = ap.view(array).T
     warm(source, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     driver = cuda_driver.driver
     monkeypatch.setattr(driver, method, getattr(driver, method))   # the same, as a stand-in
     source.copy(stream=int(consumer))
     assert called.count == 1                      # the general path: the stand-in sees it
     monkeypatch.undo()
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     source.copy(stream=int(consumer))
     assert called.count == 0                      # the core's again
     consumer.synchronize()

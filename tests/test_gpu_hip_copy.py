@@ -18,6 +18,7 @@ from arrayport.gpu import hip as hip_driver
 
 pytestmark = pytest.mark.gpu
 
+from core_copies import GeneralCopies, described, through_general_path  # noqa: E402
 from vendors import ROCM, leaks  # noqa: E402
 
 if ROCM.available() is not None or ROCM.simulator is None:
@@ -47,33 +48,9 @@ def streams():
     assert leaks(ROCM) == before
 
 
-class _Called:
-    """Counts the general path's copies (gpu/copies.py's copy_view, the copy hook's)."""
-
-    def __init__(self, monkeypatch):
-        from arrayport.gpu import copies
-        self.count = 0
-        real = copies.copy_view
-
-        def counted(*args, **kwargs):
-            self.count += 1
-            return real(*args, **kwargs)
-        monkeypatch.setattr(copies, "copy_view", counted)
-
-
 def general(make):
     """``make()`` with the core's own ROCm copies off: the general path makes every copy."""
-    previous = _core.set_hip_floor_direct(False)
-    try:
-        return make()
-    finally:
-        _core.set_hip_floor_direct(previous)
-
-
-def described(view):
-    return (view.shape, view.strides, view.dtype, view.nbytes, str(view.device), view.readonly,
-            view.is_copy, view.is_c_contiguous, view.protocol, _core.pending_stream(view),
-            _core.producer_stream(view))
+    return through_general_path(_core.set_hip_floor_direct, make)
 
 
 def contents(view, stream):
@@ -164,7 +141,7 @@ def test_the_core_s_copy_of_device_memory_is_the_general_path_s(streams, kind, t
     source, array = device_source(kind, producer)
     device = TARGETS[target]
     warm(source, device, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     synchronized = ROCM.simulator.counters()["host_synchronizations"]
     issued = source.copy(device=device, stream=int(consumer))
     assert called.count == 0                      # no general path: the core's own
@@ -217,7 +194,7 @@ def test_an_upload_the_core_serves_is_the_general_path_s(streams, kind, target, 
     device = {"rocm:0": "rocm:0", "Device": ap.Device("rocm:0"), "tuple": (ROCM_TYPE, 0)}[
         target]
     warm(source, device, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     issued = source.copy(device=device, stream=int(consumer))
     assert called.count == 0
     reference = general(lambda: source.copy(device=device, stream=int(consumer)))
@@ -296,8 +273,8 @@ def test_the_core_s_copy_makes_no_more_runtime_calls_than_the_general_path(strea
     ("pinned → device", True),        # the runtime reads pinned memory asynchronously
     ("pageable → device", False),     # read when the call returns
 ])
-def test_a_copy_keeps_its_source_alive_only_while_a_transfer_may_read_it(streams, path,
-                                                                         copy, kept):
+def test_a_copy_keeps_its_source_alive_only_while_a_transfer_may_read_it(streams, monkeypatch,
+                                                                         path, copy, kept):
     _, consumer = streams
 
     class Owner:
@@ -314,16 +291,10 @@ def test_a_copy_keeps_its_source_alive_only_while_a_transfer_may_read_it(streams
                                      owner=owner, device=device, protocol="test")
     target = "cpu" if copy.endswith("host") else "rocm:0"
     warm(source, target, int(consumer))
-    called = []
-    from arrayport.gpu import copies
-    real = copies.copy_view
-    copies.copy_view = lambda *a, **k: called.append(1) or real(*a, **k)
-    try:
-        result = source.copy(device=target, stream=int(consumer)) if path == "core" else \
-            general(lambda: source.copy(device=target, stream=int(consumer)))
-    finally:
-        copies.copy_view = real
-    assert len(called) == (path == "general")
+    called = GeneralCopies(monkeypatch)
+    result = source.copy(device=target, stream=int(consumer)) if path == "core" else \
+        general(lambda: source.copy(device=target, stream=int(consumer)))
+    assert called.count == (path == "general")
     del source, owner
     gc.collect()
     assert (watched() is not None) == kept, (path, copy)
@@ -362,7 +333,7 @@ def test_where_the_core_does_not_serve_the_general_path_answers(streams, monkeyp
     array = ROCM.array(VALUES, stream=producer)
     source = ap.view(array)
     warm(source, None, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     source.copy(device=(11, 0), stream=int(consumer))              # pinned host memory
     source.copy(device="rocm:1", stream=0)                         # another device
     other = ROCM.stream(1)
@@ -392,7 +363,7 @@ def test_nothing_is_published_until_the_general_path_made_a_result(monkeypatch):
     monkeypatch.setattr(hip_driver.driver.memory, "_result_pools",
                         hip_driver.driver.memory._result_pools)   # forgets what was published
     assert _core.published_hip_results(0) is None
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     first = ap.view(VALUES).copy(device="rocm:0")
     assert called.count == 1 and _core.published_hip_results(0) is not None
     second = ap.view(VALUES).copy(device="rocm:0")
@@ -412,14 +383,14 @@ def test_a_stand_in_for_a_call_the_core_s_copies_make_takes_them_back(streams, m
     array = ROCM.array(VALUES)
     source = ap.view(array)
     warm(source, None, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     driver = hip_driver.driver
     monkeypatch.setattr(driver, method, getattr(driver, method))   # the same, as a stand-in
     source.copy(stream=int(consumer))
     source.T.copy(device="cpu", stream=int(consumer))
     assert called.count == 2
     monkeypatch.undo()
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     source.copy(stream=int(consumer))
     source.T.copy(device="cpu", stream=int(consumer))
     assert called.count == 0
@@ -436,7 +407,7 @@ def test_a_full_device_is_the_general_path_s_to_make_room_for(streams, monkeypat
     array = ROCM.array(VALUES)
     source = ap.view(array)
     warm(source, None, int(consumer))
-    called = _Called(monkeypatch)
+    called = GeneralCopies(monkeypatch)
     ROCM.simulator.set_device_memory(VALUES.nbytes + 64)   # the source fits, no copy of it
     try:
         with pytest.raises(BufferError, match="hipMalloc"):
@@ -490,7 +461,7 @@ def test_a_copy_on_the_second_device_stays_there_and_leaves_the_thread_s_device_
         target = {"upload": "rocm:1"}.get(copy, "cpu" if copy.endswith("host") else None)
         general(lambda: ap.view(VALUES).copy(device="rocm:1"))   # device 1's results published
         gc.collect()
-        called = _Called(monkeypatch)
+        called = GeneralCopies(monkeypatch)
         assert driver.current_device() == 0
         result = source.copy(device=target, stream=int(stream))
         assert called.count == 0 and driver.current_device() == 0
