@@ -233,3 +233,43 @@ def test_a_table_written_in_c_is_imported_the_same_and_its_deleter_runs_once(str
     del tensor
     producer.synchronize()
     array.free()
+
+
+@pytest.mark.parametrize("kind", ["device", "pinned"])
+def test_to_torch_of_gpu_memory_takes_the_fast_path_and_answers_as_the_general_one(
+        streams, monkeypatch, kind):
+    # to_torch's fast path (_core_convert.pxi) serves Views on any device: it ends in the
+    # same _torch_tensor_of as the general path (stream order included), so a GPU View
+    # meets the same answer — here this PyTorch's own, a CPU build's refusal or tensor —
+    # without arrayport's Python.
+    torch = pytest.importorskip("torch")
+    from arrayport.libraries import _torch as torch_adapter
+    producer, _ = streams
+    array = DeviceArray(VALUES, stream=producer, busy=0, kind=kind)
+    producer.synchronize()
+    view = ap.view(array) if kind == "device" else _core.view_from_pointer(
+        array.ptr, VALUES.shape, None, "float32", readonly=False, owner=array, device=(3, 0),
+        protocol="test")
+    answers = []
+    for convert in (ap.to_torch, torch_adapter.to_torch_general):
+        general = []
+        real = torch_adapter.to_torch_general
+        monkeypatch.setattr(torch_adapter, "to_torch_general",   # (the hook's, by name)
+                            lambda *a, **k: general.append(1) or real(*a, **k))
+        try:
+            tensor = convert(view)
+        except Exception as error:   # a CPU build refuses CUDA memory: its own words
+            answers.append((type(error), str(error)))
+        else:
+            answers.append((tensor.device.type, tensor.data_ptr() == view.ptr,
+                            tensor.tolist() if tensor.device.type == "cpu" else None))
+            del tensor
+        monkeypatch.undo()
+        if convert is ap.to_torch:
+            assert general == [], "the fast path took it"
+    assert answers[0] == answers[1], answers
+    if not (torch.version.cuda or torch.version.hip) and kind == "device":
+        assert issubclass(answers[0][0], (AssertionError, RuntimeError, BufferError))
+    del view
+    gc.collect()
+    array.free()

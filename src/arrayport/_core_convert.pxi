@@ -98,8 +98,10 @@ def legacy_capsule_for_immutable_consumer(View v, stream=None):
 
 
 # ---- the public converters' fast paths ----------------------------------------------------
-# The common call (no options, CPU data PyTorch/NumPy can hold as it is) is decided here in
-# C; everything else goes to arrayport.convert, which owns the rules and their messages.
+# The common call (no options, data PyTorch/NumPy can hold as it is: to_torch's on any
+# device, its tensor made by the same _torch_tensor_of the general path ends in, stream
+# order and all) is decided here in C; everything else goes to arrayport.convert, which
+# owns the rules and their messages.
 
 def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
     """A ``torch.Tensor`` of ``x``, zero-copy when PyTorch can hold the data as it is.
@@ -150,8 +152,8 @@ def to_torch(x, *, device=None, copy=None, stream=None, readonly="copy"):
         if type(x) is _torch_tensor_type:
             return x
         v = x if type(x) is View else _view_or_copy(x, None)
-        if (v._t.device.device_type == APDL_CPU and not (v._flags & APDL_FLAG_READ_ONLY)
-                and _torch_holds(v._t.dtype) and not _has_negative_stride(v)):
+        if (not (v._flags & APDL_FLAG_READ_ONLY) and _torch_holds(v._t.dtype)
+                and not _has_negative_stride(v)):
             if v is x:
                 return _torch_tensor_of(v)
             return _torch_tensor_taking(v)  # v is ours alone: hand over what it holds
