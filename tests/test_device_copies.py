@@ -77,6 +77,9 @@ def test_rows_farther_apart_than_the_device_allows_are_copied_one_by_one():
     assert runs == [(128 * row, 64 * row, 64, 1, 64) for row in range(8)]
     b = np.zeros((4, 2, 32), np.float32)[:, :, :16]     # outer axes stay one run per row
     assert len(plan_runs(b.shape, b.strides, 4, max_pitch=127)) == 8
+    # a limit of 0 is a limit (every pitch passes it); None is none
+    assert len(plan_runs(a.shape, a.strides, 4, max_pitch=0)) == 8
+    assert plan_runs(a.shape, a.strides, 4) == [(0, 0, 64, 8, 128)]
 
 
 def test_copy_to_a_device_without_a_driver_says_so():

@@ -210,16 +210,22 @@ def test_rows_farther_apart_than_the_device_allows_are_copied_row_by_row(nothing
     # Class 4: a 2-D transfer whose pitch passes CU_DEVICE_ATTRIBUTE_MAX_PITCH is refused
     # by the driver (CUDA_ERROR_INVALID_VALUE); such rows go one transfer each (the DMA
     # path: where the strided-copy kernel runs, it packs them instead).
+    # One row a transfer has no pitch: a plain transfer, which no pitch limit bounds — rows
+    # wider than the largest pitch too (a 2-D transfer of them, pitch = width, was refused).
     wide = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
     on_device = ap.view(wide).copy(device="cuda:0")
-    simulator.set_max_pitch(128)                  # rows 256 bytes apart, 64 bytes wide
-    try:
-        before = simulator.counters()["cuMemcpy2DAsync"]
-        strided = on_device[:, :16]
-        np.testing.assert_array_equal(ap.to_numpy(strided.copy(device="cpu")), wide[:, :16])
-        assert simulator.counters()["cuMemcpy2DAsync"] - before == 8
-    finally:
-        simulator.set_max_pitch(0)
+    strided = on_device[:, :16]
+    for max_pitch in (128, 32):                   # rows 256 bytes apart, 64 bytes wide
+        simulator.set_max_pitch(max_pitch)
+        try:
+            before = simulator.counters()
+            np.testing.assert_array_equal(ap.to_numpy(strided.copy(device="cpu")),
+                                          wide[:, :16])
+            after = simulator.counters()
+            assert after["cuMemcpyAsync"] - before["cuMemcpyAsync"] == 8
+            assert after["cuMemcpy2DAsync"] == before["cuMemcpy2DAsync"]
+        finally:
+            simulator.set_max_pitch(0)
     del on_device, strided
 
 

@@ -85,8 +85,9 @@ cdef class _HipResultMemory:
             with nogil:
                 status = ap_hip_free(self.ordinal, address)
         # Through the policy only where HIP's free was not tried (the floor closed, at exit;
-        # a fork's child): after a failed hipFree the memory may be gone, never twice.
-        if status == AP_HIP_ERROR_NOT_INITIALIZED or not self.at_once:
+        # a fork's child; the device not made current): after a failed hipFree the memory
+        # may be gone, and is never freed twice.
+        if status == AP_HIP_NOT_TRIED or not self.at_once:
             try:
                 self.release(address, self.nbytes, self.keep, self.keep_bytes)
             except BaseException:   # at interpreter exit the runtime may be gone
@@ -224,9 +225,14 @@ cdef View _hip_copy_in_session(View v, int32_t ordinal, uintptr_t handle, tuple 
             else:
                 while status == 0 and ap_transfer_runs_next(&plan, &source_offset,
                                                             &destination_offset):
-                    status = ap_hip_session_copy_2d_async(
-                        destination + destination_offset, plan.width, source + source_offset,
-                        plan.pitch, plan.width, plan.rows, handle)
+                    if plan.rows == 1:   # one row: a plain transfer, no pitch to bound
+                        status = ap_hip_session_copy_async(
+                            destination + destination_offset, source + source_offset,
+                            plan.width, handle)
+                    else:
+                        status = ap_hip_session_copy_2d_async(
+                            destination + destination_offset, plan.width,
+                            source + source_offset, plan.pitch, plan.width, plan.rows, handle)
         if status == 0:
             _order_writers_after_copy(_HIP_FLOOR_WAITS, v, ordinal, handle)
     except BufferError:

@@ -38,7 +38,7 @@ cdef extern from "_csrc/hip_floor.h":
     int ap_hip_free(int ordinal, uintptr_t address) nogil
     enum:
         AP_HIP_UNKNOWN_MEMORY
-        AP_HIP_ERROR_NOT_INITIALIZED
+        AP_HIP_NOT_TRIED
         AP_HIP_ENTRY_POINTS
         AP_HIP_ERROR_INVALID_VALUE
         AP_HIP_EVENT_DISABLE_TIMING

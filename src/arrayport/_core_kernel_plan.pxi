@@ -172,15 +172,16 @@ def transfer_runs(shape, byte_strides, int64_t itemsize, max_pitch=None):
     ``itemsize``-byte elements) into C order (_csrc/transfer_runs.h): [(source offset,
     destination offset, width, height, source pitch)] in bytes — ``height`` rows of
     ``width`` contiguous bytes, ``pitch`` apart in the source, back to back in the
-    destination; a pitch larger than ``max_pitch`` (None: no limit) made row by row. Empty
-    when the layout holds no element."""
+    destination; a pitch larger than ``max_pitch`` (None: no limit) made row by row, and a
+    one-row transfer made plain by its caller (no pitch to bound). Empty when the layout
+    holds no element."""
     cdef int64_t shape_c[_LAYOUT_ROOM]
     cdef int64_t strides_c[_LAYOUT_ROOM]
     cdef ap_transfer_runs plan
     cdef int64_t source = 0, destination = 0
     cdef int ndim = _layout_arrays(shape, byte_strides, shape_c, strides_c)
     if ap_transfer_runs_start(&plan, ndim, shape_c, strides_c, itemsize,
-                              0 if max_pitch is None else max_pitch) != 0:
+                              -1 if max_pitch is None else max_pitch) != 0:
         return []
     runs = []
     while ap_transfer_runs_next(&plan, &source, &destination):

@@ -65,6 +65,9 @@ typedef struct {
 #define AP_HIP_MEMORY_TYPE_UNIFIED 11
 /* Not a runtime code: the address is no memory HIP knows (not device, pinned or managed). */
 #define AP_HIP_UNKNOWN_MEMORY (-1)
+/* Not a runtime code: the call was not made (ap_hip_free: the floor closed, or the device
+ * could not be made current). */
+#define AP_HIP_NOT_TRIED (-2)
 #define AP_HIP_MAX_DEVICES 64
 /* How many entry points ap_hip_floor_install takes the addresses of (ap_hip_entry_names). */
 #define AP_HIP_ENTRY_POINTS 14
@@ -372,17 +375,19 @@ static ap_hip_result ap_hip_session_synchronize(uintptr_t stream) {
 }
 
 /* Free device memory of device `ordinal` (hipFree: it waits for the device's work using
- * it), that device current for the call. Outside a session (a result's last View going).
- * The floor closed (at exit) or a fork's child: nothing is called, AP_HIP_ERROR_NOT_INITIALIZED
- * (the caller frees through the Python driver, or not at all). */
+ * it), that device current for the call (a result's last View going; inside a session or
+ * not). AP_HIP_NOT_TRIED where hipFree was not called — the floor closed (at exit), a
+ * fork's child, the device not made current — for the caller to free another way; any
+ * other failure is hipFree's own (the memory may be gone: never freed again). */
 static ap_hip_result ap_hip_free(int ordinal, uintptr_t address) {
     if (!ap_hip_floor.ready) {
         ap_hip_failed = "the HIP floor (closed)";
-        return AP_HIP_ERROR_NOT_INITIALIZED;
+        return AP_HIP_NOT_TRIED;
     }
     int previous = 0, switched = 0;
-    ap_hip_result result = ap_hip_make_current(ordinal, &previous, &switched);
-    if (result == 0 && (result = ap_hip.Free((void *)address)) != 0) ap_hip_failed = "hipFree";
+    if (ap_hip_make_current(ordinal, &previous, &switched) != 0) return AP_HIP_NOT_TRIED;
+    ap_hip_result result = ap_hip.Free((void *)address);
+    if (result != 0) ap_hip_failed = "hipFree";
     ap_hip_restore_device(previous, switched);
     return result;
 }

@@ -9,7 +9,9 @@
  * (contiguous elements make one wide row, else one element a row); the two innermost
  * dimensions make one transfer, outer ones one transfer each. A pitch a transfer cannot use
  * — negative, smaller than a row (overlapping or broadcast memory), or larger than the
- * device's largest (`max_pitch`, > 0) — becomes one transfer per row.
+ * device's largest (`max_pitch`; negative: no limit) — becomes one transfer per row. A
+ * transfer of one row has no pitch: its caller makes it a plain (1-D) transfer, which no
+ * pitch limit bounds however wide the row.
  */
 #ifndef ARRAYPORT_TRANSFER_RUNS_H
 #define ARRAYPORT_TRANSFER_RUNS_H
@@ -54,7 +56,8 @@ static int ap_transfer_runs_start(ap_transfer_runs *plan, int ndim, const int64_
         plan->rows = 1;
         plan->pitch = plan->width;
     }
-    if (plan->pitch < plan->width || (max_pitch > 0 && plan->rows > 1 && plan->pitch > max_pitch)) {
+    if (plan->pitch < plan->width
+            || (max_pitch >= 0 && plan->rows > 1 && plan->pitch > max_pitch)) {
         n++;   /* the rows, walked one by one (their extent and stride are still there) */
         plan->rows = 1;
         plan->pitch = plan->width;

@@ -193,8 +193,12 @@ def _transfer(packed, memory, ends, driver, ordinal, stream, nbytes):
         for src, dst, width, height, pitch in plan_runs(packed.shape, packed.strides,
                                                         packed.itemsize,
                                                         driver.max_pitch(ordinal)):
-            driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
-                                 pitch, width, height, stream)
+            if height == 1:   # one row: a plain transfer, no pitch to bound its width
+                driver.copy_async(ordinal, memory.address + dst, packed.ptr + src, width,
+                                  stream)
+            else:
+                driver.copy_2d_async(ordinal, memory.address + dst, width, packed.ptr + src,
+                                     pitch, width, height, stream)
 
 
 def _pageable(driver, address: int) -> bool:
