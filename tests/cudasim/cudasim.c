@@ -79,8 +79,10 @@
  *     the threshold or less (the default threshold, 0: everything idle goes at each);
  * What it does not model: timing, PTX it has no C build of (such launches answer
  * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits (CUDA_ERROR_TOO_MANY_PEERS),
- * pools' reuse policies (set and reported, not followed), host pools, graphs, IPC, texture
- * and array objects.
+ * pools' reuse policies (set and reported, not followed), host pools, graphs, IPC of memory
+ * pools (cuMemPoolExportToShareableHandle), texture and array objects.
+ *   - interprocess (CUDA IPC of cuMemAlloc memory and of events, between processes that each
+ *     load this library): see "interprocess" for what it keeps.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -90,7 +92,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,12 +144,31 @@ struct CUstream_st {
     struct CUstream_st *gone_next;    /* the streams going with a context, then `retired` */
 };
 
+/* The shared pages of "interprocess" (below). */
+enum { IPC_LIVE = 1, IPC_FREED = 2 };
+struct ipc_header {                     /* the first page of an exported allocation's memfd */
+    char magic[8];
+    uint64_t nonce[2], serial, size;
+    int32_t device, state;
+};
+
+struct ipc_event {                      /* the page of an interprocess event */
+    char magic[8];
+    uint64_t nonce[2];
+    uint64_t recorded, completed;
+    int32_t state;
+};
+
 struct CUevent_st {
     int magic;
     struct CUctx_st *ctx;
     struct CUevent_st *next;          /* every live event, to go with its context */
     struct CUstream_st *stream;       /* where it was last recorded, or NULL */
     uint64_t seq;                     /* the work item that completes it */
+    /* CU_EVENT_INTERPROCESS: its records and completions, counted in a page every process
+     * that opened it maps (see "interprocess"); NULL for a process-local event */
+    struct ipc_event *shared;
+    int shared_fd;                    /* the exporter's memfd of that page (-1 imported) */
 };
 
 enum { OP_MARK, OP_COPY, OP_SET, OP_KERNEL, OP_FREE };
@@ -172,6 +195,10 @@ struct op {
     struct { uintptr_t address; unsigned long serial, generation; } ends[2];
     /* OP_FREE: the pooled block it frees, as it was when the free was called */
     unsigned long freed, generation;
+    /* OP_MARK of an interprocess event: the shared completion count it raises to `signal_to`
+     * when it runs; of a wait on one: the count it waits for (polled: the signal comes from
+     * another process) */
+    uint64_t *signal, signal_to, *awaited, awaited_at;
     op *next;
 };
 
@@ -198,6 +225,16 @@ typedef struct allocation {
     chunk *chunk;                     /* pooled: the chunk of its pool it lies in */
     int busy;                         /* work items touching its bytes right now */
     int dead;                         /* freed: in the graveyard, poisoned */
+    /* Interprocess (see "interprocess"): memory exported with cuIpcGetMemHandle has its bytes
+     * in a memfd, after a header page (`ipc`) every process mapping it shares; `ipc_fd` is
+     * the exporter's descriptor. Memory opened from another process's handle is `imported`
+     * (its opens counted: closed at the last cuIpcCloseMemHandle), and is not this
+     * process's device memory to count. */
+    struct ipc_header *ipc;
+    int ipc_fd;
+    long imported;
+    int ipc_pid;
+    unsigned long ipc_serial;
     struct allocation *next;
     struct allocation *idle_next;     /* pooled, not in use: its place in `idle_blocks` */
 } allocation;
@@ -283,7 +320,8 @@ static __thread int ctx_depth;
     X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemPoolTrimTo) \
     X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
     X(cuMemPoolSetAccess) X(cuMemPoolGetAccess) X(cuDevicePrimaryCtxReset) \
-    X(cuDevicePrimaryCtxGetState)
+    X(cuDevicePrimaryCtxGetState) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) \
+    X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES,
@@ -415,8 +453,14 @@ static int resolve_end(uintptr_t ptr, size_t n, unsigned char **bytes, int *devi
  * bytes go, pinned and managed memory's pages are dropped and made inaccessible, so that a
  * host read is a SIGSEGV, never the old bytes. The addresses stay reserved while the grave
  * lasts: nothing else is given them. */
+static int ipc_freed(const allocation *a);
+static void ipc_unmap(allocation *a);
+#define IPC_READY_BYTES ((size_t)1 << 20)
+static unsigned char *ipc_ready(allocation *a, size_t size);
+
 static void poison(allocation *a) {
-    if (a->kind == MEM_DEVICE) free(a->bytes);
+    if (a->ipc) ipc_unmap(a);
+    else if (a->kind == MEM_DEVICE) free(a->bytes);
     else {
         madvise((void *)a->base, a->reserved, MADV_DONTNEED);
         mprotect((void *)a->base, a->reserved, PROT_NONE);
@@ -462,6 +506,11 @@ static void unpin(allocation *a) {
 }
 
 static void *worker(void *arg);
+static void ipc_signal(uint64_t *count, uint64_t value);
+struct ipc_event;
+static int ipc_event_page(struct CUevent_st *e);
+static int ipc_event_pending(struct ipc_event *shared);
+static void ipc_event_release(struct CUevent_st *e);
 
 static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int per_thread) {
     struct CUstream_st *s = calloc(1, sizeof *s);
@@ -541,7 +590,18 @@ static void enqueue(struct CUstream_st *s, op *o) {
 static int ready(const op *o) {
     for (int i = 0; i < o->ndeps; i++)
         if (o->deps[i].stream->done < o->deps[i].seq) return 0;
-    return 1;
+    return !o->awaited || __atomic_load_n(o->awaited, __ATOMIC_ACQUIRE) >= o->awaited_at;
+}
+
+/* The worker's wait for its next item (lock held): woken by this process's progress, or,
+ * for an item that waits on another process's event, every 100 microseconds to look. */
+static void wait_for_progress(const op *head) {
+    if (!head || !head->awaited || paused) { pthread_cond_wait(&progress, &lock); return; }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100000;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(&progress, &lock, &until);
 }
 
 static void run_kernel(const op *o);
@@ -553,7 +613,7 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&lock);
     for (;;) {
         while (!s->stopping && (paused || !s->head || !ready(s->head)))
-            pthread_cond_wait(&progress, &lock);
+            wait_for_progress(s->head);
         if (s->stopping && !s->head) break;
         op *o = s->head;
         pthread_mutex_unlock(&lock);
@@ -572,7 +632,7 @@ static void *worker(void *arg) {
              i++) {
             if (!o->ends[i].serial) continue;
             allocation *a = by_serial(o->ends[i].serial);
-            if (!a || o->ends[i].generation <= a->freed_through) {
+            if (!a || o->ends[i].generation <= a->freed_through || ipc_freed(a)) {
                 faulted_copy = 1;
                 fault = o->ends[i].address;
                 break;
@@ -600,6 +660,7 @@ static void *worker(void *arg) {
             set_sticky(o->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
         }
         if (o->kind == OP_FREE) pool_free_done(o);
+        if (o->signal) ipc_signal(o->signal, o->signal_to);
         s->head = o->next;
         if (!s->head) s->tail = NULL;
         s->done = o->seq;
@@ -931,7 +992,8 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
 static size_t device_memory_used(int device) {
     size_t used = 0;
     for (allocation *a = allocations; a; a = a->next)
-        if (a->kind == MEM_DEVICE && a->device == device && !a->pooled) used += a->capacity;
+        if (a->kind == MEM_DEVICE && a->device == device && !a->pooled && !a->imported)
+            used += a->capacity;
     for (chunk *c = chunks; c; c = c->next)
         if (c->device == device) used += c->size;
     return used;
@@ -959,7 +1021,10 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
     void *base = mmap(NULL, reserved, kind == MEM_DEVICE ? PROT_NONE : PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) { free(a); return CUDA_ERROR_OUT_OF_MEMORY; }
-    a->bytes = kind == MEM_DEVICE ? calloc(1, size) : base;
+    /* Large cuMemAlloc memory lives in a memfd from the start, ready for CUDA IPC (see
+     * "interprocess"): exporting it then moves no bytes. */
+    if (kind == MEM_DEVICE && !pool && size >= IPC_READY_BYTES) a->bytes = ipc_ready(a, size);
+    else a->bytes = kind == MEM_DEVICE ? calloc(1, size) : base;
     if (!a->bytes) { munmap(base, reserved); free(a); return CUDA_ERROR_OUT_OF_MEMORY; }
     a->base = (uintptr_t)base;
     a->size = a->capacity = size;
@@ -980,7 +1045,10 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
         (charge && device_memory_used(a->device) + charge > device_memory)) {
         pthread_mutex_unlock(&lock);
         free(fresh);
-        free(a->bytes);
+        if (a->ipc) {
+            munmap(a->ipc, page + size);
+            close(a->ipc_fd);
+        } else if (kind == MEM_DEVICE) free(a->bytes);
         munmap(base, reserved);
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1022,7 +1090,8 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
     allocation **link = &allocations;
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
                                              (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))
-                      && !((*link)->pooled && (*link)->pool_state != POOL_LIVE)))
+                      && !((*link)->pooled && (*link)->pool_state != POOL_LIVE)
+                      && !(*link)->imported))          /* cuIpcCloseMemHandle's to close */
         link = &(*link)->next;
     allocation *a = *link;
     if (a && a->pooled) {                 /* back to its pool, free for any stream now */
@@ -1477,7 +1546,16 @@ SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream handle, CUevent event, un
     struct CUevent_st *e = valid_event(event);
     if (s && !e) status = CUDA_ERROR_INVALID_HANDLE;
     if (s && e) status = sticky_of(s->ctx);
-    if (status == CUDA_SUCCESS && e->stream) {    /* never recorded: nothing to wait for */
+    if (status == CUDA_SUCCESS && e->shared) {    /* its last record, in any process */
+        uint64_t target = __atomic_load_n(&e->shared->recorded, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e->shared->completed, __ATOMIC_ACQUIRE) < target) {
+            op *barrier = calloc(1, sizeof *barrier);
+            barrier->kind = OP_MARK;
+            barrier->awaited = &e->shared->completed;
+            barrier->awaited_at = target;
+            enqueue(s, barrier);
+        }
+    } else if (status == CUDA_SUCCESS && e->stream) {   /* never recorded: nothing to wait for */
         op *barrier = calloc(1, sizeof *barrier);   /* may cross contexts and devices */
         barrier->kind = OP_MARK;
         barrier->deps[0].stream = e->stream;
@@ -1493,13 +1571,20 @@ SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int flags) {
     COUNT(cuEventCreate);
     REQUIRE_INIT();
     if (!event) return CUDA_ERROR_INVALID_VALUE;
-    (void)flags;
+    /* "CU_EVENT_DISABLE_TIMING must be set" with CU_EVENT_INTERPROCESS (cuda.h) */
+    if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *ctx = current();
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult broken = sticky_of(ctx);
     if (broken != CUDA_SUCCESS) return broken;
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->shared_fd = -1;
+    if ((flags & CU_EVENT_INTERPROCESS) && !ipc_event_page(e)) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     e->magic = EVENT_MAGIC;
     e->ctx = ctx;
     pthread_mutex_lock(&lock);
@@ -1523,6 +1608,10 @@ SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream handle) {
     if (status == CUDA_SUCCESS) {
         op *mark = calloc(1, sizeof *mark);
         mark->kind = OP_MARK;
+        if (e->shared) {          /* counted where every process that opened it looks */
+            mark->signal = &e->shared->completed;
+            mark->signal_to = __atomic_add_fetch(&e->shared->recorded, 1, __ATOMIC_ACQ_REL);
+        }
         enqueue(s, mark);
         e->stream = s;
         e->seq = mark->seq;
@@ -1537,7 +1626,8 @@ SIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
     pthread_mutex_lock(&lock);
     struct CUevent_st *e = valid_event(event);
     CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : sticky_of(e->ctx);
-    if (status == CUDA_SUCCESS && e->stream && e->stream->done < e->seq)
+    if (status == CUDA_SUCCESS && (e->shared ? ipc_event_pending(e->shared)
+                                             : e->stream && e->stream->done < e->seq))
         status = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&lock);
     return status;
@@ -1549,7 +1639,14 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
     pthread_mutex_lock(&lock);
     struct CUevent_st *e = valid_event(event);
     if (e) COUNT(HOST_SYNCS);
-    if (e && e->stream) wait_for(e->stream, e->seq);
+    if (e && e->shared) {              /* its last record, made in any process */
+        uint64_t target = __atomic_load_n(&e->shared->recorded, __ATOMIC_ACQUIRE);
+        while (__atomic_load_n(&e->shared->completed, __ATOMIC_ACQUIRE) < target) {
+            pthread_mutex_unlock(&lock);
+            usleep(100);
+            pthread_mutex_lock(&lock);
+        }
+    } else if (e && e->stream) wait_for(e->stream, e->seq);
     CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : sticky_of(e->ctx);
     if (e && e->ctx) release_above_thresholds(e->ctx->device);
     pthread_mutex_unlock(&lock);
@@ -1571,6 +1668,7 @@ SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
     pthread_mutex_unlock(&lock);
     if (status != CUDA_SUCCESS) return status;
     __atomic_sub_fetch(&live_events, 1, __ATOMIC_RELAXED);
+    ipc_event_release(e);
     free(e);
     return CUDA_SUCCESS;
 }
@@ -1590,6 +1688,7 @@ static void reset_context(struct CUctx_st *ctx) {
         if (e->ctx != ctx) { link = &e->next; continue; }
         *link = e->next;
         e->magic = 0;                       /* a dead handle; its memory is never reused */
+        ipc_event_release(e);
         __atomic_sub_fetch(&live_events, 1, __ATOMIC_RELAXED);
     }
     for (int d = 0; d < MAX_DEVICES; d++) {
@@ -2133,8 +2232,9 @@ SIM_CONTROL void *cudasim_device_bytes(uint64_t address, size_t size) {
             a->busy++;
         } else a = NULL;
     }
-    void *bytes = a ? a->bytes + ((uintptr_t)address - a->base) : NULL;
-    int freed = !bytes && !peer && freed_at((uintptr_t)address, size);
+    int exporter_freed = a && ipc_freed(a);
+    void *bytes = a && !exporter_freed ? a->bytes + ((uintptr_t)address - a->base) : NULL;
+    int freed = exporter_freed || (!bytes && !peer && freed_at((uintptr_t)address, size));
     pthread_mutex_unlock(&lock);
     if (bytes) return bytes;
     if (freed) __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
@@ -2422,6 +2522,334 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
  * exported here (the header's macros pick the variant: cuMemAlloc is cuMemAlloc_v2, from
  * 3.2). A request names a base name and the CUDA version the caller was built for; the
  * driver answers with the newest variant not newer than that version. */
+
+/* ---- interprocess ------------------------------------------------------------------------------
+ *
+ * CUDA IPC as the driver documents it, between processes that each load this library:
+ *   - cuIpcGetMemHandle takes the base of a cuMemAlloc allocation (anything else, a pool's
+ *     block included, is CUDA_ERROR_INVALID_VALUE). Its bytes move, once, into a memfd after a
+ *     header page; the handle names the exporter's process and descriptor, the allocation's
+ *     serial and a random nonce the header repeats (a forged or stale handle opens nothing:
+ *     CUDA_ERROR_INVALID_HANDLE). Another process opens it through /proc/<pid>/fd, so only
+ *     while the exporter lives, and only a process allowed to read the exporter's descriptors
+ *     (the same user), as a memfd segment of arrayport's host sharing is opened.
+ *   - cuIpcOpenMemHandle needs CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ("must be specified"), a
+ *     current context, and another process: a process opening its own handle gets
+ *     CUDA_ERROR_INVALID_CONTEXT, as on a GPU. Opened again in the same context, the same
+ *     pointer and one more reference; cuIpcCloseMemHandle drops one, and unmaps at the last.
+ *     cuMemFree of an opened pointer is CUDA_ERROR_INVALID_VALUE (it is not an allocation).
+ *   - the exporter freeing the memory while another process has it open is "undefined
+ *     behavior": here the header says freed, and any copy or kernel of the importer that
+ *     touches it faults as freed memory does (sticky CUDA_ERROR_ILLEGAL_ADDRESS; counted:
+ *     freed_memory_accesses), and the handle opens no more.
+ *   - events made with CU_EVENT_INTERPROCESS (only with CU_EVENT_DISABLE_TIMING) keep their
+ *     records and completions as two counters in a shared page: cuEventRecord, in either
+ *     process, counts a record and its mark raises the completions when it runs;
+ *     cuStreamWaitEvent waits, on the GPU's side (a worker polling the page), for the
+ *     records made before it; cuEventQuery and cuEventSynchronize look at the same counters.
+ *     cuIpcGetEventHandle of any other event is CUDA_ERROR_INVALID_VALUE.
+ * The memory and events of another process are the exporter's: they do not count against
+ * this process's device memory, and each open is reported at exit until it is closed. */
+
+#define IPC_MEM_MAGIC "cudasimM"
+#define IPC_EVENT_MAGIC "cudasimE"
+
+typedef struct {                        /* what a CUipcMemHandle / CUipcEventHandle holds */
+    char magic[8];
+    int32_t pid, fd;
+    uint64_t nonce[2], serial, size;
+    int32_t device;
+} ipc_wire;
+_Static_assert(sizeof(ipc_wire) <= CU_IPC_HANDLE_SIZE, "an IPC handle is 64 bytes");
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+static void random_nonce(uint64_t nonce[2]) {
+    FILE *source = fopen("/dev/urandom", "rb");
+    if (!source || fread(nonce, sizeof(uint64_t), 2, source) != 2) {
+        nonce[0] = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+        nonce[1] = (uint64_t)(uintptr_t)nonce ^ ++serials;
+    }
+    if (source) fclose(source);
+}
+
+/* A new memfd of `size` bytes, mapped shared (NULL on failure); its descriptor in *fd. */
+static void *shared_pages(size_t size, int *fd) {
+    *fd = memfd_create("cudasim-ipc", MFD_CLOEXEC);
+    if (*fd < 0) return NULL;
+    void *pages = ftruncate(*fd, (off_t)size) == 0
+                  ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0) : MAP_FAILED;
+    if (pages == MAP_FAILED) { close(*fd); *fd = -1; return NULL; }
+    return pages;
+}
+
+/* Another process's memfd that `wire` names, mapped shared (NULL: it is gone, or not ours
+ * to open, or not `size` bytes). */
+static void *open_shared_pages(const ipc_wire *wire, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)wire->pid, (int)wire->fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    void *pages = fstat(fd, &st) == 0 && (size_t)st.st_size == size
+                  ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    return pages == MAP_FAILED ? NULL : pages;
+}
+
+static int ipc_freed(const allocation *a) {
+    return a->ipc && a->imported &&
+           __atomic_load_n(&a->ipc->state, __ATOMIC_ACQUIRE) != IPC_LIVE;
+}
+
+/* Poisoning an exported or imported allocation (caller holds the lock): the exporter's
+ * free marks the header freed for every importer; the mapping (header and bytes) goes. */
+static void ipc_unmap(allocation *a) {
+    if (!a->imported) {
+        __atomic_store_n(&a->ipc->state, IPC_FREED, __ATOMIC_RELEASE);
+        close(a->ipc_fd);
+    }
+    munmap(a->ipc, page_size() + a->size);
+    a->ipc = NULL;
+}
+
+/* A record's mark has run: the completions count rises to `value` (never falls: records
+ * of two streams may finish out of order). */
+static void ipc_signal(uint64_t *count, uint64_t value) {
+    uint64_t seen = __atomic_load_n(count, __ATOMIC_ACQUIRE);
+    while (seen < value &&
+           !__atomic_compare_exchange_n(count, &seen, value, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        ;
+}
+
+static int ipc_event_pending(struct ipc_event *shared) {
+    return __atomic_load_n(&shared->completed, __ATOMIC_ACQUIRE) <
+           __atomic_load_n(&shared->recorded, __ATOMIC_ACQUIRE);
+}
+
+static int ipc_event_page(struct CUevent_st *e) {
+    struct ipc_event *shared = shared_pages(page_size(), &e->shared_fd);
+    if (!shared) return 0;
+    memcpy(shared->magic, IPC_EVENT_MAGIC, 8);
+    random_nonce(shared->nonce);
+    shared->state = IPC_LIVE;
+    e->shared = shared;
+    return 1;
+}
+
+/* cuEventDestroy of an interprocess event: the exporter's says so to every importer. The
+ * page stays mapped: a record still queued signals it when it runs. */
+static void ipc_event_release(struct CUevent_st *e) {
+    if (!e->shared || e->shared_fd < 0) return;
+    __atomic_store_n(&e->shared->state, IPC_FREED, __ATOMIC_RELEASE);
+    close(e->shared_fd);
+    e->shared_fd = -1;
+}
+
+/* The bytes of a new cuMemAlloc allocation of `size`, in a memfd after its header page
+ * (NULL: out of memory); its serial is filled in when it is exported. */
+static unsigned char *ipc_ready(allocation *a, size_t size) {
+    int fd;
+    size_t page = page_size();
+    unsigned char *pages = shared_pages(page + size, &fd);
+    if (!pages) return NULL;
+    struct ipc_header *header = (struct ipc_header *)pages;
+    memcpy(header->magic, IPC_MEM_MAGIC, 8);
+    random_nonce(header->nonce);
+    header->size = size;
+    header->state = IPC_LIVE;
+    a->ipc = header;
+    a->ipc_fd = fd;
+    return pages + page;
+}
+
+/* Moves a cuMemAlloc allocation's bytes into a memfd (caller holds the lock): after the
+ * work touching them now, so that no copy or kernel is left with the old bytes. */
+static CUresult ipc_export(allocation *a) {
+    while (a->busy) pthread_cond_wait(&progress, &lock);
+    int fd;
+    size_t page = page_size();
+    unsigned char *pages = shared_pages(page + a->size, &fd);
+    if (!pages) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct ipc_header *header = (struct ipc_header *)pages;
+    memcpy(header->magic, IPC_MEM_MAGIC, 8);
+    random_nonce(header->nonce);
+    header->serial = a->serial;
+    header->size = a->size;
+    header->device = a->device;
+    header->state = IPC_LIVE;
+    memcpy(pages + page, a->bytes, a->size);
+    free(a->bytes);
+    a->bytes = pages + page;
+    a->ipc = header;
+    a->ipc_fd = fd;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
+    COUNT(cuIpcGetMemHandle);
+    REQUIRE_INIT();
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult status = sticky_of(current());
+    if (status != CUDA_SUCCESS) return status;
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    allocation *a = find((uintptr_t)dptr, 0);
+    /* "the base of an existing device memory allocation created with cuMemAlloc" */
+    if (!a || a->kind != MEM_DEVICE || a->base != (uintptr_t)dptr || a->pooled || a->imported)
+        status = CUDA_ERROR_INVALID_VALUE;
+    else if (!a->ipc)
+        status = ipc_export(a);
+    if (status == CUDA_SUCCESS) {
+        a->ipc->serial = a->serial;
+        a->ipc->device = a->device;
+        ipc_wire wire = {.pid = getpid(), .fd = a->ipc_fd, .serial = a->serial,
+                         .size = a->size, .device = a->device};
+        memcpy(wire.magic, IPC_MEM_MAGIC, 8);
+        memcpy(wire.nonce, a->ipc->nonce, sizeof wire.nonce);
+        memset(handle, 0, sizeof *handle);
+        memcpy(handle->reserved, &wire, sizeof wire);
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                               unsigned int flags) {
+    COUNT(cuIpcOpenMemHandle);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult status = sticky_of(ctx);
+    if (status != CUDA_SUCCESS) return status;
+    if (!pdptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
+    ipc_wire wire;
+    memcpy(&wire, handle.reserved, sizeof wire);
+    if (memcmp(wire.magic, IPC_MEM_MAGIC, 8) != 0 || wire.size == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (wire.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;   /* its own handle */
+    if (wire.device < 0 || wire.device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    for (allocation *a = allocations; a; a = a->next)   /* opened here already: once more */
+        if (a->imported && a->ctx == ctx && a->ipc_pid == wire.pid &&
+            a->ipc_serial == wire.serial && !ipc_freed(a) &&
+            !memcmp(a->ipc->nonce, wire.nonce, sizeof wire.nonce)) {
+            a->imported++;
+            *pdptr = a->base;
+            pthread_mutex_unlock(&lock);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&lock);
+    size_t page = page_size(), reserved = (wire.size + page - 1) / page * page;
+    unsigned char *pages = open_shared_pages(&wire, page + wire.size);
+    struct ipc_header *header = (struct ipc_header *)pages;
+    if (!pages || memcmp(header->magic, IPC_MEM_MAGIC, 8) != 0 ||
+        memcmp(header->nonce, wire.nonce, sizeof wire.nonce) != 0 ||
+        header->serial != wire.serial ||
+        __atomic_load_n(&header->state, __ATOMIC_ACQUIRE) != IPC_LIVE) {
+        if (pages) munmap(pages, page + wire.size);
+        return CUDA_ERROR_INVALID_HANDLE;   /* gone, freed, or never this memory */
+    }
+    allocation *a = calloc(1, sizeof *a);
+    void *base = a ? mmap(NULL, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                          -1, 0) : MAP_FAILED;
+    if (base == MAP_FAILED) {
+        free(a);
+        munmap(pages, page + wire.size);
+        return CUDA_ERROR_MAP_FAILED;
+    }
+    a->base = (uintptr_t)base;
+    a->size = wire.size;
+    a->reserved = reserved;
+    a->kind = MEM_DEVICE;
+    a->device = wire.device;
+    a->ctx = ctx;
+    a->bytes = pages + page;
+    a->ipc = header;
+    a->ipc_fd = -1;
+    a->imported = 1;
+    a->ipc_pid = wire.pid;
+    a->ipc_serial = wire.serial;
+    pthread_mutex_lock(&lock);
+    a->serial = ++serials;
+    a->generation = ++generations;
+    a->next = allocations;
+    allocations = a;
+    pthread_mutex_unlock(&lock);
+    *pdptr = a->base;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+    COUNT(cuIpcCloseMemHandle);
+    REQUIRE_INIT();
+    if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult broken = sticky_of(current());
+    if (broken != CUDA_SUCCESS) return broken;
+    pthread_mutex_lock(&lock);
+    allocation **link = &allocations;
+    while (*link && !((*link)->base == (uintptr_t)dptr && (*link)->imported)) link = &(*link)->next;
+    allocation *a = *link;
+    if (a && --a->imported == 0) {      /* the last reference: unmapped */
+        *link = a->next;
+        a->imported = 1;                /* still another process's memory while it is buried */
+        bury(a);
+    }
+    pthread_mutex_unlock(&lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event) {
+    COUNT(cuIpcGetEventHandle);
+    REQUIRE_INIT();
+    pthread_mutex_lock(&lock);
+    struct CUevent_st *e = valid_event(event);
+    CUresult status = !e ? CUDA_ERROR_INVALID_HANDLE : !handle || !e->shared || e->shared_fd < 0
+                      ? CUDA_ERROR_INVALID_VALUE : sticky_of(e->ctx);
+    if (status == CUDA_SUCCESS) {
+        ipc_wire wire = {.pid = getpid(), .fd = e->shared_fd};
+        memcpy(wire.magic, IPC_EVENT_MAGIC, 8);
+        memcpy(wire.nonce, e->shared->nonce, sizeof wire.nonce);
+        memset(handle, 0, sizeof *handle);
+        memcpy(handle->reserved, &wire, sizeof wire);
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle) {
+    COUNT(cuIpcOpenEventHandle);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult status = sticky_of(ctx);
+    if (status != CUDA_SUCCESS) return status;
+    if (!event) return CUDA_ERROR_INVALID_VALUE;
+    ipc_wire wire;
+    memcpy(&wire, handle.reserved, sizeof wire);
+    if (memcmp(wire.magic, IPC_EVENT_MAGIC, 8) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (wire.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
+    struct ipc_event *shared = open_shared_pages(&wire, page_size());
+    if (!shared || memcmp(shared->magic, IPC_EVENT_MAGIC, 8) != 0 ||
+        memcmp(shared->nonce, wire.nonce, sizeof wire.nonce) != 0 ||
+        __atomic_load_n(&shared->state, __ATOMIC_ACQUIRE) != IPC_LIVE) {
+        if (shared) munmap(shared, page_size());
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e) { munmap(shared, page_size()); return CUDA_ERROR_OUT_OF_MEMORY; }
+    e->magic = EVENT_MAGIC;
+    e->ctx = ctx;
+    e->shared = shared;
+    e->shared_fd = -1;
+    pthread_mutex_lock(&lock);
+    e->next = events;
+    events = e;
+    pthread_mutex_unlock(&lock);
+    __atomic_add_fetch(&live_events, 1, __ATOMIC_RELAXED);
+    *event = e;
+    return CUDA_SUCCESS;
+}
+
 #define PROCS(X) X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) \
     X(cuDeviceGetCount, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceGetName, 2000) \
     X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
@@ -2450,7 +2878,9 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
     X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020) \
     X(cuStreamIsCapturing, 10000) X(cuDeviceCanAccessPeer, 4000) \
     X(cuCtxEnablePeerAccess, 4000) X(cuCtxDisablePeerAccess, 4000) \
-    X(cuDevicePrimaryCtxReset, 11000)
+    X(cuDevicePrimaryCtxReset, 11000) X(cuIpcGetMemHandle, 4010) \
+    X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010) X(cuIpcGetEventHandle, 4010) \
+    X(cuIpcOpenEventHandle, 4010)
 
 /* Entry points whose newer variant has a name of its own in the header rather than a macro
  * (cuDeviceGetUuid_v2): the base name, the variant, the version that introduced it. */

@@ -1,0 +1,41 @@
+"""The CUDA IPC calls of the driver, declared for ctypes: for the simulator's interprocess
+tests (tests/test_cudasim_ipc.py), in the test process and in the child processes it starts
+(which import this module alone, not the simulator's builder)."""
+
+import ctypes
+
+u64, handle = ctypes.c_uint64, ctypes.c_void_p
+
+
+class IpcHandle(ctypes.Structure):
+    """CUipcMemHandle and CUipcEventHandle: 64 opaque bytes, passed by value."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def declare(cuda):
+    """The argument types of the calls these tests make (in either process)."""
+    cuda.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(handle), ctypes.c_int]
+    cuda.cuCtxPushCurrent_v2.argtypes = [handle]
+    cuda.cuStreamCreate.argtypes = [ctypes.POINTER(handle), ctypes.c_uint]
+    cuda.cuEventCreate.argtypes = [ctypes.POINTER(handle), ctypes.c_uint]
+    cuda.cuEventRecord.argtypes = [handle, handle]
+    cuda.cuEventQuery.argtypes = [handle]
+    cuda.cuEventSynchronize.argtypes = [handle]
+    cuda.cuEventDestroy_v2.argtypes = [handle]
+    cuda.cuStreamWaitEvent.argtypes = [handle, handle, ctypes.c_uint]
+    cuda.cuStreamSynchronize.argtypes = [handle]
+    cuda.cuStreamDestroy_v2.argtypes = [handle]
+    cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t]
+    cuda.cuMemFree_v2.argtypes = [u64]
+    cuda.cuMemHostAlloc.argtypes = [ctypes.POINTER(handle), ctypes.c_size_t, ctypes.c_uint]
+    cuda.cuMemFreeHost.argtypes = [handle]
+    cuda.cuMemsetD8Async.argtypes = [u64, ctypes.c_ubyte, ctypes.c_size_t, handle]
+    cuda.cuMemcpyHtoD_v2.argtypes = [u64, handle, ctypes.c_size_t]
+    cuda.cuMemcpyDtoH_v2.argtypes = [handle, u64, ctypes.c_size_t]
+    cuda.cuMemcpyDtoHAsync_v2.argtypes = [handle, u64, ctypes.c_size_t, handle]
+    cuda.cuMemGetInfo_v2.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
+    cuda.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), u64]
+    cuda.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(u64), IpcHandle, ctypes.c_uint]
+    cuda.cuIpcCloseMemHandle.argtypes = [u64]
+    cuda.cuIpcGetEventHandle.argtypes = [ctypes.POINTER(IpcHandle), handle]
+    cuda.cuIpcOpenEventHandle.argtypes = [ctypes.POINTER(handle), IpcHandle]

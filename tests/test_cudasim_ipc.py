@@ -1,0 +1,294 @@
+"""The CUDA driver simulator between processes (issue 55): CUDA IPC of cuMemAlloc memory and
+of interprocess events, each rule the simulator keeps ("interprocess" in
+tests/cudasim/cudasim.c) broken on purpose. This process exports; a child process loads its
+own copy of the simulator and imports, as a second process on a GPU machine would."""
+
+import ctypes
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cudasim
+
+PATH = cudasim.library()
+pytestmark = pytest.mark.skipif(PATH is None, reason=cudasim.unavailable())
+
+SUCCESS, INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE, NOT_READY = 0, 1, 201, 400, 600
+ILLEGAL_ADDRESS = 700
+NON_BLOCKING, LAZY_ENABLE_PEER_ACCESS = 1, 1
+DISABLE_TIMING, INTERPROCESS = 2, 4
+from cuda_ipc import IpcHandle, declare, handle, u64
+
+# The importer: a child process with the simulator loaded and device 0's primary context
+# current, the handles (hex) in sys.argv; what it found, as JSON on its last line.
+IMPORTER = f"""
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, {str(Path(__file__).parent / "helpers")!r})
+from cuda_ipc import IpcHandle, declare, u64, handle
+cuda = ctypes.CDLL({PATH!r})
+declare(cuda)
+cuda.cuInit(0)
+context = handle()
+cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
+cuda.cuCtxPushCurrent_v2(context)
+handles = [IpcHandle.from_buffer_copy(bytes.fromhex(text)) for text in sys.argv[1:]]
+found = {{}}
+def open_memory(h):
+    pointer = u64()
+    status = cuda.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), h, 1)
+    return status, pointer.value
+def read(pointer, n):
+    out = np.zeros(n, np.uint8)
+    status = cuda.cuMemcpyDtoH_v2(out.ctypes.data, pointer, n)
+    return status, out.tolist()
+"""
+
+
+def importer(body: str, *handles, stdin=None, timeout=60) -> subprocess.Popen | dict:
+    """Run ``body`` in the importer; its ``found`` dict, or the process when it is to be
+    talked to (``stdin=subprocess.PIPE``)."""
+    code = IMPORTER + textwrap.dedent(body) + "\nprint(json.dumps(found), flush=True)\n"
+    arguments = [sys.executable, "-c", code, *(bytes(h).hex() for h in handles)]
+    if stdin is not None:
+        return subprocess.Popen(arguments, stdin=stdin, stdout=subprocess.PIPE, text=True)
+    child = subprocess.run(arguments, capture_output=True, text=True, timeout=timeout)
+    assert child.returncode == 0, child.stderr
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sim():
+    simulator = cudasim.Simulator(PATH)
+    declare(simulator.cuda)
+    assert simulator.cuda.cuInit(0) == SUCCESS
+    context = handle()
+    assert simulator.cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == SUCCESS
+    assert simulator.cuda.cuCtxPushCurrent_v2(context) == SUCCESS
+    yield simulator
+    simulator.cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
+
+
+@pytest.fixture
+def cuda(sim):
+    return sim.cuda
+
+
+def alloc(cuda, data: bytes) -> int:
+    address = u64()
+    assert cuda.cuMemAlloc_v2(ctypes.byref(address), len(data)) == SUCCESS
+    assert cuda.cuMemcpyHtoD_v2(address.value, data, len(data)) == SUCCESS
+    return address.value
+
+
+def read(cuda, address: int, n: int) -> list:
+    out = np.zeros(n, np.uint8)
+    assert cuda.cuMemcpyDtoH_v2(out.ctypes.data, address, n) == SUCCESS
+    return out.tolist()
+
+
+def export(cuda, address: int) -> IpcHandle:
+    h = IpcHandle()
+    assert cuda.cuIpcGetMemHandle(ctypes.byref(h), address) == SUCCESS
+    return h
+
+
+def test_memory_opened_in_another_process_is_the_same_memory(cuda):
+    address = alloc(cuda, bytes(range(16)))
+    found = importer("""
+        status, pointer = open_memory(handles[0])
+        found["open"] = status
+        found["read"] = read(pointer, 16)
+        cuda.cuMemcpyHtoD_v2(pointer, bytes([9] * 4), 4)      # a write the exporter sees
+        found["close"] = cuda.cuIpcCloseMemHandle(pointer)
+    """, export(cuda, address))
+    assert found == {"open": SUCCESS, "read": [SUCCESS, list(range(16))], "close": SUCCESS}
+    assert read(cuda, address, 16) == [9] * 4 + list(range(4, 16))
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+
+
+def test_a_handle_opens_once_per_context_and_closes_at_the_last_reference(cuda):
+    address = alloc(cuda, bytes(8))
+    found = importer("""
+        first, second = open_memory(handles[0]), open_memory(handles[0])
+        found["same pointer"] = first[1] == second[1] and first[0] == second[0] == 0
+        found["cuMemFree of it"] = cuda.cuMemFree_v2(first[1])
+        found["closes"] = [cuda.cuIpcCloseMemHandle(first[1]) for _ in range(3)]
+        found["read after the last close"] = read(first[1], 8)[0]
+    """, export(cuda, address))
+    assert found == {"same pointer": True, "cuMemFree of it": INVALID_VALUE,
+                     "closes": [SUCCESS, SUCCESS, INVALID_VALUE],
+                     "read after the last close": ILLEGAL_ADDRESS}
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+
+
+def test_a_process_cannot_open_its_own_handle(cuda):
+    address = alloc(cuda, bytes(8))
+    pointer = u64()
+    assert cuda.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), export(cuda, address),
+                                      LAZY_ENABLE_PEER_ACCESS) == INVALID_CONTEXT
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+
+
+def test_only_the_base_of_a_cumemalloc_allocation_is_exported(cuda):
+    address = alloc(cuda, bytes(64))
+    h = IpcHandle()
+    assert cuda.cuIpcGetMemHandle(ctypes.byref(h), address + 8) == INVALID_VALUE
+    pool_block, stream = u64(), handle()
+    assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle]
+    cuda.cuMemFreeAsync.argtypes = [u64, handle]
+    assert cuda.cuMemAllocAsync(ctypes.byref(pool_block), 64, stream) == SUCCESS
+    assert cuda.cuIpcGetMemHandle(ctypes.byref(h), pool_block.value) == INVALID_VALUE
+    assert cuda.cuMemFreeAsync(pool_block.value, stream) == SUCCESS
+    assert cuda.cuStreamSynchronize(stream) == SUCCESS
+    assert cuda.cuStreamDestroy_v2(stream) == SUCCESS
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+
+
+def test_opening_needs_the_documented_flag(cuda):
+    address = alloc(cuda, bytes(8))
+    found = importer("""
+        pointer = u64()
+        found["flags 0"] = cuda.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), handles[0], 0)
+    """, export(cuda, address))
+    assert found == {"flags 0": INVALID_VALUE}
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+
+
+def test_a_freed_or_forged_handle_opens_nothing(cuda):
+    address = alloc(cuda, bytes(8))
+    good = export(cuda, address)
+    forged = IpcHandle.from_buffer_copy(bytes(good)[:16] + bytes(8) + bytes(good)[24:])
+    assert bytes(forged) != bytes(good)                        # the same memory, another nonce
+    found = importer("""
+        found["forged"] = open_memory(handles[1])[0]
+        print("opened", flush=True)
+        sys.stdin.readline()                       # the exporter frees it meanwhile
+        found["freed"] = open_memory(handles[0])[0]
+    """, good, forged, stdin=subprocess.PIPE)
+    assert found.stdout.readline().strip() == "opened"
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+    out, _ = found.communicate("go\n", timeout=60)
+    assert json.loads(out.strip().splitlines()[-1]) == {"forged": INVALID_HANDLE,
+                                                        "freed": INVALID_HANDLE}
+
+
+def test_memory_freed_by_its_exporter_faults_the_importers_work(cuda):
+    address = alloc(cuda, bytes(8))
+    child = importer("""
+        status, pointer = open_memory(handles[0])
+        found["open"] = status
+        print("opened", flush=True)
+        sys.stdin.readline()
+        found["copy"] = read(pointer, 8)[0]          # undefined on a GPU: a fault here
+        found["close"] = cuda.cuIpcCloseMemHandle(pointer)
+    """, export(cuda, address), stdin=subprocess.PIPE)
+    assert child.stdout.readline().strip() == "opened"
+    assert cuda.cuMemFree_v2(address) == SUCCESS
+    out, _ = child.communicate("go\n", timeout=60)
+    assert json.loads(out.strip().splitlines()[-1]) == {
+        "open": SUCCESS, "copy": ILLEGAL_ADDRESS, "close": ILLEGAL_ADDRESS}
+
+
+def test_opened_memory_is_not_the_importers_device_memory():
+    found = importer("""
+        free_, total = ctypes.c_size_t(), ctypes.c_size_t()
+        cuda.cuMemGetInfo_v2(ctypes.byref(free_), ctypes.byref(total))
+        found["used"] = total.value - free_.value
+    """)
+    assert found == {"used": 0}
+
+
+def test_an_interprocess_event_needs_timing_disabled(cuda):
+    event = handle()
+    assert cuda.cuEventCreate(ctypes.byref(event), INTERPROCESS) == INVALID_VALUE
+    assert cuda.cuEventCreate(ctypes.byref(event), DISABLE_TIMING) == SUCCESS
+    h = IpcHandle()
+    assert cuda.cuIpcGetEventHandle(ctypes.byref(h), event) == INVALID_VALUE   # not one
+    assert cuda.cuEventDestroy_v2(event) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), INTERPROCESS | DISABLE_TIMING) == SUCCESS
+    assert cuda.cuIpcGetEventHandle(ctypes.byref(h), event) == SUCCESS
+    opened = handle()
+    assert cuda.cuIpcOpenEventHandle(ctypes.byref(opened), h) == INVALID_CONTEXT
+    assert cuda.cuEventDestroy_v2(event) == SUCCESS
+
+
+def pending_write(cuda, sim, wait: bool) -> list:
+    """The exporter's stream writes 7s into memory the importer reads; the exporter's streams
+    paused until the importer has queued its read, so the write is still pending then. The
+    importer waits on the exporter's interprocess event, or not at all."""
+    address = alloc(cuda, bytes(8))
+    stream, event = handle(), handle()
+    assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), INTERPROCESS | DISABLE_TIMING) == SUCCESS
+    memory, event_handle = export(cuda, address), IpcHandle()
+    before = sim.counters()["host_synchronizations"]
+    sim.set_paused(True)
+    try:
+        assert cuda.cuMemsetD8Async(address, 7, 8, stream) == SUCCESS
+        assert cuda.cuEventRecord(event, stream) == SUCCESS
+        assert cuda.cuIpcGetEventHandle(ctypes.byref(event_handle), event) == SUCCESS
+        child = importer(f"""
+            status, pointer = open_memory(handles[0])
+            event, stream = handle(), handle()
+            cuda.cuIpcOpenEventHandle(ctypes.byref(event), handles[1])
+            cuda.cuStreamCreate(ctypes.byref(stream), 1)
+            if {wait}:
+                cuda.cuStreamWaitEvent(stream, event, 0)
+            out = handle()       # pinned: a copy into pageable memory would return when done
+            cuda.cuMemHostAlloc(ctypes.byref(out), 8, 0)
+            cuda.cuMemcpyDtoHAsync_v2(out, pointer, 8, stream)
+            if not {wait}:      # read while the exporter's streams are still paused
+                cuda.cuStreamSynchronize(stream)
+            found["query"] = cuda.cuEventQuery(event)
+            print("queued", flush=True)
+            cuda.cuStreamSynchronize(stream)
+            found["read"] = list(ctypes.string_at(out, 8))
+            cuda.cuMemFreeHost(out)
+            found["query after"] = cuda.cuEventQuery(event)
+            cuda.cuEventDestroy_v2(event)
+            cuda.cuStreamDestroy_v2(stream)
+            cuda.cuIpcCloseMemHandle(pointer)
+        """, memory, event_handle, stdin=subprocess.PIPE)
+        assert child.stdout.readline().strip() == "queued"
+    finally:
+        sim.set_paused(False)
+    out, _ = child.communicate("", timeout=60)
+    found = json.loads(out.strip().splitlines()[-1])
+    assert sim.counters()["host_synchronizations"] == before   # the exporter never waited
+    assert cuda.cuStreamSynchronize(stream) == SUCCESS
+    assert found["query"] == NOT_READY                  # the exporter's record, still pending
+    if wait:
+        assert found["query after"] == SUCCESS
+    for call, argument in ((cuda.cuEventDestroy_v2, event), (cuda.cuStreamDestroy_v2, stream),
+                           (cuda.cuMemFree_v2, address)):
+        assert call(argument) == SUCCESS
+    return found["read"]
+
+
+def test_an_importer_waiting_on_the_interprocess_event_reads_the_pending_write(cuda, sim):
+    assert pending_write(cuda, sim, wait=True) == [7] * 8
+
+
+def test_an_importer_that_does_not_wait_reads_stale_memory(cuda, sim):
+    assert pending_write(cuda, sim, wait=False) == [0] * 8
+
+
+def test_what_an_importer_never_closed_is_reported_at_its_exit(cuda, tmp_path):
+    address = alloc(cuda, bytes(8))
+    report = tmp_path / "report"
+    code = IMPORTER.replace("import ctypes, json, sys",
+                            f"import os; os.environ['CUDASIM_REPORT'] = {str(report)!r}\n"
+                            "import ctypes, json, sys")
+    child = subprocess.run([sys.executable, "-c", code + "open_memory(handles[0])\n",
+                            bytes(export(cuda, address)).hex()], capture_output=True,
+                           text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert "never released: 1 allocations" in report.read_text()
+    assert cuda.cuMemFree_v2(address) == SUCCESS
