@@ -1004,9 +1004,10 @@ def test_pinned_memory_waits_for_pending_work_then_travels_as_cpu(cuda, streams)
     del pinned, back
 
 
-def test_device_memory_is_not_shared_through_host_shared_memory(cuda):
+def test_device_memory_is_shared_by_cuda_ipc_never_through_host_shared_memory(cuda):
     on_gpu = device_array(np.zeros(2))
-    with pytest.raises(BufferError, match="in cuda:0 memory; share a host copy"):
-        on_gpu.share()
-    assert not cuda.log
+    handle = on_gpu.share()                  # cuMemAlloc memory: exported as it is
+    assert handle.kind == "cuda-ipc"
+    assert not [entry for entry in cuda.log if "copy" in entry[0]]   # no byte moved
+    handle.revoke()
     del on_gpu

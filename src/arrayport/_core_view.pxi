@@ -765,7 +765,8 @@ cdef class View:
         return _hook(_reduce_view_hook, "reduce_view")(self, protocol)
 
     def share(self, readonly=None):
-        """Copy this View's host data once into POSIX shared memory.
+        """Share this View with other processes of the machine: host data copied once into
+        shared memory; CUDA device memory by CUDA IPC, no copy (docs/processes.md).
 
         Parameters
         ----------
@@ -774,24 +775,26 @@ cdef class View:
 
         Returns
         -------
-        SharedHandle
-            Picklable (a few hundred bytes); ``View.from_shared(handle)`` maps the segment in any
-            process on the machine. This process owns the name (``handle.unlink()``).
+        SharedHandle or CudaSharedHandle
+            Picklable (a few hundred bytes); ``View.from_shared(handle)`` maps the segment (the
+            device memory) in any process on the machine. This process owns the segment
+            (``handle.unlink()``); a device View is kept while receivers hold it.
 
         Raises
         ------
         BufferError
-            Memory the host cannot read.
+            Device memory that cannot be shared (not CUDA, or no IPC in the driver).
         """
         return _hook(_share_hook, "share")(self, readonly)
 
     @staticmethod
     def from_shared(handle):
-        """A zero-copy View of the shared-memory segment ``handle`` names.
+        """A zero-copy View of the shared-memory segment (or CUDA device memory) ``handle``
+        names.
 
         Parameters
         ----------
-        handle : SharedHandle
+        handle : SharedHandle or CudaSharedHandle
             From ``View.share()``, in this process or another on the same machine.
 
         Returns

@@ -15,7 +15,8 @@ Decisions (docs/processes.md):
 - Memory the host can read (CPU, pinned CUDA/ROCm host memory) is sent after the GPU work
   pending on it; it arrives as CPU memory. Device memory is refused — a silent device→host
   copy is never made — unless ``device_pickling("host")`` says to copy it to the host (it
-  then arrives as a CPU View). CUDA IPC handles belong to the GPU issue.
+  then arrives as a CPU View). A device View crosses processes by ``view.share()`` (CUDA
+  IPC, gpu.ipc); pickling does not make handles by itself yet.
 """
 
 from __future__ import annotations

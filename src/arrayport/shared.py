@@ -182,7 +182,7 @@ class _Segment(mmap.mmap):
     readonly_after: bool
 
 
-def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
+def empty_shared(shape, dtype="float64", *, readonly_after: bool = False, device=None):
     """A writable, zero-filled host View in a new shared-memory segment, to fill in place;
     its ``share()`` hands out that segment — no copy.
 
@@ -198,6 +198,10 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
         Advisory: the segment itself cannot be sealed against writes while this process
         holds a writable mapping, so a process that alters its handle maps it writable;
         for a read-only segment the kernel enforces, ``share()`` a copy (``v.copy()``).
+    device : str, optional
+        ``"cuda:N"``: a View of CUDA device memory that CUDA can export (``cuMemAlloc``), not
+        zero-filled (as ``torch.empty``), whose ``share()`` needs no copy (gpu.ipc); None or
+        ``"cpu"``: a host segment.
 
     Returns
     -------
@@ -215,6 +219,8 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     7.0
     """
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if device is not None and str(device) != "cpu":
+        return _empty_on_device(shape, dtype, device)
     if not all(type(extent) is int and extent >= 0 for extent in shape):
         raise ValueError(f"empty_shared: shape must be non-negative ints, got {shape!r}")
     dtype = DType(dtype)
@@ -235,6 +241,27 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False):
     view = _core.view_over_buffer(pages, tuple(item), shape, None, False, "shared")
     pages.address = view.ptr
     return view
+
+
+def _empty_on_device(shape, dtype, device):
+    """``empty_shared(..., device="cuda:N")``: device memory of its own allocation, which
+    CUDA IPC exports as it is."""
+    from arrayport.devices import Device
+    from arrayport.gpu import cuda
+    target = Device(device)
+    if int(target.type) != 2:
+        raise ValueError(f"empty_shared: device must be 'cpu' or 'cuda:N', got {device!r}")
+    if not all(type(extent) is int and extent >= 0 for extent in shape):
+        raise ValueError(f"empty_shared: shape must be non-negative ints, got {shape!r}")
+    dtype = DType(dtype)
+    item = (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
+    try:
+        nbytes = _core.layout_nbytes(shape, item, "empty_shared")
+    except BufferError as error:
+        raise ValueError(str(error)) from None
+    memory = cuda.driver.allocate_device(target.id, max(nbytes, 1))
+    return _core.view_from_pointer(memory.address, shape, None, dtype, readonly=False,
+                                   owner=memory, device=(2, target.id), protocol="shared")
 
 
 def _mapped(mapping, descriptor: int, size: int):
@@ -305,9 +332,9 @@ def share(view, readonly=None) -> SharedHandle:
     own = _segment_of(view, readonly)
     if own is not None:
         return own
-    if not view.device.type.is_host_accessible:
-        raise BufferError(f"shared: the View is in {view.device} memory; share a host copy "
-                          f"(view.copy(device='cpu').share()) — CUDA IPC is not supported yet")
+    if not view.device.type.is_host_accessible:   # device memory: CUDA IPC (gpu.ipc)
+        from arrayport.gpu.ipc import share_device
+        return share_device(view, readonly)
     readonly = view.readonly if readonly is None else bool(readonly)
     dtype = view.dtype
     item = SharedItem(int(dtype.code), dtype.bits, dtype.lanes, dtype.padded)
@@ -416,7 +443,11 @@ def _open_memfd(handle) -> tuple[int, bool]:
 
 
 def from_shared(handle) -> object:
-    """A zero-copy View of the segment ``handle`` locates, mapped into this process."""
+    """A zero-copy View of the segment ``handle`` locates, mapped into this process (of the
+    device memory, for a CUDA handle: gpu.ipc)."""
+    if getattr(handle, "kind", None) == "cuda-ipc":
+        from arrayport.gpu.ipc import open_device
+        return open_device(handle)
     item = _check_handle(handle)
     readonly = handle.readonly
     if handle.kind == "memfd":

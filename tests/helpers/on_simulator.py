@@ -70,12 +70,13 @@ def producer_stream():
 @pytest.fixture
 def nothing_leaks():
     """No allocation, stream or event outlives the test — but the one event per context
-    the driver keeps for reuse, the pinned ring's chunks, and dead copy results' blocks
+    the driver keeps for reuse, sharing's events and streams (gpu.ipc), the pinned ring's chunks, and dead copy results' blocks
     held until their pool's next return (all released at exit: tests/test_gpu_suite.py
     checks that)."""
-    from arrayport.gpu import staging
+    from arrayport.gpu import ipc, staging
     before = simulator.live() if simulator else None
     cached = cuda_driver.driver.cached_events()
+    sharing = ipc.kept()
     ring = staging.held(cuda_driver.driver)
     held = cuda_driver.driver.memory.held_results()
     yield
@@ -87,6 +88,8 @@ def nothing_leaks():
         allocations -= ring_now[0] - ring[0]
         allocations -= cuda_driver.driver.memory.held_results() - held  # held for one wait
         kept += ring_now[1] - ring[1]
+        kept += ipc.kept()[0] - sharing[0]                # sharing's, kept for reuse
+        streams -= ipc.kept()[1] - sharing[1]
         assert (allocations, events - kept, streams) == before, \
             "device memory, events or streams left behind"
 

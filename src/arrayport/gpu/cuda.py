@@ -105,6 +105,25 @@ _SIGNATURES = {
 }
 
 
+class IpcHandle(ctypes.Structure):
+    """CUipcMemHandle / CUipcEventHandle: 64 opaque bytes, passed by value."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+# CUDA IPC and what sharing needs besides (``gpu.ipc``): declared when a share first asks,
+# not at open — a driver without them (a test's stand-in) serves everything else.
+IPC_SIGNATURES = {
+    "cuIpcGetMemHandle": [ctypes.POINTER(IpcHandle), c_address],
+    "cuIpcOpenMemHandle_v2": [ctypes.POINTER(c_address), IpcHandle, ctypes.c_uint],
+    "cuIpcCloseMemHandle": [c_address],
+    "cuIpcGetEventHandle": [ctypes.POINTER(IpcHandle), c_handle],
+    "cuIpcOpenEventHandle": [ctypes.POINTER(c_handle), IpcHandle],
+    "cuStreamCreate": [ctypes.POINTER(c_handle), ctypes.c_uint],
+    "cuStreamDestroy_v2": [c_handle],
+    "cuDeviceGetUuid": [ctypes.c_char_p, _INT],
+}
+
+
 def _initialise(library: ctypes.CDLL) -> str | None:
     status = library.cuInit(0)
     if status != 0:

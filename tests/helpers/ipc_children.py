@@ -1,0 +1,41 @@
+"""What the receiving processes of tests/test_gpu_ipc.py run (multiprocessing, spawn): a
+module of its own, so that a child imports arrayport and nothing of the GPU suite's
+fixtures. Each child finds the CUDA driver the parent does (the simulator through
+LD_LIBRARY_PATH, on the simulator; the GPU's driver on hardware)."""
+
+import os
+
+import numpy as np
+
+
+def read(handle, hold_until=None):
+    """Open ``handle`` and read it back to the host: (values, read-only, device); with
+    ``hold_until`` (an Event), the View stays open until it is set."""
+    import arrayport as ap
+    received = ap.View.from_shared(handle)
+    values = np.asarray(received.copy(device="cpu")).tolist()
+    if hold_until is not None:
+        hold_until.wait(60)
+    return values, received.readonly, str(received.device)
+
+
+def die_holding(handle, opened):
+    """Open ``handle``, say so, and die without closing anything (os._exit)."""
+    import arrayport as ap
+    received = ap.View.from_shared(handle)
+    opened.set()
+    os._exit(0 if received is not None else 1)
+
+
+def handoffs(connection):
+    """Receive handles until None; for each, open it, read its first byte, drop the View
+    and answer with that byte."""
+    import arrayport as ap
+    while True:
+        handle = connection.recv()
+        if handle is None:
+            return
+        received = ap.View.from_shared(handle)
+        first = int(np.asarray(received[:1].copy(device="cpu"))[0])
+        del received
+        connection.send(first)

@@ -1,0 +1,196 @@
+"""CUDA device Views across processes (issue 55): ``View.share()`` of device memory and
+``View.from_shared`` in another process, on the CUDA driver simulator (each process loads
+its own copy; memory and events cross as the driver shares them: tests/test_cudasim_ipc.py)
+or on a GPU. The receivers are spawned processes (tests/helpers/ipc_children.py)."""
+
+import multiprocessing
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import arrayport as ap
+
+pytestmark = pytest.mark.gpu
+
+from on_simulator import require_cuda_driver  # noqa: E402
+
+require_cuda_driver()
+
+import ipc_children  # noqa: E402
+from arrayport.gpu import cuda as cuda_driver, ipc  # noqa: E402
+from on_simulator import SIMULATED, needs_simulator, simulator  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spawn():
+    """A spawn context whose children load the driver this process loaded."""
+    if SIMULATED:
+        folder = os.path.dirname(os.environ["CUDASIM_LIBRARY"])
+        previous = os.environ.get("LD_LIBRARY_PATH")
+        os.environ["LD_LIBRARY_PATH"] = folder + (":" + previous if previous else "")
+    yield multiprocessing.get_context("spawn")
+    if SIMULATED:
+        if previous is None:
+            del os.environ["LD_LIBRARY_PATH"]
+        else:
+            os.environ["LD_LIBRARY_PATH"] = previous
+
+
+def on_device(values: np.ndarray):
+    return ap.view(values).copy(device="cuda:0")
+
+
+def ended(timeout=10.0) -> bool:
+    """Whether every export of this process has ended (the reaper's work), within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while ipc.live_exports() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return ipc.live_exports() == 0
+
+
+def test_another_process_reads_the_shared_device_memory(spawn):
+    source = on_device(np.arange(24, dtype=np.int32).reshape(4, 6))
+    handle = source.share()
+    assert handle.kind == "cuda-ipc" and len(__import__("pickle").dumps(handle)) < 1024
+    with spawn.Pool(1) as pool:
+        values, readonly, device = pool.apply(ipc_children.read, (handle,))
+    assert values == np.arange(24).reshape(4, 6).tolist()
+    assert (readonly, device) == (False, "cuda:0")
+
+
+def test_a_strided_view_crosses_as_the_same_memory_with_its_strides(spawn):
+    exportable = ap.empty_shared((6, 8), "float32", device="cuda:0")
+    host = np.arange(48, dtype=np.float32).reshape(6, 8)
+    filled = ap.view(host).copy(device="cuda:0")
+    cuda_driver.driver.copy_async(0, exportable.ptr, filled.ptr, filled.nbytes, 1)
+    part = exportable[1::2, ::-3]
+    handle = part.share()
+    assert handle.offset == part.ptr - exportable.ptr     # no copy: an offset into it
+    with spawn.Pool(1) as pool:
+        values, _, _ = pool.apply(ipc_children.read, (handle,))
+    assert values == host[1::2, ::-3].tolist()
+
+
+def test_read_only_is_carried(spawn):
+    handle = on_device(np.ones(4)).share(readonly=True)
+    with spawn.Pool(1) as pool:
+        values, readonly, _ = pool.apply(ipc_children.read, (handle,))
+    assert (values, readonly) == ([1.0] * 4, True)
+
+
+@needs_simulator
+def test_a_receiver_reads_work_still_pending_on_the_exporter_without_a_host_wait(spawn):
+    """The exporter's streams are paused: the upload and the copy into exportable memory
+    are still queued when the receiver reads. The receiver's read waits for the exporter's
+    interprocess event on the GPU; the exporter never synchronizes."""
+    before = simulator.counters()["host_synchronizations"]
+    simulator.set_paused(True)
+    try:
+        handle = on_device(np.full(16, 7, np.uint8)).share()
+        assert simulator.counters()["host_synchronizations"] == before
+        with spawn.Pool(1) as pool:
+            result = pool.apply_async(ipc_children.read, (handle,))
+            time.sleep(1.0)
+            assert not result.ready()           # the receiver waits for the exporter's work
+            simulator.set_paused(False)
+            values, _, _ = result.get(60)
+    finally:
+        simulator.set_paused(False)
+    assert values == [7] * 16
+
+
+def test_the_exporter_lets_the_memory_go_once_the_receiver_has(spawn):
+    assert ended()
+    with spawn.Manager() as manager:
+        release = manager.Event()
+        handle = on_device(np.arange(8.0)).share()
+        with spawn.Pool(1) as pool:
+            result = pool.apply_async(ipc_children.read, (handle, release))
+            time.sleep(0.5)
+            ipc.reap()
+            assert ipc.live_exports() == 1           # held while the receiver holds it
+            release.set()
+            assert result.get(60)[0] == list(np.arange(8.0))
+            assert ended()                          # the receiver's View went: let go
+
+
+def test_a_receiver_that_dies_holding_the_view_does_not_pin_the_memory(spawn):
+    assert ended()
+    with spawn.Manager() as manager:
+        opened = manager.Event()
+        handle = on_device(np.arange(8.0)).share()
+        child = spawn.Process(target=ipc_children.die_holding, args=(handle, opened))
+        child.start()
+        assert opened.wait(60)
+        child.join(60)
+        assert child.exitcode == 0
+    assert ended()
+
+
+def test_a_handle_opened_by_its_own_process_is_the_exported_memory():
+    source = on_device(np.arange(4.0))
+    handle = source.share(readonly=True)
+    again = ap.View.from_shared(handle)
+    assert again.ptr == ipc._exports[handle.token].view.ptr and again.readonly
+    assert np.asarray(again.copy(device="cpu")).tolist() == [0.0, 1.0, 2.0, 3.0]
+    handle.revoke()
+    with pytest.raises(BufferError, match="ended that export"):
+        ap.View.from_shared(handle)
+
+
+def test_a_handle_of_another_machine_is_refused_with_the_host_route():
+    handle = on_device(np.arange(4.0)).share()
+    handle.machine = "another-machine"
+    with pytest.raises(BufferError, match=r"another machine.*copy\(device='cpu'\)"):
+        ap.View.from_shared(handle)
+    handle.revoke()
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("memory", b"short", ValueError), ("offset", -1, ValueError),
+    ("readonly", "yes", ValueError), ("lease", None, ValueError)])
+def test_a_malformed_handle_is_refused(field, value, error):
+    handle = on_device(np.arange(4.0)).share()
+    good = getattr(handle, field)
+    setattr(handle, field, value)
+    with pytest.raises(error, match=f"from_shared: .*{field}"):
+        ap.View.from_shared(handle)
+    setattr(handle, field, good)
+    handle.revoke()
+
+
+def test_many_handoffs_leave_the_exporters_device_memory_at_its_baseline(spawn):
+    """A 64 MiB View handed to another process and dropped there, again and again: the
+    exporter's device memory comes back to where it was (give or take one pool block);
+    ARRAYPORT_IPC_HANDOFFS sets how many (CI: 200; the soak: 10,000)."""
+    count = int(os.environ.get("ARRAYPORT_IPC_HANDOFFS", "200"))
+    assert ended()
+    ap.release_device_memory()
+    free_before = device_free()
+    parent, child_end = spawn.Pipe()
+    child = spawn.Process(target=ipc_children.handoffs, args=(child_end,))
+    child.start()
+    try:
+        for n in range(count):
+            view = ap.empty_shared(64 << 20, "uint8", device="cuda:0")
+            parent.send(view.share())
+            del view
+            assert parent.poll(60) and parent.recv() == 0    # read there (zeros on the simulator)
+        parent.send(None)
+    finally:
+        child.join(60)
+    assert ended(30)
+    ap.release_device_memory()
+    assert abs(device_free() - free_before) <= 2 << 20
+
+
+def device_free() -> int:
+    import ctypes
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    library = cuda_driver.driver.library.get()
+    with cuda_driver.driver.on_device(0):
+        library.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+    return free.value
