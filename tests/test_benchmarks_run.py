@@ -70,6 +70,18 @@ def test_the_process_benchmark_prints_its_rows():
         assert "Dask LocalCluster round trip, 1 MiB" in result.stdout
 
 
+def test_the_gpu_process_benchmark_hands_a_device_view_over():
+    # on the driver simulator here (no GPU): the script installs it, its child finds it
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_gpu_processes.py"), "--repeat", "2",
+         "--mib", "1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for row in ("arrayport CUDA IPC, a new View each time",
+                "arrayport CUDA IPC, the same View again",
+                "host route (copy to host, share, upload)", "ratio host route / CUDA IPC"):
+        assert row in result.stdout
+
+
 def check_rocm_rows(table):
     """The ROCm table (HIP simulator): each exchange by arrayport on HIP's floor and through
     its Python driver (the same HIP calls — a copy's fewer: the floor's session makes the

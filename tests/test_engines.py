@@ -122,7 +122,8 @@ def test_the_family_is_registered_whatever_the_import_order(first):
             "from distributed.protocol import dask_deserialize\n"
             "import arrayport\n"
             "print(engines._dask_family_registered, dask_deserialize.dispatch(arrayport.View) "
-            "is not None, any(type(f).__name__ == '_AfterImport' for f in sys.meta_path))")
+            "is not None, any(type(f).__name__ == '_AfterImport' and f.name == "
+            "'distributed.protocol' for f in sys.meta_path))")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=120)
     assert child.stdout.split() == ["True", "True", "False"], child.stderr

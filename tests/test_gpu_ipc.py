@@ -3,6 +3,7 @@
 its own copy; memory and events cross as the driver shares them: tests/test_cudasim_ipc.py)
 or on a GPU. The receivers are spawned processes (tests/helpers/ipc_children.py)."""
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -25,13 +26,14 @@ from on_simulator import SIMULATED, needs_simulator, simulator  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def spawn():
-    """A spawn context whose children load the driver this process loaded."""
+def children_find_the_driver():
+    """Child processes (of any start method, and Dask's and Ray's workers) load the driver
+    this process loaded."""
     if SIMULATED:
         folder = os.path.dirname(os.environ["CUDASIM_LIBRARY"])
         previous = os.environ.get("LD_LIBRARY_PATH")
         os.environ["LD_LIBRARY_PATH"] = folder + (":" + previous if previous else "")
-    yield multiprocessing.get_context("spawn")
+    yield
     if SIMULATED:
         if previous is None:
             del os.environ["LD_LIBRARY_PATH"]
@@ -39,8 +41,32 @@ def spawn():
             os.environ["LD_LIBRARY_PATH"] = previous
 
 
+@pytest.fixture(autouse=True)
+def every_export_ends():
+    """Each test's exports end once its receivers are done (or it revoked them): what the
+    next test, or file, finds is no memory kept for anyone."""
+    yield
+    assert ended(), f"{ipc.live_exports()} exports still kept"
+    gc.collect()
+    ap.release_device_memory()    # what the ended exports' memory policy held, given back
+
+
+@pytest.fixture(scope="module")
+def spawn(children_find_the_driver):
+    return multiprocessing.get_context("spawn")
+
+
 def on_device(values: np.ndarray):
     return ap.view(values).copy(device="cuda:0")
+
+
+def exportable(values: np.ndarray):
+    """``values`` in device memory CUDA exports as it is (``empty_shared``), filled on the
+    GPU from a device copy of them."""
+    filled = on_device(values)
+    view = ap.empty_shared(values.shape, values.dtype, device="cuda:0")
+    cuda_driver.driver.copy_async(0, view.ptr, filled.ptr, filled.nbytes, 1)
+    return view
 
 
 def ended(timeout=10.0) -> bool:
@@ -62,16 +88,35 @@ def test_another_process_reads_the_shared_device_memory(spawn):
 
 
 def test_a_strided_view_crosses_as_the_same_memory_with_its_strides(spawn):
-    exportable = ap.empty_shared((6, 8), "float32", device="cuda:0")
     host = np.arange(48, dtype=np.float32).reshape(6, 8)
-    filled = ap.view(host).copy(device="cuda:0")
-    cuda_driver.driver.copy_async(0, exportable.ptr, filled.ptr, filled.nbytes, 1)
-    part = exportable[1::2, ::-3]
+    whole = exportable(host)
+    part = whole[1::2, ::-3]
     handle = part.share()
-    assert handle.offset == part.ptr - exportable.ptr     # no copy: an offset into it
+    assert handle.offset == part.ptr - whole.ptr          # no copy: an offset into it
     with spawn.Pool(1) as pool:
         values, _, _ = pool.apply(ipc_children.read, (handle,))
     assert values == host[1::2, ::-3].tolist()
+
+
+def test_a_pool_block_is_copied_once_on_the_gpu_into_memory_cuda_exports(spawn):
+    """arrayport's own copies live in its memory pool, whose blocks legacy CUDA IPC cannot
+    export: share() copies the View (compacted where strided) device to device, once."""
+    host = np.arange(20, dtype=np.float64).reshape(4, 5)
+    part = on_device(host)[::2, 1:]
+    handle = part.share()
+    assert handle.offset == 0 and handle.strides == (32, 8)   # a compact copy
+    with spawn.Pool(1) as pool:
+        values, _, _ = pool.apply(ipc_children.read, (handle,))
+    assert values == host[::2, 1:].tolist()
+
+
+def test_a_read_only_view_cannot_be_shared_writable():
+    handle = on_device(np.arange(3.0)).share(readonly=True)
+    readonly = ap.View.from_shared(handle)
+    with pytest.raises(ValueError, match="read-only; its handles are read-only too"):
+        readonly.share(readonly=False)
+    handle.revoke()
+    assert ended()
 
 
 def test_read_only_is_carried(spawn):
@@ -128,6 +173,16 @@ def test_a_receiver_that_dies_holding_the_view_does_not_pin_the_memory(spawn):
         child.join(60)
         assert child.exitcode == 0
     assert ended()
+
+
+def test_a_handle_nobody_opens_ends_after_a_while(monkeypatch):
+    handle = on_device(np.arange(4.0)).share()
+    monkeypatch.setattr(ipc, "UNOPENED_SECONDS", 0.2)
+    ipc.reap()
+    assert ipc.live_exports() == 1                 # young: kept for its receiver
+    assert ended()                                 # then no longer
+    with pytest.raises(BufferError, match="ended that export"):
+        ap.View.from_shared(handle)
 
 
 def test_a_handle_opened_by_its_own_process_is_the_exported_memory():
@@ -194,3 +249,81 @@ def device_free() -> int:
     with cuda_driver.driver.on_device(0):
         library.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
     return free.value
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_multiprocessing_sends_a_device_view_by_its_handle(children_find_the_driver, method):
+    """Pool arguments go through multiprocessing's pickler: a device View arrives as a View
+    of the same device memory, whatever ``device_pickling`` says (as torch.multiprocessing
+    sends CUDA tensors)."""
+    source = on_device(np.arange(6, dtype=np.int16))
+    with multiprocessing.get_context(method).Pool(1) as pool:
+        values, readonly, device = pool.apply(ipc_children.read_view, (source,))
+    assert (values, readonly, device) == (list(range(6)), False, "cuda:0")
+    assert ended()
+
+
+def test_pickle_sends_a_handle_only_when_asked(spawn):
+    import pickle
+    source = exportable(np.arange(3.0))
+    with pytest.raises(BufferError, match="device_pickling\\('share'\\)"):
+        pickle.dumps(source, protocol=5)
+    with ap.device_pickling("share"):
+        data = pickle.dumps(source, protocol=5)
+    assert len(data) < 1024                          # a handle, not the bytes
+    here = pickle.loads(data)                        # in this process: the memory itself
+    assert here.ptr == source.ptr
+    del here
+    with spawn.Pool(1) as pool:
+        values, _, _ = pool.apply(ipc_children.unpickle_and_read, (data,))
+    assert values == [0.0, 1.0, 2.0]
+    assert ended()
+
+
+def test_a_dask_worker_receives_a_device_view_by_its_handle(children_find_the_driver,
+                                                           monkeypatch):
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed is not installed")
+    # Dask pickles a task more than once (the copies nobody unpickles end unopened)
+    monkeypatch.setattr(ipc, "UNOPENED_SECONDS", 0.5)
+    source = on_device(np.arange(5, dtype=np.float32))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        scattered = client.scatter(source)             # Dask's serializer family
+        values, readonly, device = client.submit(ipc_children.read_view,
+                                                 scattered).result(120)
+        with ap.device_pickling("share"):              # a task's argument: pickled
+            in_task = client.submit(ipc_children.read_view, source).result(120)
+    assert (values, readonly, device) == ([0.0, 1.0, 2.0, 3.0, 4.0], False, "cuda:0")
+    assert in_task == (values, readonly, device)
+    assert ended()      # the copies of the task nobody unpickled too, once unopened a while
+
+
+@pytest.mark.slow
+def test_a_ray_task_receives_a_device_view_by_its_handle(children_find_the_driver, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (not in the extras: "
+                                            "a local run, pip install ray)")
+    import arrayport.engines
+    arrayport.engines.register_with_engines()        # Ray imported after arrayport
+    source = on_device(np.arange(4, dtype=np.int64))
+    helpers = os.path.dirname(ipc_children.__file__)   # the workers import the task from it
+    monkeypatch.setenv("PYTHONPATH", helpers + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        task = ray.remote(ipc_children.read_view)
+        values, readonly, device = ray.get(task.remote(source), timeout=120)
+    finally:
+        ray.shutdown()
+    assert (values, readonly, device) == ([0, 1, 2, 3], False, "cuda:0")
+
+
+def test_a_handle_reaching_outside_its_allocation_is_refused(spawn):
+    source = on_device(np.arange(8.0))
+    handle = source.share()
+    handle.shape = (1 << 20,)                        # far past the allocation
+    with pytest.raises(BufferError, match="reaches bytes"):
+        ap.View.from_shared(handle)
+    with spawn.Pool(1) as pool:
+        with pytest.raises(BufferError, match="reaches bytes"):
+            pool.apply(ipc_children.read, (handle,))
+    handle.revoke()

@@ -16,6 +16,13 @@ registers right after ``distributed.protocol`` is imported (then removes itself)
 
 ``dask.sizeof`` (an entry point, loaded by Dask itself): a View weighs its bytes, as an
 ndarray does — Dask's memory manager, stealing and spilling decide by it.
+
+CUDA device Views cross by their CUDA IPC handle (``arrayport.gpu.ipc``), never by their
+bytes: in Dask's family the header carries the handle's fields and no frame (a worker of
+another machine gets the BufferError that names the host route); multiprocessing's
+pickler (queues, pipes, pools) is given ``pickling.reduce_for_processes``, and Ray a
+serializer of its own (``register_ray``), each registered when its module is imported, as
+Dask's family is.
 """
 
 from __future__ import annotations
@@ -36,11 +43,26 @@ def register_dask_sizeof(sizeof) -> None:
 
 
 def register_with_engines() -> None:
-    """Register with Dask now if ``distributed`` is loaded, else when it gets imported."""
-    if "distributed.protocol" in sys.modules:
-        register_dask_family()
-    elif not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport("distributed.protocol", register_dask_family))
+    """Register with Dask and with multiprocessing now where they are loaded, else when
+    they get imported."""
+    for module, register in (("distributed.protocol", register_dask_family),
+                             ("multiprocessing.reduction", register_multiprocessing),
+                             ("ray", register_ray)):
+        if module in sys.modules:
+            register()
+        elif not any(isinstance(finder, _AfterImport) and finder.name == module
+                     for finder in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport(module, register))
+
+
+def register_multiprocessing() -> None:
+    """multiprocessing's pickler (queues, pipes, pools) sends CUDA device Views by their
+    CUDA IPC handle (``pickling.reduce_for_processes``)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from arrayport import View
+    from arrayport.pickling import reduce_for_processes
+    ForkingPickler.register(View, reduce_for_processes)
 
 
 class _AfterImport:
@@ -84,6 +106,34 @@ class _ThenCall:
         return getattr(self._loader, name)
 
 
+def register_ray() -> None:
+    """Ray's serializer for Views (``ray.util.register_serializer``: the reducer goes into
+    Ray's pickler, the deserializer travels by reference with each View, so a receiving
+    worker needs no registration): a CUDA device View by its handle, any other View as
+    pickle protocol 5 sends it (its buffer out of band, as Ray keeps NumPy's)."""
+    import ray.util
+
+    from arrayport import View
+    ray.util.register_serializer(View, serializer=_ray_payload, deserializer=_from_ray_payload)
+
+
+def _ray_payload(view):
+    from arrayport.pickling import reduce_view
+    if view.device.type == 2:
+        return ("cuda-ipc", view.share().fields())
+    return ("pickle", reduce_view(view, 5))
+
+
+def _from_ray_payload(payload):
+    kind, body = payload
+    if kind == "cuda-ipc":
+        from arrayport.gpu.ipc import CudaSharedHandle
+        from arrayport.shared import from_shared
+        return from_shared(CudaSharedHandle.from_fields(body))
+    rebuild, arguments = body
+    return rebuild(*arguments)
+
+
 def register_dask_family() -> None:
     """Views as a Dask serializer family of their own (see the module docstring)."""
     global _dask_family_registered
@@ -96,12 +146,18 @@ def register_dask_family() -> None:
 
     @dask_serialize.register(View)
     def _serialize_view(view):
+        if view.device.type == 2:    # CUDA device memory: its handle (gpu.ipc), this machine
+            return {"cuda-ipc": view.share().fields()}, []
         span, item, shape, strides, readonly = byte_span(view)
         header = {"item": item, "shape": shape, "strides": strides, "readonly": readonly}
         return header, [memoryview(span)]
 
     @dask_deserialize.register(View)
     def _deserialize_view(header, frames):
+        if "cuda-ipc" in header:
+            from arrayport.gpu.ipc import CudaSharedHandle
+            from arrayport.shared import from_shared
+            return from_shared(CudaSharedHandle.from_fields(header["cuda-ipc"]))
         frame = frames[0] if frames else b""
         if not header["readonly"] and memoryview(frame).readonly:
             frame = bytearray(frame)

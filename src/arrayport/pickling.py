@@ -15,8 +15,12 @@ Decisions (docs/processes.md):
 - Memory the host can read (CPU, pinned CUDA/ROCm host memory) is sent after the GPU work
   pending on it; it arrives as CPU memory. Device memory is refused — a silent device→host
   copy is never made — unless ``device_pickling("host")`` says to copy it to the host (it
-  then arrives as a CPU View). A device View crosses processes by ``view.share()`` (CUDA
-  IPC, gpu.ipc); pickling does not make handles by itself yet.
+  then arrives as a CPU View), or ``device_pickling("share")`` says to send a CUDA IPC
+  handle (``view.share()``, gpu.ipc: the pickle then opens only on this machine, while
+  this process lives, and arrives as a View of the same device memory).
+- ``multiprocessing`` (its ForkingPickler: queues, pipes, pools; spawn and forkserver) sends
+  a CUDA device View by its handle whatever the policy, as ``torch.multiprocessing`` does:
+  a process engine's messages never leave the machine (``reduce_for_processes``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from arrayport.dtypes import DType
 
 __all__ = ["device_pickling", "set_device_pickling", "reduce_view"]
 
-_DEVICE_POLICIES = ("refuse", "host")
+_DEVICE_POLICIES = ("refuse", "host", "share")
 _device_policy = "refuse"
 
 
@@ -37,9 +41,10 @@ def set_device_pickling(policy: str) -> str:
 
     Parameters
     ----------
-    policy : {"refuse", "host"}
+    policy : {"refuse", "host", "share"}
         ``"refuse"`` (the default): a ``BufferError`` naming the way out; ``"host"``: copy
-        the data to host memory, which is sent.
+        the data to host memory, which is sent; ``"share"``: send a CUDA IPC handle of the
+        device memory (``view.share()``), which opens only on this machine.
 
     Returns
     -------
@@ -53,7 +58,8 @@ def set_device_pickling(policy: str) -> str:
     """
     global _device_policy
     if policy not in _DEVICE_POLICIES:
-        raise ValueError(f"device_pickling: policy must be 'refuse' or 'host', got {policy!r}")
+        raise ValueError(f"device_pickling: policy must be 'refuse', 'host' or 'share', got "
+                         f"{policy!r}")
     previous, _device_policy = _device_policy, policy
     return previous
 
@@ -64,7 +70,7 @@ def device_pickling(policy: str):
 
     Parameters
     ----------
-    policy : {"refuse", "host"}
+    policy : {"refuse", "host", "share"}
 
     Returns
     -------
@@ -94,7 +100,10 @@ def byte_span(view):
 
 
 def reduce_view(view, protocol):
-    """``View.__reduce_ex__``: (rebuild, (bytes, type, shape, byte strides, read-only))."""
+    """``View.__reduce_ex__``: (rebuild, (bytes, type, shape, byte strides, read-only)); a
+    device View under ``device_pickling("share")``: (open, (its CUDA IPC handle,))."""
+    if _device_policy == "share" and not view.device.type.is_host_accessible:
+        return reduce_shared(view)
     span, item, shape, strides, readonly = byte_span(view)
     if protocol >= 5:
         from pickle import PickleBuffer   # not at import: ``import arrayport`` stays light
@@ -108,6 +117,22 @@ def reduce_view(view, protocol):
     return (_rebuild, (payload, item, shape, strides, readonly))
 
 
+def reduce_shared(view):
+    """A device View as its CUDA IPC handle (``view.share()``): unpickled by
+    ``View.from_shared`` — the same device memory, on this machine."""
+    from arrayport.shared import from_shared
+    return (from_shared, (view.share(),))
+
+
+def reduce_for_processes(view):
+    """multiprocessing's reducer for Views (``ForkingPickler``, registered by
+    arrayport.engines): a CUDA device View by its handle, anything else as pickle sends it
+    (protocol 4, multiprocessing's)."""
+    if not view.device.type.is_host_accessible:
+        return reduce_shared(view)
+    return reduce_view(view, 4)
+
+
 def _host_readable(view):
     """``view`` when the host may read it (after its pending GPU work), else the policy."""
     if view.device.type.is_host_accessible:
@@ -116,8 +141,10 @@ def _host_readable(view):
     if _device_policy == "host":
         return view.copy(device="cpu")
     raise BufferError(f"pickle: this View is in {view.device} memory, and pickling it would "
-                      f"copy it to the host; pickle view.copy(device='cpu'), or allow the "
-                      f"copy with `with arrayport.device_pickling('host'):`")
+                      f"copy it to the host; pickle view.copy(device='cpu'), allow the copy "
+                      f"with `with arrayport.device_pickling('host'):`, or send a handle of "
+                      f"the device memory to a process of this machine with "
+                      f"`arrayport.device_pickling('share')`")
 
 
 def rebuild(payload, item, shape, strides, readonly, protocol="pickle"):

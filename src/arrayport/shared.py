@@ -445,7 +445,7 @@ def _open_memfd(handle) -> tuple[int, bool]:
 def from_shared(handle) -> object:
     """A zero-copy View of the segment ``handle`` locates, mapped into this process (of the
     device memory, for a CUDA handle: gpu.ipc)."""
-    if getattr(handle, "kind", None) == "cuda-ipc":
+    if getattr(handle, "kind", None) == "cuda-ipc" and not isinstance(handle, SharedHandle):
         from arrayport.gpu.ipc import open_device
         return open_device(handle)
     item = _check_handle(handle)

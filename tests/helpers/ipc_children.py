@@ -39,3 +39,18 @@ def handoffs(connection):
         first = int(np.asarray(received[:1].copy(device="cpu"))[0])
         del received
         connection.send(first)
+
+
+def read_view(received):
+    """A View that arrived already opened (multiprocessing's pickler, Dask, Ray): its
+    values, read-only flag and device."""
+    import arrayport as ap
+    assert isinstance(received, ap.View), type(received)
+    return (np.asarray(received.copy(device="cpu")).tolist(), received.readonly,
+            str(received.device))
+
+
+def unpickle_and_read(data: bytes):
+    """A pickle of a device View made under ``device_pickling("share")``, loaded here."""
+    import pickle
+    return read_view(pickle.loads(data))

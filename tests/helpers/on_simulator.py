@@ -91,7 +91,8 @@ def nothing_leaks():
         kept += ipc.kept()[0] - sharing[0]                # sharing's, kept for reuse
         streams -= ipc.kept()[1] - sharing[1]
         assert (allocations, events - kept, streams) == before, \
-            "device memory, events or streams left behind"
+            f"device memory, events or streams left behind: {(allocations, events - kept, streams)} " \
+            f"(allocations, events, streams), before the test {before}"
 
 
 @pytest.fixture

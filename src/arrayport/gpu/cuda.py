@@ -32,6 +32,7 @@ import threading
 import weakref
 
 from arrayport import _core, errors
+from arrayport.gpu.cuda_ipc import CudaIpcFloor
 from arrayport.gpu.cuda_memory import CudaMemoryFloor
 from arrayport.gpu.kernels import KernelCache
 from arrayport.gpu.vendor import VendorDriver, VendorSymbols
@@ -105,25 +106,6 @@ _SIGNATURES = {
 }
 
 
-class IpcHandle(ctypes.Structure):
-    """CUipcMemHandle / CUipcEventHandle: 64 opaque bytes, passed by value."""
-    _fields_ = [("reserved", ctypes.c_char * 64)]
-
-
-# CUDA IPC and what sharing needs besides (``gpu.ipc``): declared when a share first asks,
-# not at open — a driver without them (a test's stand-in) serves everything else.
-IPC_SIGNATURES = {
-    "cuIpcGetMemHandle": [ctypes.POINTER(IpcHandle), c_address],
-    "cuIpcOpenMemHandle_v2": [ctypes.POINTER(c_address), IpcHandle, ctypes.c_uint],
-    "cuIpcCloseMemHandle": [c_address],
-    "cuIpcGetEventHandle": [ctypes.POINTER(IpcHandle), c_handle],
-    "cuIpcOpenEventHandle": [ctypes.POINTER(c_handle), IpcHandle],
-    "cuStreamCreate": [ctypes.POINTER(c_handle), ctypes.c_uint],
-    "cuStreamDestroy_v2": [c_handle],
-    "cuDeviceGetUuid": [ctypes.c_char_p, _INT],
-}
-
-
 def _initialise(library: ctypes.CDLL) -> str | None:
     status = library.cuInit(0)
     if status != 0:
@@ -162,11 +144,12 @@ _SYMBOLS = VendorSymbols(
     managed_attach_global=_CU_MEM_ATTACH_GLOBAL)
 
 
-class CudaDriver(CudaMemoryFloor, VendorDriver):
+class CudaDriver(CudaIpcFloor, CudaMemoryFloor, VendorDriver):
     """The CUDA driver API: the shared calls of ``VendorDriver`` plus CUDA's own — primary
     contexts, pointer attributes, the 2-D copy descriptor, peer copies between contexts,
     managed memory, the memory pools (``gpu.cuda_memory``: the memory floor arrayport's
-    policy, ``gpu.held_memory``, allocates over)."""
+    policy, ``gpu.held_memory``, allocates over), CUDA IPC (``gpu.cuda_ipc``: the sharing
+    floor ``gpu.ipc`` shares device Views across processes over)."""
 
     # What the core asks the floor itself, without this driver, while the process's driver
     # works over the floor's library with these methods (``FloorServed`` owns the rule).
@@ -182,6 +165,7 @@ class CudaDriver(CudaMemoryFloor, VendorDriver):
         self._contexts_lock = threading.Lock()
         self.kernels = KernelCache(self)   # arrayport's device kernels, per context
         self._init_memory_floor()
+        self._init_ipc_floor()
 
     def locate_pointer(self, ptr: int) -> tuple[int, int]:
         """(DLPack device type, device id) of the memory at ``ptr``, asked of the driver:
@@ -308,6 +292,10 @@ class CudaDriver(CudaMemoryFloor, VendorDriver):
         if self._publishes_pools():   # the core launches none of the modules unloaded next
             _core.publish_cuda_kernel(-1, "", 0, 0, 0)
         self.kernels.close()   # modules and pools first: they live in the contexts
+        try:
+            self._close_ipc_floor()   # sharing's events and streams: in the contexts too
+        except BufferError:
+            pass
         super().close()   # the pools, the pinned ring, the events, the held memory
         with self._contexts_lock:
             contexts = self._contexts.pop(self.library, {})

@@ -1,7 +1,8 @@
 """CUDA device Views across processes (issue 55): ``View.share()`` of CUDA device memory
 gives a ``CudaSharedHandle``; ``View.from_shared(handle)`` in another process of the same
 machine gives a View of the same device memory — no byte travels, through the host or
-otherwise. This module owns every rule of it (docs/processes.md says them to users):
+otherwise. This module owns every rule of it (docs/processes.md says them to users); the
+driver calls are the driver interface's (``gpu.interface``; CUDA's in ``gpu.cuda_ipc``):
 
 - **What is exported**: the whole ``cuMemAlloc`` allocation the View lies in
   (``cuMemGetAddressRange``, then ``cuIpcGetMemHandle`` of its base), the View as an offset
@@ -23,8 +24,8 @@ otherwise. This module owns every rule of it (docs/processes.md says them to use
   ``flock`` — which a receiver opens through ``/proc/<exporter>/fd``; a daemon thread of the
   exporter looks at its leases every ``REAP_SECONDS`` and ends an export once it was opened
   and no live process holds it (a receiver that died without closing is found by its pid:
-  ``os.kill(pid, 0)``). A handle never opened is kept until ``handle.revoke()`` or the
-  exporter's exit. A receiver maps an allocation once, however many Views it opens from
+  ``os.kill(pid, 0)``). A handle never opened is kept ``UNOPENED_SECONDS`` (5 minutes),
+  until ``handle.revoke()`` or the exporter's exit, whichever comes first. A receiver maps an allocation once, however many Views it opens from
   it (``cuIpcOpenMemHandle`` counts opens per context anyway), and closes it when the last
   View of it goes. Opened in the exporting process, a handle gives back the exported
   memory itself (CUDA refuses a process its own handles).
@@ -42,29 +43,28 @@ otherwise. This module owns every rule of it (docs/processes.md says them to use
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
-import ctypes
 import fcntl
 import mmap
 import os
 import secrets
 import struct
+import sys
 import threading
+import time
 import weakref
 
 from arrayport import _core
-from arrayport.gpu.cuda import IPC_SIGNATURES, IpcHandle as _IpcHandle
-from arrayport.gpu.library import c_address, c_handle, c_size
 
 __all__ = ["CudaSharedHandle", "share_device", "open_device", "reap", "live_exports", "kept"]
 
 _CUDA = 2                       # DLPack's kCUDA
 _LEGACY_STREAM = 1
-_CU_EVENT_INTERPROCESS_UNTIMED = 0x4 | 0x2
-_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
-_CU_STREAM_NON_BLOCKING = 0x1
-_CUDA_ERROR_INVALID_VALUE = 1
 REAP_SECONDS = 0.05
+# An export no process has opened this long ends: a handle pickled and never unpickled (an
+# engine's retry, a message dropped) pins no memory for the exporter's life.
+UNOPENED_SECONDS = 300.0
 _SLOTS = 128                    # receiving processes per export
 _SLOT = struct.Struct("=ii")    # (pid, Views open)
 _LEASE_BYTES = 8 + _SLOTS * _SLOT.size   # (ever opened, unused) then the slots
@@ -109,7 +109,21 @@ class CudaSharedHandle:
         self.token = token
 
     def __reduce__(self):
-        return (CudaSharedHandle, tuple(getattr(self, name) for name in self.__slots__))
+        return (CudaSharedHandle, self.fields())
+
+    def fields(self) -> tuple:
+        """The handle's fields, in order: bytes, ints, strings and tuples (what a Dask
+        header carries)."""
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    @classmethod
+    def from_fields(cls, fields) -> "CudaSharedHandle":
+        """The handle ``fields()`` described, its sequences tuples again (a msgpack header
+        makes them lists); ``View.from_shared`` checks every field."""
+        if not isinstance(fields, (list, tuple)) or len(fields) != len(cls.__slots__):
+            raise ValueError("from_shared: not the fields of a CUDA shared handle")
+        values = [tuple(value) if isinstance(value, list) else value for value in fields]
+        return cls(*values)
 
     @property
     def nbytes(self) -> int:
@@ -136,16 +150,24 @@ class CudaSharedHandle:
 class _Export:
     """One share(): the View kept alive for receivers, and its lease."""
 
-    __slots__ = ("view", "descriptor")
+    __slots__ = ("view", "descriptor", "base", "size", "made", "lock")
 
-    def __init__(self, view):
-        self.view = view
+    def __init__(self, view, base: int, size: int):
+        self.view, self.base, self.size = view, base, size   # the allocation exported
+        self.made = time.monotonic()
+        self.lock = threading.Lock()    # the descriptor is closed by end(), on any thread
         self.descriptor = os.memfd_create("arrayport-lease", os.MFD_CLOEXEC)
         os.ftruncate(self.descriptor, _LEASE_BYTES)
 
     def holders(self) -> tuple[bool, int]:
         """(whether any receiver ever opened it, how many live processes hold it); slots of
-        processes that died are cleared."""
+        processes that died are cleared. (False, 0) once ended."""
+        with self.lock:
+            if self.descriptor is None:
+                return False, 0
+            return self._holders()
+
+    def _holders(self) -> tuple[bool, int]:
         with _locked(self.descriptor) as lease:
             opened = struct.unpack_from("=i", lease, 0)[0] != 0
             live = 0
@@ -160,8 +182,11 @@ class _Export:
             return opened, live
 
     def end(self) -> None:
-        self.view = None
-        os.close(self.descriptor)
+        with self.lock:
+            if self.descriptor is not None:
+                os.close(self.descriptor)
+                self.descriptor = None
+            self.view = None
 
 
 def _alive(pid: int) -> bool:
@@ -177,14 +202,14 @@ def _alive(pid: int) -> bool:
 _exports: dict[str, _Export] = {}
 _exports_lock = threading.Lock()
 _reaper: threading.Thread | None = None
-_events: dict[int, tuple[int, bytes]] = {}   # device -> (interprocess event, its handle)
 
 
 def kept() -> tuple[int, int]:
-    """(events, streams) this process keeps for sharing, for reuse until exit: an
+    """(events, streams) the CUDA driver keeps for sharing, for reuse until it closes: an
     interprocess event per device exported from, each exporter event opened, a receiving
-    stream per device."""
-    return len(_events) + len(_opened_events), len(_ipc_streams)
+    stream per device (``gpu.cuda_ipc``)."""
+    from arrayport.gpu import cuda
+    return cuda.driver.sharing_kept()
 
 
 def live_exports() -> int:
@@ -194,14 +219,15 @@ def live_exports() -> int:
 
 
 def reap() -> int:
-    """End every export that was opened and that no live process holds any more; the
-    number ended. The exporter's daemon thread calls it every ``REAP_SECONDS``."""
+    """End every export that was opened and that no live process holds any more, and every
+    export nobody opened for ``UNOPENED_SECONDS``; the number ended. The exporter's daemon
+    thread calls it every ``REAP_SECONDS``."""
     with _exports_lock:
         exports = list(_exports.items())
-    ended = []
+    ended, now = [], time.monotonic()
     for token, export in exports:
         opened, live = export.holders()
-        if opened and live == 0:
+        if (opened and live == 0) or (not opened and now - export.made > UNOPENED_SECONDS):
             ended.append(token)
     with _exports_lock:
         gone = [_exports.pop(token) for token in ended if token in _exports]
@@ -211,13 +237,12 @@ def reap() -> int:
 
 
 def _reap_forever() -> None:
-    import time
-    while True:
+    while not sys.is_finalizing():
         time.sleep(REAP_SECONDS)
         try:
             reap()
-        except Exception:   # at interpreter exit
-            return
+        except Exception:   # a lease that could not be read this time: looked at again
+            pass
 
 
 def _start_reaper() -> None:
@@ -228,97 +253,53 @@ def _start_reaper() -> None:
         _reaper.start()
 
 
-def _library(driver):
-    """The driver's library with its IPC calls declared (``gpu.cuda.IPC_SIGNATURES``);
-    BufferError naming the call where this driver lacks one."""
-    library = driver.library.get()
-    for name, argtypes in IPC_SIGNATURES.items():
-        entry = getattr(library, name, None)
-        if entry is None:
-            raise BufferError(f"share: this CUDA driver has no {name}: device memory cannot "
-                              f"be shared with other processes here")
-        if entry.argtypes != argtypes:
-            entry.argtypes, entry.restype = argtypes, ctypes.c_int
-    return library
-
-
-def _device_uuid(driver, ordinal: int) -> bytes:
-    uuid = ctypes.create_string_buffer(16)
-    driver.library.check(_library(driver).cuDeviceGetUuid(uuid, ordinal), "cuDeviceGetUuid")
-    return uuid.raw
-
-
-def _interprocess_event(driver, ordinal: int) -> tuple[int, bytes]:
-    """This process's interprocess event of device ``ordinal`` and its handle (made once)."""
-    made = _events.get(ordinal)
-    if made is None:
-        library, event, handle = _library(driver), c_handle(), _IpcHandle()
-        with driver.on_device(ordinal):
-            driver.library.check(library.cuEventCreate(ctypes.byref(event),
-                                                       _CU_EVENT_INTERPROCESS_UNTIMED),
-                                 "cuEventCreate")
-            driver.library.check(library.cuIpcGetEventHandle(ctypes.byref(handle), event),
-                                 "cuIpcGetEventHandle")
-        made = _events.setdefault(ordinal, (event.value, bytes(handle)))
-    return made
-
-
 def _exportable(driver, view, stream: int):
-    """(the View to export, its allocation's IPC handle, its offset in it): ``view`` itself
-    where CUDA exports its allocation, else a copy of it into memory that CUDA can export,
-    made on ``stream`` on the GPU (None: ``view`` is not CUDA device memory)."""
-    ordinal, library = view.device.id, _library(driver)
-    base, size, handle = c_address(0), c_size(0), _IpcHandle()
-    with driver.on_device(ordinal):
-        status = driver.library.get().cuMemGetAddressRange_v2(ctypes.byref(base),
-                                                              ctypes.byref(size), view.ptr)
-        if status == 0:
-            status = library.cuIpcGetMemHandle(ctypes.byref(handle), base.value)
-    if status == 0:
-        return view, bytes(handle), view.ptr - base.value
-    if status != _CUDA_ERROR_INVALID_VALUE:
-        driver.library.check(status, "cuIpcGetMemHandle")
-    # A pool's block (or memory CUDA does not know as one allocation): one copy on the GPU.
+    """(the View to export, its allocation's IPC handle, its offset in it, the allocation's
+    bytes): ``view`` itself where the driver exports its allocation, else a copy of it into
+    memory that it can export, made on ``stream`` on the GPU (a pool's block)."""
+    ordinal = view.device.id
+    exported = driver.export_allocation(ordinal, view.ptr)
+    if exported is not None:
+        return (view, *exported)
     source = view if view.is_c_contiguous else view.copy(stream=stream)
     memory = driver.allocate_device(ordinal, max(source.nbytes, 1))
     if source.nbytes:
         driver.copy_async(ordinal, memory.address, source.ptr, source.nbytes, stream)
     copy = _core.view_from_pointer(memory.address, source.shape, None, source.dtype,
-                                   readonly=False, owner=(memory, source), device=(_CUDA, ordinal),
-                                   protocol="shared")
-    with driver.on_device(ordinal):
-        driver.library.check(library.cuIpcGetMemHandle(ctypes.byref(handle), memory.address),
-                             "cuIpcGetMemHandle")
-    return copy, bytes(handle), 0
+                                   readonly=False, owner=(memory, source),
+                                   device=(_CUDA, ordinal), protocol="shared")
+    exported = driver.export_allocation(ordinal, memory.address)
+    if exported is None:
+        raise BufferError("share: the driver cannot export the memory it allocated")
+    return (copy, *exported)
 
 
 def share_device(view, readonly=None) -> CudaSharedHandle:
     """``View.share()`` of CUDA device memory (see the module docstring)."""
-    from arrayport.gpu import cuda
-    if view.device.type != _CUDA:
+    from arrayport.gpu import driver_for
+    driver = driver_for(view.device.type)
+    if driver is None:
         raise BufferError(f"share: {view.device} memory cannot be shared with other processes "
                           f"(CUDA device memory can; host memory through a segment); share a "
                           f"host copy: view.copy(device='cpu').share()")
-    driver = cuda.driver
-    ordinal = view.device.id
-    stream = _core.pending_stream(view) or _LEGACY_STREAM
-    exported, memory, offset = _exportable(driver, view, stream)
-    event, event_handle = _interprocess_event(driver, ordinal)
-    with driver.on_stream_context(stream, ordinal):
-        driver.library.check(driver.library.get().cuEventRecord(event, stream), "cuEventRecord")
     readonly = view.readonly if readonly is None else bool(readonly)
     if view.readonly and not readonly:
         raise ValueError("share: the View is read-only; its handles are read-only too")
+    ordinal = view.device.id
+    uuid = driver.device_uuid(ordinal)          # a vendor without sharing refuses here
+    stream = _core.pending_stream(view) or _LEGACY_STREAM
+    exported, memory, offset, size = _exportable(driver, view, stream)
+    event_handle = driver.record_interprocess_event(ordinal, stream)
     dtype = exported.dtype
-    export = _Export(exported)
+    export = _Export(exported, exported.ptr - offset, size)
     token = secrets.token_hex(16)
     with _exports_lock:
         _exports[token] = export
     _start_reaper()
     return CudaSharedHandle("cuda-ipc", memory, offset, event_handle,
                             (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
-                            exported.shape, exported.strides, readonly,
-                            _device_uuid(driver, ordinal), _boot_id(), os.getpid(),
+                            exported.shape, exported.strides, readonly, uuid, _boot_id(),
+                            os.getpid(),
                             export.descriptor, token)
 
 
@@ -326,28 +307,71 @@ def share_device(view, readonly=None) -> CudaSharedHandle:
 
 class _Mapping:
     """This process's mapping of another process's allocation: the owner of every View
-    opened from it; closed (``cuIpcCloseMemHandle``) and its lease given back when the last
-    of them goes."""
+    opened from it. When the last of them goes it is closed (``cuIpcCloseMemHandle``) and
+    its lease given back — by the closer thread, after every device's work so far (work
+    still queued may read it; a mapping closed under it is undefined behaviour): the
+    finalizer that notices never waits on the host."""
 
-    __slots__ = ("pointer", "ordinal", "lease", "__weakref__")
+    __slots__ = ("pointer", "ordinal", "lease", "size", "__weakref__")
 
     def __init__(self, pointer, ordinal, lease):
-        self.pointer, self.ordinal, self.lease = pointer, ordinal, lease
+        self.pointer, self.ordinal, self.lease, self.size = pointer, ordinal, lease, 0
 
     def __del__(self):
+        _closing.append((self.pointer, self.ordinal, self.lease))
+        with _closer_wakes:
+            _closer_wakes.notify()
+
+
+# Mappings whose last View went: (pointer, device, lease), closed by the closer thread. A
+# deque: a finalizer appends without a lock it could re-enter.
+_closing: "collections.deque[tuple]" = collections.deque()
+_closer_wakes = threading.Condition()
+_closer: threading.Thread | None = None
+
+
+def _close_mappings() -> int:
+    """Close every mapping waiting to be closed, after every device's work so far; their
+    leases given back. The number closed."""
+    from arrayport.gpu import cuda
+    waiting = []
+    while _closing:
+        waiting.append(_closing.popleft())
+    if not waiting:
+        return 0
+    driver = cuda.driver
+    try:
+        for ordinal in driver.devices_at_work():
+            driver.synchronize_device(ordinal)
+        for pointer, ordinal, _ in waiting:
+            driver.close_allocation(ordinal, pointer)
+    except Exception:   # at exit: the driver may be gone; the leases still go back
+        pass
+    for _, _, lease in waiting:
+        _give_back(*lease)
+    return len(waiting)
+
+
+def _close_forever() -> None:
+    while not sys.is_finalizing():
+        with _closer_wakes:
+            _closer_wakes.wait_for(lambda: bool(_closing))
         try:
-            from arrayport.gpu import cuda
-            with cuda.driver.on_device(self.ordinal):
-                _library(cuda.driver).cuIpcCloseMemHandle(self.pointer)
-        except Exception:   # at exit: the driver may be gone
+            _close_mappings()
+        except Exception:   # the driver gone (at exit): its leases went back regardless
             pass
-        _give_back(*self.lease)
+
+
+def _start_closer() -> None:
+    global _closer
+    if _closer is None or not _closer.is_alive():
+        _closer = threading.Thread(target=_close_forever, name="arrayport-ipc-closer",
+                                   daemon=True)
+        _closer.start()
 
 
 _mappings: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 _mappings_lock = threading.Lock()
-_opened_events: dict[bytes, int] = {}    # exporter event handle -> this process's event
-_ipc_streams: dict[int, int] = {}        # device -> the stream received Views wait on
 
 
 def _take_lease(handle) -> tuple[int, int]:
@@ -426,37 +450,49 @@ def _check(handle) -> None:
                              f"{value!r}")
     if type(handle.readonly) is not bool:
         raise ValueError(f"from_shared: readonly must be a bool, got {handle.readonly!r}")
+    item, shape, strides = handle.item, handle.shape, handle.strides
+    if (type(item) is not tuple or len(item) != 4 or any(type(x) is not int for x in item[:3])
+            or type(item[3]) is not bool):
+        raise ValueError(f"from_shared: item must be DLPack's (code, bits, lanes, padded), "
+                         f"got {item!r}")
+    for name, value in (("shape", shape), ("strides", strides)):
+        if type(value) is not tuple or any(type(x) is not int for x in value):
+            raise ValueError(f"from_shared: {name} must be a tuple of ints, got {value!r}")
+    if len(strides) != len(shape) or any(extent < 0 for extent in shape):
+        raise ValueError(f"from_shared: strides {strides!r} do not fit shape {shape!r}")
+    for name in ("machine", "token"):
+        if type(getattr(handle, name)) is not str:
+            raise ValueError(f"from_shared: a CUDA handle's {name} must be a str")
+
+
+def _within(handle, size: int) -> None:
+    """BufferError where the handle's View reaches outside the ``size`` bytes of its
+    allocation (a handle that lies: never a read outside it)."""
+    first, end = _span(handle)
+    if first < 0 or end > size:
+        raise BufferError(f"from_shared: the handle's View reaches bytes [{first}, {end}) of "
+                          f"an allocation of {size}")
+
+
+def _span(handle) -> tuple[int, int]:
+    """The bytes [first, end) of the allocation the handle's View reaches (end == first for
+    an empty View)."""
+    if 0 in handle.shape:
+        return handle.offset, handle.offset
+    itemsize = _dtype(handle.item).itemsize or 1
+    first = handle.offset + sum(min(0, (n - 1) * stride)
+                                for n, stride in zip(handle.shape, handle.strides))
+    end = handle.offset + itemsize + sum(max(0, (n - 1) * stride)
+                                         for n, stride in zip(handle.shape, handle.strides))
+    return first, end
 
 
 def _ordinal_of(driver, uuid: bytes) -> int:
     for ordinal in range(driver.device_count()):
-        if _device_uuid(driver, ordinal) == uuid:
+        if driver.device_uuid(ordinal) == uuid:
             return ordinal
     raise BufferError("from_shared: the handle's GPU is not visible to this process "
                       "(CUDA_VISIBLE_DEVICES?)")
-
-
-def _receiving_stream(driver, library, ordinal: int, event_handle: bytes) -> int:
-    """This process's stream for received Views of device ``ordinal``, made to wait (on the
-    GPU) for the exporter's event as it was recorded at share()."""
-    event = _opened_events.get(event_handle)
-    with driver.on_device(ordinal):
-        if event is None:
-            made = c_handle()
-            driver.library.check(library.cuIpcOpenEventHandle(
-                ctypes.byref(made), _IpcHandle.from_buffer_copy(event_handle)),
-                "cuIpcOpenEventHandle")
-            event = _opened_events.setdefault(event_handle, made.value)
-        stream = _ipc_streams.get(ordinal)
-        if stream is None:
-            made = c_handle()
-            driver.library.check(library.cuStreamCreate(ctypes.byref(made),
-                                                        _CU_STREAM_NON_BLOCKING),
-                                 "cuStreamCreate")
-            stream = _ipc_streams.setdefault(ordinal, made.value)
-        driver.library.check(driver.library.get().cuStreamWaitEvent(stream, event, 0),
-                             "cuStreamWaitEvent")
-    return stream
 
 
 def open_device(handle):
@@ -474,31 +510,30 @@ def open_device(handle):
             export = _exports.get(handle.token)
         if export is None or export.view is None:
             raise BufferError("from_shared: this process ended that export")
+        _within(handle, export.size)
         source = export.view
-        return _core.view_from_pointer(source.ptr, handle.shape, handle.strides,
-                                       source.dtype, readonly=handle.readonly, owner=source,
-                                       device=(_CUDA, source.device.id), protocol="shared")
+        return _core.view_from_pointer(export.base + handle.offset, handle.shape,
+                                       handle.strides, _dtype(item), readonly=handle.readonly,
+                                       owner=source, device=(_CUDA, source.device.id),
+                                       protocol="shared")
     driver = cuda.driver
-    library = _library(driver)
     ordinal = _ordinal_of(driver, handle.device)
     key = (handle.pid, handle.token)     # one lease per export; CUDA counts the opens
     with _mappings_lock:
         mapping = _mappings.get(key)
         if mapping is None:
             lease = _take_lease(handle)
-            pointer = c_address(0)
-            with driver.on_device(ordinal):
-                status = library.cuIpcOpenMemHandle_v2(
-                    ctypes.byref(pointer), _IpcHandle.from_buffer_copy(handle.memory),
-                    _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
-            if status != 0:
+            try:
+                pointer, size = driver.open_allocation(ordinal, handle.memory)
+            except BaseException:
                 _give_back(*lease)
-                raise BufferError(f"from_shared: CUDA could not open the exporter's memory "
-                                  f"(cuIpcOpenMemHandle: CUDA error {status}; freed, or its "
-                                  f"process gone?)")
-            mapping = _Mapping(pointer.value, ordinal, lease)
+                raise
+            mapping = _Mapping(pointer, ordinal, lease)
+            mapping.size = size
             _mappings[key] = mapping
-    stream = _receiving_stream(driver, library, ordinal, handle.event)
+            _start_closer()
+    _within(handle, mapping.size)
+    stream = driver.wait_for_exporter(ordinal, handle.event)
     received = _core.view_from_pointer(mapping.pointer + handle.offset, handle.shape,
                                        handle.strides, _dtype(item), readonly=handle.readonly,
                                        owner=mapping, device=(_CUDA, ordinal), protocol="shared")
@@ -513,25 +548,8 @@ def _dtype(item):
 
 
 def close() -> None:
-    """This process's events and streams of sharing, destroyed (at exit, before the driver
-    closes)."""
-    from arrayport.gpu import cuda
-    try:
-        library = cuda.driver.library.get()
-    except BufferError:
-        return
-    for ordinal, (event, _) in list(_events.items()):
-        with cuda.driver.on_device(ordinal):
-            library.cuEventDestroy_v2(event)
-    for event in _opened_events.values():
-        library.cuEventDestroy_v2(event)
-    for ordinal, stream in _ipc_streams.items():
-        with cuda.driver.on_device(ordinal):
-            library.cuStreamSynchronize(stream)
-            library.cuStreamDestroy_v2(stream)
-    _events.clear()
-    _opened_events.clear()
-    _ipc_streams.clear()
+    """The mappings waiting to be closed, closed (at exit, before the driver closes)."""
+    _close_mappings()
 
 
-atexit.register(close)   # before the driver closes: registered after it, run first
+atexit.register(close)   # registered after the driver's close, so run before it

@@ -480,3 +480,31 @@ class VendorDriver(FloorServed):
         nothing, where this vendor or device cannot load them — HIP cannot load PTX, so its
         copies keep the DMA path (a capability, as managed memory is)."""
         return False
+
+    # Sharing device memory with other processes (``gpu.ipc``): CUDA's (``gpu.cuda_ipc``);
+    # a vendor without it refuses, naming the host route.
+    def _no_sharing(self):
+        return BufferError(f"share: device memory of {self.library.description} cannot be "
+                           f"shared with other processes yet (CUDA's can); share a host "
+                           f"copy: view.copy(device='cpu').share()")
+
+    def device_uuid(self, ordinal: int) -> bytes:
+        raise self._no_sharing()
+
+    def export_allocation(self, ordinal: int, pointer: int) -> tuple[bytes, int, int] | None:
+        raise self._no_sharing()
+
+    def record_interprocess_event(self, ordinal: int, stream: int) -> bytes:
+        raise self._no_sharing()
+
+    def open_allocation(self, ordinal: int, memory: bytes) -> tuple[int, int]:
+        raise self._no_sharing()
+
+    def close_allocation(self, ordinal: int, pointer: int) -> None:
+        raise self._no_sharing()
+
+    def wait_for_exporter(self, ordinal: int, event: bytes) -> int:
+        raise self._no_sharing()
+
+    def sharing_kept(self) -> tuple[int, int]:
+        return 0, 0

@@ -1,0 +1,174 @@
+"""CUDA IPC's driver calls: ``CudaDriver``'s sharing floor. Single driver calls and what
+they make once per process (an interprocess event per device, the stream received Views
+wait on), deciding nothing: what is shared, kept, leased and closed is ``gpu.ipc``'s (the
+policy), which asks only these methods of the driver interface (``gpu.interface``).
+
+Declared when sharing first asks (``_OPTIONAL_SIGNATURES``), not when the library opens: a
+driver without them (a test's stand-in library) serves everything else, and sharing says
+which call it lacks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from arrayport.gpu.library import c_address, c_handle, c_size
+
+# CUDA driver API facts (cuda.h).
+_CU_EVENT_INTERPROCESS = 0x4        # "CU_EVENT_DISABLE_TIMING must be set" with it
+_CU_EVENT_DISABLE_TIMING = 0x2
+_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1   # "must be specified" to cuIpcOpenMemHandle
+_CU_STREAM_NON_BLOCKING = 0x1
+_CUDA_ERROR_INVALID_VALUE = 1
+
+
+class IpcHandle(ctypes.Structure):
+    """CUipcMemHandle / CUipcEventHandle: 64 opaque bytes, passed by value."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+_OPTIONAL_SIGNATURES = {
+    "cuIpcGetMemHandle": (ctypes.c_int, [ctypes.POINTER(IpcHandle), c_address]),
+    "cuIpcOpenMemHandle_v2": (ctypes.c_int, [ctypes.POINTER(c_address), IpcHandle,
+                                             ctypes.c_uint]),
+    "cuIpcCloseMemHandle": (ctypes.c_int, [c_address]),
+    "cuIpcGetEventHandle": (ctypes.c_int, [ctypes.POINTER(IpcHandle), c_handle]),
+    "cuIpcOpenEventHandle": (ctypes.c_int, [ctypes.POINTER(c_handle), IpcHandle]),
+    "cuStreamCreate": (ctypes.c_int, [ctypes.POINTER(c_handle), ctypes.c_uint]),
+    "cuStreamDestroy_v2": (ctypes.c_int, [c_handle]),
+    "cuDeviceGetUuid": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int]),
+}
+
+
+class CudaIpcFloor:
+    """``CudaDriver``'s sharing floor (see the module). Expects the driver's ``library``,
+    ``on_device``, ``on_stream_context``, ``device_count`` and ``check``."""
+
+    def _init_ipc_floor(self) -> None:
+        self._ipc_lock = threading.Lock()   # what is made once, made once
+        self._ipc_events: dict[int, tuple[int, bytes]] = {}   # device -> (event, handle)
+        # an exporter's event handle -> (ours, the device it was opened on)
+        self._ipc_opened: dict[bytes, tuple[int, int]] = {}
+        self._ipc_streams: dict[int, int] = {}    # device -> the receiving stream
+
+    def _ipc(self, name: str):
+        """Entry point ``name``, declared; BufferError naming it where the driver lacks it."""
+        entry = getattr(self.library.get(), name, None)
+        if entry is None:
+            raise BufferError(f"share: this CUDA driver has no {name}: device memory cannot "
+                              f"be shared with other processes here")
+        if getattr(entry, "argtypes", ()) is None:
+            entry.restype, entry.argtypes = _OPTIONAL_SIGNATURES[name]
+        return entry
+
+    def device_uuid(self, ordinal: int) -> bytes:
+        """Device ``ordinal``'s UUID (16 bytes): the same GPU whatever a process numbers it."""
+        uuid = ctypes.create_string_buffer(16)
+        self.check(self._ipc("cuDeviceGetUuid")(uuid, ordinal), "cuDeviceGetUuid")
+        return uuid.raw
+
+    def export_allocation(self, ordinal: int, pointer: int) -> tuple[bytes, int, int] | None:
+        """(the CUDA IPC handle of the allocation ``pointer`` lies in, the pointer's offset
+        in it, the allocation's bytes): ``cuMemGetAddressRange`` then ``cuIpcGetMemHandle``
+        of its base. None where CUDA cannot export it so (a memory pool's block:
+        CUDA_ERROR_INVALID_VALUE); BufferError for any other failure."""
+        base, size, handle = c_address(0), c_size(0), IpcHandle()
+        with self.on_device(ordinal):
+            status = self.library.get().cuMemGetAddressRange_v2(ctypes.byref(base),
+                                                                ctypes.byref(size), pointer)
+            if status == 0:
+                status = self._ipc("cuIpcGetMemHandle")(ctypes.byref(handle), base.value)
+        if status == _CUDA_ERROR_INVALID_VALUE:
+            return None
+        self.check(status, "cuIpcGetMemHandle")
+        return bytes(handle), pointer - base.value, size.value
+
+    def record_interprocess_event(self, ordinal: int, stream: int) -> bytes:
+        """Record this process's interprocess event of device ``ordinal`` (made once,
+        ``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``) on ``stream`` now; its handle."""
+        made = self._ipc_events.get(ordinal)
+        if made is None:
+            with self._ipc_lock:
+                made = self._ipc_events.get(ordinal)
+                if made is None:
+                    event, handle = c_handle(), IpcHandle()
+                    with self.on_device(ordinal):
+                        self.check(self.library.get().cuEventCreate(
+                            ctypes.byref(event),
+                            _CU_EVENT_INTERPROCESS | _CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+                        self.check(self._ipc("cuIpcGetEventHandle")(ctypes.byref(handle),
+                                                                    event),
+                                   "cuIpcGetEventHandle")
+                    made = self._ipc_events[ordinal] = (event.value, bytes(handle))
+        with self.on_stream_context(stream, ordinal):
+            self.check(self.library.get().cuEventRecord(made[0], stream), "cuEventRecord")
+        return made[1]
+
+    def open_allocation(self, ordinal: int, memory: bytes) -> tuple[int, int]:
+        """Another process's allocation (its CUDA IPC handle ``memory``) mapped into device
+        ``ordinal``'s context: (the pointer, the allocation's bytes). BufferError where CUDA
+        cannot open it (freed, its process gone, or this process's own)."""
+        pointer = c_address(0)
+        with self.on_device(ordinal):
+            status = self._ipc("cuIpcOpenMemHandle_v2")(
+                ctypes.byref(pointer), IpcHandle.from_buffer_copy(memory),
+                _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        if status != 0:
+            raise BufferError(f"from_shared: CUDA could not open the exporter's memory "
+                              f"(cuIpcOpenMemHandle: CUDA error {status}; freed, or its "
+                              f"process gone?)")
+        return pointer.value, self.allocation_bytes(ordinal, pointer.value)
+
+    def close_allocation(self, ordinal: int, pointer: int) -> None:
+        """Unmap what ``open_allocation`` mapped (``cuIpcCloseMemHandle``)."""
+        with self.on_device(ordinal):
+            self.check(self._ipc("cuIpcCloseMemHandle")(pointer), "cuIpcCloseMemHandle")
+
+    def wait_for_exporter(self, ordinal: int, event: bytes) -> int:
+        """This process's stream for received Views of device ``ordinal`` (made once,
+        non-blocking), made to wait on the GPU for the exporter's interprocess event
+        (``event``, its handle; opened once) as last recorded; the stream."""
+        with self.on_device(ordinal):
+            with self._ipc_lock:
+                opened = self._ipc_opened.get(event)
+                if opened is None:
+                    made = c_handle()
+                    self.check(self._ipc("cuIpcOpenEventHandle")(
+                        ctypes.byref(made), IpcHandle.from_buffer_copy(event)),
+                        "cuIpcOpenEventHandle")
+                    opened = self._ipc_opened[event] = (made.value, ordinal)
+                stream = self._ipc_streams.get(ordinal)
+                if stream is None:
+                    made = c_handle()
+                    self.check(self._ipc("cuStreamCreate")(ctypes.byref(made),
+                                                           _CU_STREAM_NON_BLOCKING),
+                               "cuStreamCreate")
+                    stream = self._ipc_streams[ordinal] = made.value
+            self.check(self.library.get().cuStreamWaitEvent(stream, opened[0], 0),
+                       "cuStreamWaitEvent")
+        return stream
+
+    def sharing_kept(self) -> tuple[int, int]:
+        """(events, streams) kept for sharing until the driver closes."""
+        return len(self._ipc_events) + len(self._ipc_opened), len(self._ipc_streams)
+
+    def _close_ipc_floor(self) -> None:
+        """Destroy the events and streams of sharing (at the driver's close)."""
+        if not (self._ipc_events or self._ipc_opened or self._ipc_streams):
+            return                       # nothing made: the library need not be opened
+        library = self.library.get()
+        with self._ipc_lock:
+            events, self._ipc_events = self._ipc_events, {}
+            opened, self._ipc_opened = self._ipc_opened, {}
+            streams, self._ipc_streams = self._ipc_streams, {}
+        for ordinal, (event, _) in events.items():
+            with self.on_device(ordinal):
+                library.cuEventDestroy_v2(event)
+        for event, ordinal in opened.values():
+            with self.on_device(ordinal):
+                library.cuEventDestroy_v2(event)
+        for ordinal, stream in streams.items():
+            with self.on_device(ordinal):
+                library.cuStreamSynchronize(stream)
+                self._ipc("cuStreamDestroy_v2")(stream)
