@@ -19,7 +19,7 @@ PATH = cudasim.library()
 pytestmark = pytest.mark.skipif(PATH is None, reason=cudasim.unavailable())
 
 SUCCESS, INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE, NOT_READY = 0, 1, 201, 400, 600
-ILLEGAL_ADDRESS = 700
+ILLEGAL_ADDRESS, PEER_UNSUPPORTED = 700, 217
 NON_BLOCKING, LAZY_ENABLE_PEER_ACCESS = 1, 1
 DISABLE_TIMING, INTERPROCESS = 2, 4
 from cuda_ipc import IpcHandle, declare, handle, u64
@@ -293,3 +293,109 @@ def test_what_an_importer_never_closed_is_reported_at_its_exit(cuda, tmp_path):
     assert child.returncode == 0, child.stderr
     assert "never released: 1 allocations" in report.read_text()
     assert cuda.cuMemFree_v2(address) == SUCCESS
+
+
+def test_another_devices_memory_opens_with_peer_access_where_there_is_any(cuda):
+    """Device 1's memory opened in device 0's context: mapped with peer access ("lazily"),
+    unless the devices cannot reach each other (CUDASIM_PEER_ACCESS=0 in the importer)."""
+    context, address = handle(), u64()
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 1) == SUCCESS
+    assert cuda.cuCtxPushCurrent_v2(context) == SUCCESS
+    try:
+        assert cuda.cuMemAlloc_v2(ctypes.byref(address), 8) == SUCCESS
+        assert cuda.cuMemcpyHtoD_v2(address.value, bytes([5] * 8), 8) == SUCCESS
+        memory = export(cuda, address.value)
+    finally:
+        cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
+    body = """
+        status, pointer = open_memory(handles[0])
+        found["open"] = status
+        if status == 0:
+            found["read"] = read(pointer, 8)
+            cuda.cuIpcCloseMemHandle(pointer)
+    """
+    assert importer(body, memory) == {"open": SUCCESS, "read": [SUCCESS, [5] * 8]}
+    no_peers = IMPORTER.replace("import ctypes, json, sys",
+                                "import os; os.environ['CUDASIM_PEER_ACCESS'] = '0'\n"
+                                "import ctypes, json, sys")
+    child = subprocess.run([sys.executable, "-c", no_peers + textwrap.dedent(body) +
+                            "\nprint(json.dumps(found))", bytes(memory).hex()],
+                           capture_output=True, text=True, timeout=60)
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == {"open": PEER_UNSUPPORTED}
+    assert cuda.cuCtxPushCurrent_v2(context) == SUCCESS
+    assert cuda.cuMemFree_v2(address.value) == SUCCESS
+    cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
+    cuda.cuDevicePrimaryCtxRelease_v2(1)
+
+
+def test_a_wait_is_for_the_last_record_made_before_it_not_an_earlier_one(cuda, sim):
+    """CUDA's rule: cuStreamWaitEvent waits for the event's most recent record at the call.
+    The exporter records its event after a slow write on one stream (record 1), then again
+    on an idle stream (record 2); an importer waiting then is released by record 2 alone,
+    and reads the memory before the write has run."""
+    address = alloc(cuda, bytes(8))
+    busy, idle, event = handle(), handle(), handle()
+    for stream in (busy, idle):
+        assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), INTERPROCESS | DISABLE_TIMING) == SUCCESS
+    event_handle = IpcHandle()
+    assert cuda.cuIpcGetEventHandle(ctypes.byref(event_handle), event) == SUCCESS
+    sim.set_delay_us(4_000_000)                  # the write runs 4 s from now
+    try:
+        assert cuda.cuMemsetD8Async(address, 7, 8, busy) == SUCCESS
+        assert cuda.cuEventRecord(event, busy) == SUCCESS    # record 1: after the write
+        assert cuda.cuEventRecord(event, idle) == SUCCESS    # record 2: nothing before it
+        found = importer("""
+            event, stream = handle(), handle()
+            cuda.cuIpcOpenEventHandle(ctypes.byref(event), handles[1])
+            cuda.cuStreamCreate(ctypes.byref(stream), 1)
+            status, pointer = open_memory(handles[0])
+            cuda.cuStreamWaitEvent(stream, event, 0)
+            out = handle()
+            cuda.cuMemHostAlloc(ctypes.byref(out), 8, 0)
+            cuda.cuMemcpyDtoHAsync_v2(out, pointer, 8, stream)
+            cuda.cuStreamSynchronize(stream)
+            found["read"] = list(ctypes.string_at(out, 8))
+            cuda.cuMemFreeHost(out)
+            cuda.cuEventDestroy_v2(event)
+            cuda.cuStreamDestroy_v2(stream)
+            cuda.cuIpcCloseMemHandle(pointer)
+        """, export(cuda, address), event_handle)
+        assert cuda.cuStreamSynchronize(busy) == SUCCESS
+    finally:
+        sim.set_delay_us(2000)
+    assert found["read"] == [0] * 8            # released by record 2: the write had not run
+    assert read(cuda, address, 8) == [7] * 8
+    for call, argument in ((cuda.cuEventDestroy_v2, event), (cuda.cuStreamDestroy_v2, busy),
+                           (cuda.cuStreamDestroy_v2, idle), (cuda.cuMemFree_v2, address)):
+        assert call(argument) == SUCCESS
+
+
+def test_a_wait_on_an_event_its_exporter_destroyed_ends(cuda, sim):
+    """Undefined on a GPU; the simulator ends the wait rather than hang the importer."""
+    stream, event = handle(), handle()
+    assert cuda.cuStreamCreate(ctypes.byref(stream), NON_BLOCKING) == SUCCESS
+    assert cuda.cuEventCreate(ctypes.byref(event), INTERPROCESS | DISABLE_TIMING) == SUCCESS
+    event_handle = IpcHandle()
+    assert cuda.cuIpcGetEventHandle(ctypes.byref(event_handle), event) == SUCCESS
+    sim.set_paused(True)
+    try:
+        assert cuda.cuEventRecord(event, stream) == SUCCESS   # never runs while paused
+        child = importer("""
+            event, stream = handle(), handle()
+            cuda.cuIpcOpenEventHandle(ctypes.byref(event), handles[0])
+            cuda.cuStreamCreate(ctypes.byref(stream), 1)
+            cuda.cuStreamWaitEvent(stream, event, 0)
+            print("waiting", flush=True)
+            found["synchronize"] = cuda.cuStreamSynchronize(stream)
+            cuda.cuEventDestroy_v2(event)
+            cuda.cuStreamDestroy_v2(stream)
+        """, event_handle, stdin=subprocess.PIPE)
+        assert child.stdout.readline().strip() == "waiting"
+        assert cuda.cuEventDestroy_v2(event) == SUCCESS
+        out, _ = child.communicate("", timeout=60)
+    finally:
+        sim.set_paused(False)
+    assert json.loads(out.strip().splitlines()[-1]) == {"synchronize": SUCCESS}
+    assert cuda.cuStreamSynchronize(stream) == SUCCESS
+    assert cuda.cuStreamDestroy_v2(stream) == SUCCESS

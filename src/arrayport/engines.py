@@ -119,8 +119,9 @@ def register_ray() -> None:
 
 def _ray_payload(view):
     from arrayport.pickling import reduce_view
-    if view.device.type == 2:
-        return ("cuda-ipc", view.share().fields())
+    if view.device.type == 2:   # Ray's store may hand the object out again: it lingers
+        from arrayport.gpu import ipc
+        return ("cuda-ipc", ipc.share_device(view, None, ipc.LINGER_SECONDS).fields())
     return ("pickle", reduce_view(view, 5))
 
 
@@ -147,7 +148,8 @@ def register_dask_family() -> None:
     @dask_serialize.register(View)
     def _serialize_view(view):
         if view.device.type == 2:    # CUDA device memory: its handle (gpu.ipc), this machine
-            return {"cuda-ipc": view.share().fields()}, []
+            from arrayport.gpu import ipc   # (a worker may send it on again: it lingers)
+            return {"cuda-ipc": ipc.share_device(view, None, ipc.LINGER_SECONDS).fields()}, []
         span, item, shape, strides, readonly = byte_span(view)
         header = {"item": item, "shape": shape, "strides": strides, "readonly": readonly}
         return header, [memoryview(span)]

@@ -103,7 +103,7 @@ def reduce_view(view, protocol):
     """``View.__reduce_ex__``: (rebuild, (bytes, type, shape, byte strides, read-only)); a
     device View under ``device_pickling("share")``: (open, (its CUDA IPC handle,))."""
     if _device_policy == "share" and not view.device.type.is_host_accessible:
-        return reduce_shared(view)
+        return reduce_shared(view, again=True)
     span, item, shape, strides, readonly = byte_span(view)
     if protocol >= 5:
         from pickle import PickleBuffer   # not at import: ``import arrayport`` stays light
@@ -117,11 +117,14 @@ def reduce_view(view, protocol):
     return (_rebuild, (payload, item, shape, strides, readonly))
 
 
-def reduce_shared(view):
-    """A device View as its CUDA IPC handle (``view.share()``): unpickled by
-    ``View.from_shared`` — the same device memory, on this machine."""
+def reduce_shared(view, again: bool):
+    """A device View as its CUDA IPC handle: unpickled by ``View.from_shared`` — the same
+    device memory, on this machine. ``again``: the pickle may be loaded more than once (a
+    file, an engine's store or retry), so the export lingers after its last holder
+    (``gpu.ipc.LINGER_SECONDS``); else it ends when the one receiver lets go."""
+    from arrayport.gpu import ipc
     from arrayport.shared import from_shared
-    return (from_shared, (view.share(),))
+    return (from_shared, (ipc.share_device(view, None, ipc.LINGER_SECONDS if again else 0.0),))
 
 
 def reduce_for_processes(view):
@@ -129,7 +132,7 @@ def reduce_for_processes(view):
     arrayport.engines): a CUDA device View by its handle, anything else as pickle sends it
     (protocol 4, multiprocessing's)."""
     if not view.device.type.is_host_accessible:
-        return reduce_shared(view)
+        return reduce_shared(view, again=False)   # one message, one receiver
     return reduce_view(view, 4)
 
 

@@ -92,7 +92,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -152,11 +154,13 @@ struct ipc_header {                     /* the first page of an exported allocat
     int32_t device, state;
 };
 
+#define IPC_RING 256                    /* records of one event in flight at most */
 struct ipc_event {                      /* the page of an interprocess event */
     char magic[8];
     uint64_t nonce[2];
-    uint64_t recorded, completed;
-    int32_t state;
+    uint64_t recorded;                  /* records made (record n: the n-th) */
+    int32_t state, pid;                 /* the exporter: its destroy or its death ends waits */
+    uint64_t done[IPC_RING];            /* slot n % IPC_RING: the latest record n done there */
 };
 
 struct CUevent_st {
@@ -198,7 +202,8 @@ struct op {
     /* OP_MARK of an interprocess event: the shared completion count it raises to `signal_to`
      * when it runs; of a wait on one: the count it waits for (polled: the signal comes from
      * another process) */
-    uint64_t *signal, signal_to, *awaited, awaited_at;
+    struct ipc_event *signal, *awaited;
+    uint64_t signal_to, awaited_at;
     op *next;
 };
 
@@ -506,7 +511,10 @@ static void unpin(allocation *a) {
 }
 
 static void *worker(void *arg);
-static void ipc_signal(uint64_t *count, uint64_t value);
+static void ipc_signal(struct ipc_event *page, uint64_t record);
+static int ipc_event_reached(struct ipc_event *page, uint64_t record);
+static void ipc_page_ref(struct ipc_event *page);
+static void ipc_page_unref(struct ipc_event *page);
 struct ipc_event;
 static int ipc_event_page(struct CUevent_st *e);
 static int ipc_event_pending(struct ipc_event *shared);
@@ -590,7 +598,7 @@ static void enqueue(struct CUstream_st *s, op *o) {
 static int ready(const op *o) {
     for (int i = 0; i < o->ndeps; i++)
         if (o->deps[i].stream->done < o->deps[i].seq) return 0;
-    return !o->awaited || __atomic_load_n(o->awaited, __ATOMIC_ACQUIRE) >= o->awaited_at;
+    return !o->awaited || ipc_event_reached(o->awaited, o->awaited_at);
 }
 
 /* The worker's wait for its next item (lock held): woken by this process's progress, or,
@@ -660,7 +668,8 @@ static void *worker(void *arg) {
             set_sticky(o->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
         }
         if (o->kind == OP_FREE) pool_free_done(o);
-        if (o->signal) ipc_signal(o->signal, o->signal_to);
+        if (o->signal) { ipc_signal(o->signal, o->signal_to); ipc_page_unref(o->signal); }
+        if (o->awaited) ipc_page_unref(o->awaited);
         s->head = o->next;
         if (!s->head) s->tail = NULL;
         s->done = o->seq;
@@ -1548,11 +1557,12 @@ SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream handle, CUevent event, un
     if (s && e) status = sticky_of(s->ctx);
     if (status == CUDA_SUCCESS && e->shared) {    /* its last record, in any process */
         uint64_t target = __atomic_load_n(&e->shared->recorded, __ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&e->shared->completed, __ATOMIC_ACQUIRE) < target) {
+        if (!ipc_event_reached(e->shared, target)) {
             op *barrier = calloc(1, sizeof *barrier);
             barrier->kind = OP_MARK;
-            barrier->awaited = &e->shared->completed;
+            barrier->awaited = e->shared;
             barrier->awaited_at = target;
+            ipc_page_ref(e->shared);
             enqueue(s, barrier);
         }
     } else if (status == CUDA_SUCCESS && e->stream) {   /* never recorded: nothing to wait for */
@@ -1609,8 +1619,9 @@ SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream handle) {
         op *mark = calloc(1, sizeof *mark);
         mark->kind = OP_MARK;
         if (e->shared) {          /* counted where every process that opened it looks */
-            mark->signal = &e->shared->completed;
+            mark->signal = e->shared;
             mark->signal_to = __atomic_add_fetch(&e->shared->recorded, 1, __ATOMIC_ACQ_REL);
+            ipc_page_ref(e->shared);
         }
         enqueue(s, mark);
         e->stream = s;
@@ -1641,7 +1652,7 @@ SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
     if (e) COUNT(HOST_SYNCS);
     if (e && e->shared) {              /* its last record, made in any process */
         uint64_t target = __atomic_load_n(&e->shared->recorded, __ATOMIC_ACQUIRE);
-        while (__atomic_load_n(&e->shared->completed, __ATOMIC_ACQUIRE) < target) {
+        while (!ipc_event_reached(e->shared, target)) {
             pthread_mutex_unlock(&lock);
             usleep(100);
             pthread_mutex_lock(&lock);
@@ -1668,7 +1679,9 @@ SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent event) {
     pthread_mutex_unlock(&lock);
     if (status != CUDA_SUCCESS) return status;
     __atomic_sub_fetch(&live_events, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&lock);
     ipc_event_release(e);
+    pthread_mutex_unlock(&lock);
     free(e);
     return CUDA_SUCCESS;
 }
@@ -2193,6 +2206,7 @@ static void *kernel_fault(uintptr_t address, CUresult status, const char *kind,
  * of a destroyed pool is its own device's only. */
 static int kernel_may_touch(const allocation *a) {
     if (a->kind != MEM_DEVICE || a->device == running_ctx->device) return 1;
+    if (a->imported) return a->ctx == running_ctx;   /* opened with lazy peer access */
     if (a->pooled)
         return a->pool && a->pool->access[running_ctx->device] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     return running_ctx->peers[a->device];
@@ -2535,7 +2549,9 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
  *     (the same user), as a memfd segment of arrayport's host sharing is opened.
  *   - cuIpcOpenMemHandle needs CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ("must be specified"), a
  *     current context, and another process: a process opening its own handle gets
- *     CUDA_ERROR_INVALID_CONTEXT, as on a GPU. Opened again in the same context, the same
+ *     CUDA_ERROR_INVALID_CONTEXT, as on a GPU. Another device's memory opens with peer
+ *     access enabled for the opening context (the flag's "as needed"), or
+ *     CUDA_ERROR_PEER_ACCESS_UNSUPPORTED where the devices cannot reach each other. Opened again in the same context, the same
  *     pointer and one more reference; cuIpcCloseMemHandle drops one, and unmaps at the last.
  *     cuMemFree of an opened pointer is CUDA_ERROR_INVALID_VALUE (it is not an allocation).
  *   - the exporter freeing the memory while another process has it open is "undefined
@@ -2543,11 +2559,14 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
  *     touches it faults as freed memory does (sticky CUDA_ERROR_ILLEGAL_ADDRESS; counted:
  *     freed_memory_accesses), and the handle opens no more.
  *   - events made with CU_EVENT_INTERPROCESS (only with CU_EVENT_DISABLE_TIMING) keep their
- *     records and completions as two counters in a shared page: cuEventRecord, in either
- *     process, counts a record and its mark raises the completions when it runs;
- *     cuStreamWaitEvent waits, on the GPU's side (a worker polling the page), for the
- *     records made before it; cuEventQuery and cuEventSynchronize look at the same counters.
- *     cuIpcGetEventHandle of any other event is CUDA_ERROR_INVALID_VALUE.
+ *     records in a shared page: cuEventRecord, in either process, counts a record, and its
+ *     mark marks that record done when it runs; cuStreamWaitEvent waits, on the GPU's side
+ *     (a worker polling the page), for the last record made before it — that record, not an
+ *     earlier one and not a later one of another stream; cuEventQuery and
+ *     cuEventSynchronize look at the last record the same way. A wait on an event its exporter destroyed,
+ *     or whose exporter died, ends (undefined on a GPU; here no hang). Memory whose exporter
+ *     died is freed memory to the importer's work. cuIpcGetEventHandle of any other event
+ *     is CUDA_ERROR_INVALID_VALUE.
  * The memory and events of another process are the exporter's: they do not count against
  * this process's device memory, and each open is reported at exit until it is closed. */
 
@@ -2597,9 +2616,11 @@ static void *open_shared_pages(const ipc_wire *wire, size_t size) {
     return pages == MAP_FAILED ? NULL : pages;
 }
 
+/* Imported memory its exporter freed, or whose exporter died (its memory went with it). */
 static int ipc_freed(const allocation *a) {
-    return a->ipc && a->imported &&
-           __atomic_load_n(&a->ipc->state, __ATOMIC_ACQUIRE) != IPC_LIVE;
+    if (!a->ipc || !a->imported) return 0;
+    if (__atomic_load_n(&a->ipc->state, __ATOMIC_ACQUIRE) != IPC_LIVE) return 1;
+    return kill(a->ipc_pid, 0) != 0 && errno == ESRCH;
 }
 
 /* Poisoning an exported or imported allocation (caller holds the lock): the exporter's
@@ -2613,37 +2634,87 @@ static void ipc_unmap(allocation *a) {
     a->ipc = NULL;
 }
 
-/* A record's mark has run: the completions count rises to `value` (never falls: records
- * of two streams may finish out of order). */
-static void ipc_signal(uint64_t *count, uint64_t value) {
-    uint64_t seen = __atomic_load_n(count, __ATOMIC_ACQUIRE);
-    while (seen < value &&
-           !__atomic_compare_exchange_n(count, &seen, value, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+/* Record `record` of an event has run. Each record is done on its own: a wait passes when
+ * the record it captured is done — not an earlier one, and not a later one of another
+ * stream (CUDA: cuStreamWaitEvent waits for "the most recent" record at the call). */
+static void ipc_signal(struct ipc_event *page, uint64_t record) {
+    uint64_t *slot = &page->done[record % IPC_RING];
+    uint64_t seen = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    while (seen < record &&
+           !__atomic_compare_exchange_n(slot, &seen, record, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
 }
 
+/* Whether a wait for record `record` is over: that record done (0: never recorded), or the
+ * exporter destroyed the event or died (undefined behaviour on a GPU; here the wait ends
+ * rather than hang for ever). */
+static int ipc_event_reached(struct ipc_event *page, uint64_t record) {
+    if (record == 0 || __atomic_load_n(&page->done[record % IPC_RING], __ATOMIC_ACQUIRE) >= record)
+        return 1;
+    if (__atomic_load_n(&page->state, __ATOMIC_ACQUIRE) != IPC_LIVE) return 1;
+    return kill(page->pid, 0) != 0 && errno == ESRCH;
+}
+
 static int ipc_event_pending(struct ipc_event *shared) {
-    return __atomic_load_n(&shared->completed, __ATOMIC_ACQUIRE) <
-           __atomic_load_n(&shared->recorded, __ATOMIC_ACQUIRE);
+    return !ipc_event_reached(shared, __atomic_load_n(&shared->recorded, __ATOMIC_ACQUIRE));
+}
+
+/* This process's references to the event pages it maps (its events, their queued records
+ * and waits): a page is unmapped when the last goes (caller holds the lock). */
+typedef struct ipc_page { struct ipc_event *page; long refs; struct ipc_page *next; } ipc_page;
+static ipc_page *ipc_pages;
+
+static void ipc_page_ref(struct ipc_event *page) {
+    for (ipc_page *p = ipc_pages; p; p = p->next)
+        if (p->page == page) { p->refs++; return; }
+    ipc_page *p = calloc(1, sizeof *p);
+    if (!p) return;                      /* never unmapped: a page, not a fault */
+    p->page = page;
+    p->refs = 1;
+    p->next = ipc_pages;
+    ipc_pages = p;
+}
+
+static void ipc_page_unref(struct ipc_event *page) {
+    for (ipc_page **link = &ipc_pages; *link; link = &(*link)->next) {
+        ipc_page *p = *link;
+        if (p->page != page) continue;
+        if (--p->refs == 0) {
+            *link = p->next;
+            munmap(page, page_size());
+            free(p);
+        }
+        return;
+    }
 }
 
 static int ipc_event_page(struct CUevent_st *e) {
+    _Static_assert(sizeof(struct ipc_event) <= 4096, "an event's page");
     struct ipc_event *shared = shared_pages(page_size(), &e->shared_fd);
     if (!shared) return 0;
     memcpy(shared->magic, IPC_EVENT_MAGIC, 8);
     random_nonce(shared->nonce);
     shared->state = IPC_LIVE;
+    shared->pid = getpid();
     e->shared = shared;
+    pthread_mutex_lock(&lock);
+    ipc_page_ref(shared);
+    pthread_mutex_unlock(&lock);
     return 1;
 }
 
-/* cuEventDestroy of an interprocess event: the exporter's says so to every importer. The
- * page stays mapped: a record still queued signals it when it runs. */
+/* cuEventDestroy of an interprocess event, or its context's reset (caller holds the lock):
+ * the exporter's says so to every importer; this process's reference to the page goes (a
+ * record or wait still queued keeps it mapped until it has run). */
 static void ipc_event_release(struct CUevent_st *e) {
-    if (!e->shared || e->shared_fd < 0) return;
-    __atomic_store_n(&e->shared->state, IPC_FREED, __ATOMIC_RELEASE);
-    close(e->shared_fd);
-    e->shared_fd = -1;
+    if (!e->shared) return;
+    if (e->shared_fd >= 0) {
+        __atomic_store_n(&e->shared->state, IPC_FREED, __ATOMIC_RELEASE);
+        close(e->shared_fd);
+        e->shared_fd = -1;
+    }
+    ipc_page_unref(e->shared);
+    e->shared = NULL;
 }
 
 /* The bytes of a new cuMemAlloc allocation of `size`, in a memfd after its header page
@@ -2728,6 +2799,10 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandl
     if (memcmp(wire.magic, IPC_MEM_MAGIC, 8) != 0 || wire.size == 0) return CUDA_ERROR_INVALID_VALUE;
     if (wire.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;   /* its own handle */
     if (wire.device < 0 || wire.device >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+    /* another device's memory: mapped with peer access, enabled as needed ("lazily") —
+     * where the devices can reach each other at all */
+    if (wire.device != ctx->device && !peer_access_possible)
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
     pthread_mutex_lock(&lock);
     for (allocation *a = allocations; a; a = a->next)   /* opened here already: once more */
         if (a->imported && a->ctx == ctx && a->ipc_pid == wire.pid &&
@@ -2842,6 +2917,7 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
     e->shared = shared;
     e->shared_fd = -1;
     pthread_mutex_lock(&lock);
+    ipc_page_ref(shared);
     e->next = events;
     events = e;
     pthread_mutex_unlock(&lock);

@@ -21,6 +21,7 @@ _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1   # "must be specified" to cuIpcOpenMemHandle
 _CU_STREAM_NON_BLOCKING = 0x1
 _CUDA_ERROR_INVALID_VALUE = 1
+_CUDA_ERROR_NOT_SUPPORTED = 801     # memory of the virtual memory API (cuMemCreate)
 
 
 class IpcHandle(ctypes.Structure):
@@ -47,9 +48,8 @@ class CudaIpcFloor:
 
     def _init_ipc_floor(self) -> None:
         self._ipc_lock = threading.Lock()   # what is made once, made once
-        self._ipc_events: dict[int, tuple[int, bytes]] = {}   # device -> (event, handle)
-        # an exporter's event handle -> (ours, the device it was opened on)
-        self._ipc_opened: dict[bytes, tuple[int, int]] = {}
+        # device -> (the interprocess event, its handle, the sharing stream it is recorded on)
+        self._ipc_events: dict[int, tuple[int, bytes, int]] = {}
         self._ipc_streams: dict[int, int] = {}    # device -> the receiving stream
 
     def _ipc(self, name: str):
@@ -75,35 +75,41 @@ class CudaIpcFloor:
         CUDA_ERROR_INVALID_VALUE); BufferError for any other failure."""
         base, size, handle = c_address(0), c_size(0), IpcHandle()
         with self.on_device(ordinal):
-            status = self.library.get().cuMemGetAddressRange_v2(ctypes.byref(base),
-                                                                ctypes.byref(size), pointer)
-            if status == 0:
-                status = self._ipc("cuIpcGetMemHandle")(ctypes.byref(handle), base.value)
-        if status == _CUDA_ERROR_INVALID_VALUE:
+            self.check(self.library.get().cuMemGetAddressRange_v2(
+                ctypes.byref(base), ctypes.byref(size), pointer), "cuMemGetAddressRange")
+            status = self._ipc("cuIpcGetMemHandle")(ctypes.byref(handle), base.value)
+        if status in (_CUDA_ERROR_INVALID_VALUE, _CUDA_ERROR_NOT_SUPPORTED):
             return None
         self.check(status, "cuIpcGetMemHandle")
         return bytes(handle), pointer - base.value, size.value
 
     def record_interprocess_event(self, ordinal: int, stream: int) -> bytes:
-        """Record this process's interprocess event of device ``ordinal`` (made once,
-        ``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``) on ``stream`` now; its handle."""
-        made = self._ipc_events.get(ordinal)
-        if made is None:
-            with self._ipc_lock:
-                made = self._ipc_events.get(ordinal)
-                if made is None:
-                    event, handle = c_handle(), IpcHandle()
-                    with self.on_device(ordinal):
-                        self.check(self.library.get().cuEventCreate(
-                            ctypes.byref(event),
-                            _CU_EVENT_INTERPROCESS | _CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-                        self.check(self._ipc("cuIpcGetEventHandle")(ctypes.byref(handle),
-                                                                    event),
-                                   "cuIpcGetEventHandle")
-                    made = self._ipc_events[ordinal] = (event.value, bytes(handle))
-        with self.on_stream_context(stream, ordinal):
-            self.check(self.library.get().cuEventRecord(made[0], stream), "cuEventRecord")
-        return made[1]
+        """After the work on ``stream`` so far, record this process's interprocess event of
+        device ``ordinal``; its handle. The event (``CU_EVENT_INTERPROCESS |
+        CU_EVENT_DISABLE_TIMING``) and the sharing stream it is recorded on are made once:
+        the sharing stream waits for ``stream`` (an event, on the GPU), then the event is
+        recorded there — each record after everything every earlier one waited for, so
+        that a receiver waiting on the latest record never waits for less than its own."""
+        with self._ipc_lock:
+            made = self._ipc_events.get(ordinal)
+            if made is None:
+                event, handle, sharing = c_handle(), IpcHandle(), c_handle()
+                with self.on_device(ordinal):
+                    self.check(self._ipc("cuStreamCreate")(ctypes.byref(sharing),
+                                                           _CU_STREAM_NON_BLOCKING),
+                               "cuStreamCreate")
+                    self.check(self.library.get().cuEventCreate(
+                        ctypes.byref(event), _CU_EVENT_INTERPROCESS | _CU_EVENT_DISABLE_TIMING),
+                        "cuEventCreate")
+                    self.check(self._ipc("cuIpcGetEventHandle")(ctypes.byref(handle), event),
+                               "cuIpcGetEventHandle")
+                made = (event.value, bytes(handle), sharing.value)
+                self._ipc_events[ordinal] = made
+            event, handle, sharing = made
+            self.make_stream_wait(ordinal, sharing, stream)
+            with self.on_device(ordinal):
+                self.check(self.library.get().cuEventRecord(event, sharing), "cuEventRecord")
+        return handle
 
     def open_allocation(self, ordinal: int, memory: bytes) -> tuple[int, int]:
         """Another process's allocation (its CUDA IPC handle ``memory``) mapped into device
@@ -129,15 +135,9 @@ class CudaIpcFloor:
         """This process's stream for received Views of device ``ordinal`` (made once,
         non-blocking), made to wait on the GPU for the exporter's interprocess event
         (``event``, its handle; opened once) as last recorded; the stream."""
+        library = self.library.get()
         with self.on_device(ordinal):
             with self._ipc_lock:
-                opened = self._ipc_opened.get(event)
-                if opened is None:
-                    made = c_handle()
-                    self.check(self._ipc("cuIpcOpenEventHandle")(
-                        ctypes.byref(made), IpcHandle.from_buffer_copy(event)),
-                        "cuIpcOpenEventHandle")
-                    opened = self._ipc_opened[event] = (made.value, ordinal)
                 stream = self._ipc_streams.get(ordinal)
                 if stream is None:
                     made = c_handle()
@@ -145,30 +145,38 @@ class CudaIpcFloor:
                                                            _CU_STREAM_NON_BLOCKING),
                                "cuStreamCreate")
                     stream = self._ipc_streams[ordinal] = made.value
-            self.check(self.library.get().cuStreamWaitEvent(stream, opened[0], 0),
-                       "cuStreamWaitEvent")
+            # Opened for this wait, closed after it: the wait keeps the record it captured
+            # (an event may be destroyed with work still waiting on it), and a receiver of
+            # many exporters keeps no event of each.
+            opened = c_handle()
+            self.check(self._ipc("cuIpcOpenEventHandle")(
+                ctypes.byref(opened), IpcHandle.from_buffer_copy(event)), "cuIpcOpenEventHandle")
+            try:
+                self.check(library.cuStreamWaitEvent(stream, opened, 0), "cuStreamWaitEvent")
+            finally:
+                library.cuEventDestroy_v2(opened)
         return stream
 
     def sharing_kept(self) -> tuple[int, int]:
-        """(events, streams) kept for sharing until the driver closes."""
-        return len(self._ipc_events) + len(self._ipc_opened), len(self._ipc_streams)
+        """(events, streams) kept for sharing until the driver closes: an interprocess event
+        and a sharing stream per device exported from, a receiving stream per device
+        received on."""
+        return len(self._ipc_events), len(self._ipc_events) + len(self._ipc_streams)
 
     def _close_ipc_floor(self) -> None:
         """Destroy the events and streams of sharing (at the driver's close)."""
-        if not (self._ipc_events or self._ipc_opened or self._ipc_streams):
+        if not (self._ipc_events or self._ipc_streams):
             return                       # nothing made: the library need not be opened
         library = self.library.get()
         with self._ipc_lock:
             events, self._ipc_events = self._ipc_events, {}
-            opened, self._ipc_opened = self._ipc_opened, {}
             streams, self._ipc_streams = self._ipc_streams, {}
-        for ordinal, (event, _) in events.items():
+        sharing = {ordinal: made[2] for ordinal, made in events.items()}
+        for ordinal, (event, _, _) in events.items():
             with self.on_device(ordinal):
                 library.cuEventDestroy_v2(event)
-        for event, ordinal in opened.values():
-            with self.on_device(ordinal):
-                library.cuEventDestroy_v2(event)
-        for ordinal, stream in streams.items():
-            with self.on_device(ordinal):
-                library.cuStreamSynchronize(stream)
-                self._ipc("cuStreamDestroy_v2")(stream)
+        for stream_of in (sharing, streams):
+            for ordinal, stream in stream_of.items():
+                with self.on_device(ordinal):
+                    library.cuStreamSynchronize(stream)
+                    self._ipc("cuStreamDestroy_v2")(stream)

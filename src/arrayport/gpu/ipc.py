@@ -11,28 +11,33 @@ driver calls are the driver interface's (``gpu.interface``; CUDA's in ``gpu.cuda
   is copied once, on the GPU, into an allocation that can be — a device-to-device copy,
   never through the host. ``arrayport.empty_shared(shape, dtype, device="cuda:0")`` makes
   exportable memory to fill in place.
-- **Stream order, no host wait**: ``share()`` records this process's interprocess event
-  (``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``, one per device, re-recorded at
-  each share) on the stream with work pending on the View (the legacy stream where none is
-  known), and the handle carries the event. The receiver opens the event once per exporter
-  event and makes its own stream for shared memory (one non-blocking stream per device)
-  wait on it; that stream is the received View's pending stream, so whoever reads the View
-  is ordered after it by the one owner of stream order (``_core_streams.pxi``), on the GPU.
+- **Stream order, no host wait**: ``share()`` orders the exporter's sharing stream (one
+  per device) after the stream with work pending on the View (the legacy stream where none
+  is known) and records the process's interprocess event of the device there
+  (``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``); the handle carries the event. A
+  later share re-records it on the same stream, after everything the earlier one waited
+  for: a receiver that waits on the latest record waits for a superset, never for less.
+  The receiver opens the event, makes its own stream for received Views (one non-blocking
+  stream per device) wait on it, and closes it; that stream is the received View's pending
+  stream, so whoever reads the View is ordered after it by the one owner of stream order
+  (``_core_streams.pxi``), on the GPU (``gpu.cuda_ipc`` makes these calls).
 - **Lifetime, bounded**: the exporter keeps the View (and so its memory) while any receiver
   holds a View of it, and lets it go when the last one has, or died. Each export has a
-  lease — a page in a memfd, one slot (pid, count) per receiving process, changed under
-  ``flock`` — which a receiver opens through ``/proc/<exporter>/fd``; a daemon thread of the
-  exporter looks at its leases every ``REAP_SECONDS`` and ends an export once it was opened
-  and no live process holds it (a receiver that died without closing is found by its pid:
-  ``os.kill(pid, 0)``). A handle never opened is kept ``UNOPENED_SECONDS`` (5 minutes),
-  until ``handle.revoke()`` or the exporter's exit, whichever comes first. A receiver maps an allocation once, however many Views it opens from
-  it (``cuIpcOpenMemHandle`` counts opens per context anyway), and closes it when the last
-  View of it goes. Opened in the exporting process, a handle gives back the exported
-  memory itself (CUDA refuses a process its own handles).
+  lease (``gpu.ipc_lease``: its format, and the rule of when an export ends); a daemon
+  thread of the exporter settles its leases every ``REAP_SECONDS``. A share made for an
+  engine that may open it again (pickle, Dask, Ray) lingers ``LINGER_SECONDS`` after its
+  last holder; a handle nobody opens ends after ``UNOPENED_SECONDS``; ``handle.revoke()``
+  stops new opens at once. A receiver maps an export once, however many Views it opens
+  from it; when the last goes, its closer thread waits for every device's work so far,
+  unmaps it, and only then gives its slot back. Opened in the exporting process, a handle
+  gives back the exported memory itself (CUDA refuses a process its own handles). A fork's
+  child owns nothing of its parent's: neither exports nor mappings.
 - **Who may open it**: a CUDA IPC memory handle is a global name on a GPU machine — any
-  process of the machine that reads the 64 bytes may map the memory. The lease is not: it
+  process of the machine that reads the 64 bytes may map the memory, and sees the whole
+  allocation (a caching allocator's segment holds other arrays too). The lease is not: it
   opens only through the exporter's descriptor (the same user, ``/proc`` access), and a
-  receiver that cannot take a lease is refused. A read-only share is flagged in the handle
+  receiver that cannot take a lease is refused before it maps anything; a receiver is
+  trusted with the lease it opened. A read-only share is flagged in the handle
   and the received View is read-only, but the driver cannot enforce it for ``cuMemAlloc``
   memory (legacy IPC maps read-write): flagged, not enforced (docs/processes.md).
 - **Where it opens**: the same machine (the handle carries the boot id; elsewhere a
@@ -40,34 +45,32 @@ driver calls are the driver interface's (``gpu.interface``; CUDA's in ``gpu.cuda
   ``CUDA_VISIBLE_DEVICES`` may number it differently).
 """
 
+
 from __future__ import annotations
 
 import atexit
 import collections
-import contextlib
-import fcntl
-import mmap
 import os
 import secrets
-import struct
 import sys
 import threading
 import time
 import weakref
 
 from arrayport import _core
+from arrayport.gpu import ipc_lease
 
 __all__ = ["CudaSharedHandle", "share_device", "open_device", "reap", "live_exports", "kept"]
 
 _CUDA = 2                       # DLPack's kCUDA
 _LEGACY_STREAM = 1
 REAP_SECONDS = 0.05
+# A share made for an engine that may open it again (a pickle loaded twice, a task retried,
+# Ray's object store) lingers this long after its last holder let go.
+LINGER_SECONDS = 300.0
 # An export no process has opened this long ends: a handle pickled and never unpickled (an
 # engine's retry, a message dropped) pins no memory for the exporter's life.
 UNOPENED_SECONDS = 300.0
-_SLOTS = 128                    # receiving processes per export
-_SLOT = struct.Struct("=ii")    # (pid, Views open)
-_LEASE_BYTES = 8 + _SLOTS * _SLOT.size   # (ever opened, unused) then the slots
 
 
 def _boot_id() -> str:
@@ -135,68 +138,37 @@ class CudaSharedHandle:
                 f"{' readonly' if self.readonly else ''}>")
 
     def revoke(self) -> None:
-        """End this export now (the exporting process only): receivers that opened it keep
-        their Views; the handle opens no more. Idempotent."""
+        """No process opens this export any more (the exporting process only; idempotent);
+        receivers that opened it keep their Views, and the exporter keeps the memory until
+        the last of them lets go."""
         if self.pid != os.getpid():
             raise BufferError("share: only the exporting process revokes a handle")
         with _exports_lock:
-            export = _exports.pop(self.token, None)
+            export = _exports.get(self.token)
         if export is not None:
-            export.end()
+            export.revoke()
+            reap()
 
 
 # ---- the exporter ---------------------------------------------------------------------------
 
 class _Export:
-    """One share(): the View kept alive for receivers, and its lease."""
+    """One share(): the View kept alive for receivers, the allocation exported, its lease."""
 
-    __slots__ = ("view", "descriptor", "base", "size", "made", "lock")
+    __slots__ = ("view", "base", "size", "linger", "lease", "revoked")
 
-    def __init__(self, view, base: int, size: int):
-        self.view, self.base, self.size = view, base, size   # the allocation exported
-        self.made = time.monotonic()
-        self.lock = threading.Lock()    # the descriptor is closed by end(), on any thread
-        self.descriptor = os.memfd_create("arrayport-lease", os.MFD_CLOEXEC)
-        os.ftruncate(self.descriptor, _LEASE_BYTES)
+    def __init__(self, view, base: int, size: int, linger: float, token: str):
+        self.view, self.base, self.size, self.linger = view, base, size, linger
+        self.lease = ipc_lease.Lease(bytes.fromhex(token))
+        self.revoked = False
 
-    def holders(self) -> tuple[bool, int]:
-        """(whether any receiver ever opened it, how many live processes hold it); slots of
-        processes that died are cleared. (False, 0) once ended."""
-        with self.lock:
-            if self.descriptor is None:
-                return False, 0
-            return self._holders()
-
-    def _holders(self) -> tuple[bool, int]:
-        with _locked(self.descriptor) as lease:
-            opened = struct.unpack_from("=i", lease, 0)[0] != 0
-            live = 0
-            for slot in range(_SLOTS):
-                pid, count = _SLOT.unpack_from(lease, 8 + slot * _SLOT.size)
-                if pid == 0:
-                    continue
-                if count > 0 and _alive(pid):
-                    live += 1
-                else:
-                    _SLOT.pack_into(lease, 8 + slot * _SLOT.size, 0, 0)
-            return opened, live
+    def revoke(self) -> None:
+        self.revoked = True
+        self.lease.revoke()
 
     def end(self) -> None:
-        with self.lock:
-            if self.descriptor is not None:
-                os.close(self.descriptor)
-                self.descriptor = None
-            self.view = None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's process: alive
-        return True
-    return True
+        self.lease.close()
+        self.view = None
 
 
 _exports: dict[str, _Export] = {}
@@ -206,8 +178,8 @@ _reaper: threading.Thread | None = None
 
 def kept() -> tuple[int, int]:
     """(events, streams) the CUDA driver keeps for sharing, for reuse until it closes: an
-    interprocess event per device exported from, each exporter event opened, a receiving
-    stream per device (``gpu.cuda_ipc``)."""
+    interprocess event and a sharing stream per device exported from, a receiving stream
+    per device received on (``gpu.cuda_ipc``)."""
     from arrayport.gpu import cuda
     return cuda.driver.sharing_kept()
 
@@ -218,17 +190,21 @@ def live_exports() -> int:
         return len(_exports)
 
 
-def reap() -> int:
-    """End every export that was opened and that no live process holds any more, and every
-    export nobody opened for ``UNOPENED_SECONDS``; the number ended. The exporter's daemon
-    thread calls it every ``REAP_SECONDS``."""
+def reap(linger: float | None = None, unopened_after: float | None = None) -> int:
+    """Settle every export's lease and end those that ended (``gpu.ipc_lease``: no live
+    holder, after the export's linger; never opened, after ``UNOPENED_SECONDS``); the number
+    ended. ``linger``/``unopened_after``: other limits, this once (0: end every export no
+    live process holds). The exporter's daemon thread calls it every ``REAP_SECONDS``."""
+    unopened = UNOPENED_SECONDS if unopened_after is None else unopened_after
     with _exports_lock:
         exports = list(_exports.items())
-    ended, now = [], time.monotonic()
+    ended = []
     for token, export in exports:
-        opened, live = export.holders()
-        if (opened and live == 0) or (not opened and now - export.made > UNOPENED_SECONDS):
-            ended.append(token)
+        try:
+            if export.lease.settle(export.linger if linger is None else linger, unopened):
+                ended.append(token)
+        except (OSError, BufferError):   # an altered lease: its export is kept, looked at again
+            continue
     with _exports_lock:
         gone = [_exports.pop(token) for token in ended if token in _exports]
     for export in gone:
@@ -274,8 +250,10 @@ def _exportable(driver, view, stream: int):
     return (copy, *exported)
 
 
-def share_device(view, readonly=None) -> CudaSharedHandle:
-    """``View.share()`` of CUDA device memory (see the module docstring)."""
+def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
+    """``View.share()`` of device memory (see the module docstring). ``linger``: seconds
+    the export outlives its last holder (``LINGER_SECONDS`` for an engine that may open the
+    same handle again)."""
     from arrayport.gpu import driver_for
     driver = driver_for(view.device.type)
     if driver is None:
@@ -289,35 +267,36 @@ def share_device(view, readonly=None) -> CudaSharedHandle:
     uuid = driver.device_uuid(ordinal)          # a vendor without sharing refuses here
     stream = _core.pending_stream(view) or _LEGACY_STREAM
     exported, memory, offset, size = _exportable(driver, view, stream)
-    event_handle = driver.record_interprocess_event(ordinal, stream)
+    event = driver.record_interprocess_event(ordinal, stream)
     dtype = exported.dtype
-    export = _Export(exported, exported.ptr - offset, size)
     token = secrets.token_hex(16)
+    export = _Export(exported, exported.ptr - offset, size, linger, token)
     with _exports_lock:
         _exports[token] = export
     _start_reaper()
-    return CudaSharedHandle("cuda-ipc", memory, offset, event_handle,
+    return CudaSharedHandle("cuda-ipc", memory, offset, event,
                             (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
                             exported.shape, exported.strides, readonly, uuid, _boot_id(),
-                            os.getpid(),
-                            export.descriptor, token)
+                            os.getpid(), export.lease.descriptor, token)
 
 
 # ---- the receiver ---------------------------------------------------------------------------
 
 class _Mapping:
-    """This process's mapping of another process's allocation: the owner of every View
-    opened from it. When the last of them goes it is closed (``cuIpcCloseMemHandle``) and
-    its lease given back — by the closer thread, after every device's work so far (work
-    still queued may read it; a mapping closed under it is undefined behaviour): the
-    finalizer that notices never waits on the host."""
+    """This process's mapping of one export: the owner of every View opened from it. When
+    the last of them goes, the closer thread unmaps it after every device's work so far
+    (work still queued may read it; a mapping closed under it is undefined behaviour) and
+    gives the lease back: the finalizer that notices never waits on the host."""
 
-    __slots__ = ("pointer", "ordinal", "lease", "size", "__weakref__")
+    __slots__ = ("pointer", "ordinal", "lease", "size", "pid", "__weakref__")
 
-    def __init__(self, pointer, ordinal, lease):
-        self.pointer, self.ordinal, self.lease, self.size = pointer, ordinal, lease, 0
+    def __init__(self, pointer: int, ordinal: int, lease: tuple[int, int], size: int):
+        self.pointer, self.ordinal, self.lease, self.size = pointer, ordinal, lease, size
+        self.pid = os.getpid()
 
     def __del__(self):
+        if self.pid != os.getpid():   # a fork's child: the parent's mapping, not its own
+            return
         _closing.append((self.pointer, self.ordinal, self.lease))
         with _closer_wakes:
             _closer_wakes.notify()
@@ -328,11 +307,14 @@ class _Mapping:
 _closing: "collections.deque[tuple]" = collections.deque()
 _closer_wakes = threading.Condition()
 _closer: threading.Thread | None = None
+_mappings: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+_mappings_lock = threading.Lock()
 
 
 def _close_mappings() -> int:
-    """Close every mapping waiting to be closed, after every device's work so far; their
-    leases given back. The number closed."""
+    """Unmap every mapping waiting to be, after every device's work so far, and give its
+    lease back; the number closed. A mapping that cannot be unmapped (a device whose work
+    faulted, the driver gone at exit) keeps its lease: this process's end gives it back."""
     from arrayport.gpu import cuda
     waiting = []
     while _closing:
@@ -340,16 +322,24 @@ def _close_mappings() -> int:
     if not waiting:
         return 0
     driver = cuda.driver
-    try:
-        for ordinal in driver.devices_at_work():
+    settled = set()
+    for ordinal in driver.devices_at_work():
+        try:
             driver.synchronize_device(ordinal)
-        for pointer, ordinal, _ in waiting:
+            settled.add(ordinal)
+        except Exception:
+            pass
+    closed = 0
+    for pointer, ordinal, lease in waiting:
+        if len(settled) < len(driver.devices_at_work()):
+            continue                 # work that may read it could not be waited for
+        try:
             driver.close_allocation(ordinal, pointer)
-    except Exception:   # at exit: the driver may be gone; the leases still go back
-        pass
-    for _, _, lease in waiting:
-        _give_back(*lease)
-    return len(waiting)
+        except Exception:
+            continue
+        ipc_lease.give_back(*lease)
+        closed += 1
+    return closed
 
 
 def _close_forever() -> None:
@@ -358,80 +348,34 @@ def _close_forever() -> None:
             _closer_wakes.wait_for(lambda: bool(_closing))
         try:
             _close_mappings()
-        except Exception:   # the driver gone (at exit): its leases went back regardless
+        except Exception:   # the driver gone (at exit): this process's end frees its leases
             pass
 
 
 def _start_closer() -> None:
+    """The closer thread, and the close at exit — registered now, after the driver's own
+    (made before any mapping), so that it runs before the driver closes."""
     global _closer
     if _closer is None or not _closer.is_alive():
+        if _closer is None:
+            atexit.register(_close_mappings)
         _closer = threading.Thread(target=_close_forever, name="arrayport-ipc-closer",
                                    daemon=True)
         _closer.start()
 
 
-_mappings: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
-_mappings_lock = threading.Lock()
+def _forget_after_fork() -> None:
+    """A fork's child: nothing of its parent's sharing is its own."""
+    global _reaper, _closer
+    _exports.clear()
+    _closing.clear()
+    _mappings.clear()
+    _reaper = None
+    _closer = None
 
 
-def _take_lease(handle) -> tuple[int, int]:
-    """(the export's lease, opened here; this process's slot in it), its count one more;
-    BufferError where the export is gone or this process may not open it."""
-    try:
-        descriptor = os.open(f"/proc/{handle.pid}/fd/{handle.lease}", os.O_RDWR | os.O_CLOEXEC)
-    except (FileNotFoundError, ProcessLookupError):
-        raise BufferError(f"from_shared: the exporting process {handle.pid} is gone or ended "
-                          f"this export") from None
-    except PermissionError:
-        raise BufferError(f"from_shared: process {handle.pid} is another user's; its device "
-                          f"memory is not this process's to open") from None
-    try:
-        if os.readlink(f"/proc/self/fd/{descriptor}") != "/memfd:arrayport-lease (deleted)":
-            raise BufferError(f"from_shared: the handle's lease is not an arrayport export of "
-                              f"process {handle.pid} (stale or forged)")
-        with _locked(descriptor) as lease:
-            me, free = os.getpid(), None
-            for slot in range(_SLOTS):
-                pid, count = _SLOT.unpack_from(lease, 8 + slot * _SLOT.size)
-                if pid == me:
-                    break
-                if pid == 0 and free is None:
-                    free = slot
-            else:
-                if free is None:
-                    raise BufferError(f"from_shared: {_SLOTS} processes hold this export "
-                                      f"already")
-                slot, count = free, 0
-            _SLOT.pack_into(lease, 8 + slot * _SLOT.size, me, count + 1)
-            struct.pack_into("=i", lease, 0, 1)
-    except BaseException:
-        os.close(descriptor)
-        raise
-    return descriptor, slot
-
-
-@contextlib.contextmanager
-def _locked(descriptor: int):
-    """The lease of ``descriptor``, mapped and locked (``flock``) for the block."""
-    fcntl.flock(descriptor, fcntl.LOCK_EX)
-    try:
-        with mmap.mmap(descriptor, _LEASE_BYTES) as lease:
-            yield lease
-    finally:
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-
-
-def _give_back(descriptor: int, slot: int) -> None:
-    """One View fewer in this process's slot of the lease; the lease closed here."""
-    try:
-        with _locked(descriptor) as lease:
-            offset = 8 + slot * _SLOT.size
-            pid, count = _SLOT.unpack_from(lease, offset)
-            _SLOT.pack_into(lease, offset, pid, max(count - 1, 0))
-    except (ValueError, OSError):
-        pass
-    finally:
-        os.close(descriptor)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _check(handle) -> None:
@@ -460,9 +404,11 @@ def _check(handle) -> None:
             raise ValueError(f"from_shared: {name} must be a tuple of ints, got {value!r}")
     if len(strides) != len(shape) or any(extent < 0 for extent in shape):
         raise ValueError(f"from_shared: strides {strides!r} do not fit shape {shape!r}")
-    for name in ("machine", "token"):
-        if type(getattr(handle, name)) is not str:
-            raise ValueError(f"from_shared: a CUDA handle's {name} must be a str")
+    if type(handle.machine) is not str:
+        raise ValueError("from_shared: a CUDA handle's machine must be a str")
+    if type(handle.token) is not str or len(handle.token) != 32 or \
+            any(c not in "0123456789abcdef" for c in handle.token):
+        raise ValueError("from_shared: a CUDA handle's token must be 32 hex digits")
 
 
 def _within(handle, size: int) -> None:
@@ -504,16 +450,17 @@ def open_device(handle):
                           "memory is shared only on one machine — send host memory instead "
                           "(view.copy(device='cpu').share(), or pickle under "
                           "arrayport.device_pickling('host'))")
-    item = tuple(handle.item)
+    dtype = _dtype(handle.item)
     if handle.pid == os.getpid():                  # CUDA refuses a process its own handles
         with _exports_lock:
             export = _exports.get(handle.token)
-        if export is None or export.view is None:
+        source = None if export is None or export.revoked else export.view
+        if source is None:
             raise BufferError("from_shared: this process ended that export")
         _within(handle, export.size)
-        source = export.view
+        export.lease.last_held = time.monotonic()  # opened again: it lingers from now
         return _core.view_from_pointer(export.base + handle.offset, handle.shape,
-                                       handle.strides, _dtype(item), readonly=handle.readonly,
+                                       handle.strides, dtype, readonly=handle.readonly,
                                        owner=source, device=(_CUDA, source.device.id),
                                        protocol="shared")
     driver = cuda.driver
@@ -522,20 +469,19 @@ def open_device(handle):
     with _mappings_lock:
         mapping = _mappings.get(key)
         if mapping is None:
-            lease = _take_lease(handle)
+            lease = ipc_lease.take(handle.pid, handle.lease, bytes.fromhex(handle.token))
             try:
                 pointer, size = driver.open_allocation(ordinal, handle.memory)
             except BaseException:
-                _give_back(*lease)
+                ipc_lease.give_back(*lease)
                 raise
-            mapping = _Mapping(pointer, ordinal, lease)
-            mapping.size = size
+            mapping = _Mapping(pointer, ordinal, lease, size)
             _mappings[key] = mapping
             _start_closer()
     _within(handle, mapping.size)
     stream = driver.wait_for_exporter(ordinal, handle.event)
     received = _core.view_from_pointer(mapping.pointer + handle.offset, handle.shape,
-                                       handle.strides, _dtype(item), readonly=handle.readonly,
+                                       handle.strides, dtype, readonly=handle.readonly,
                                        owner=mapping, device=(_CUDA, ordinal), protocol="shared")
     _core.set_pending_stream(received, stream)
     return received
@@ -544,12 +490,8 @@ def open_device(handle):
 def _dtype(item):
     from arrayport.dtypes import DType
     code, bits, lanes, padded = item
-    return DType(code, bits, lanes, padded=padded)
-
-
-def close() -> None:
-    """The mappings waiting to be closed, closed (at exit, before the driver closes)."""
-    _close_mappings()
-
-
-atexit.register(close)   # registered after the driver's close, so run before it
+    try:
+        return DType(code, bits, lanes, padded=padded)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise ValueError(f"from_shared: the handle's type is not a DLPack type: {error}") \
+            from None
