@@ -1008,6 +1008,15 @@ static size_t device_memory_used(int device) {
     return used;
 }
 
+/* A new allocation, given its serial and generation, among the live ones (caller holds the
+ * lock). */
+static void link_allocation(allocation *a) {
+    a->serial = ++serials;
+    a->generation = ++generations;
+    a->next = allocations;
+    allocations = a;
+}
+
 static CUresult allocate(mem_kind kind, size_t size, uintptr_t *out) {
     return allocate_in(current(), kind, size, NULL, out);
 }
@@ -1076,10 +1085,7 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
         a->pooled = 1;
         a->pool = pool;
     }
-    a->serial = ++serials;
-    a->generation = ++generations;
-    a->next = allocations;
-    allocations = a;
+    link_allocation(a);
     pthread_mutex_unlock(&lock);
     *out = a->base;
     return CUDA_SUCCESS;
@@ -2845,10 +2851,7 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandl
     a->ipc_pid = wire.pid;
     a->ipc_serial = wire.serial;
     pthread_mutex_lock(&lock);
-    a->serial = ++serials;
-    a->generation = ++generations;
-    a->next = allocations;
-    allocations = a;
+    link_allocation(a);
     pthread_mutex_unlock(&lock);
     *pdptr = a->base;
     return CUDA_SUCCESS;

@@ -83,13 +83,9 @@ class CudaIpcFloor:
         self.check(status, "cuIpcGetMemHandle")
         return bytes(handle), pointer - base.value, size.value
 
-    def record_interprocess_event(self, ordinal: int, stream: int) -> bytes:
-        """After the work on ``stream`` so far, record this process's interprocess event of
-        device ``ordinal``; its handle. The event (``CU_EVENT_INTERPROCESS |
-        CU_EVENT_DISABLE_TIMING``) and the sharing stream it is recorded on are made once:
-        the sharing stream waits for ``stream`` (an event, on the GPU), then the event is
-        recorded there — each record after everything every earlier one waited for, so
-        that a receiver waiting on the latest record never waits for less than its own."""
+    def _sharing(self, ordinal: int) -> tuple[int, bytes, int]:
+        """Device ``ordinal``'s (interprocess event, its handle, sharing stream), made once:
+        ``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``, and a non-blocking stream."""
         with self._ipc_lock:
             made = self._ipc_events.get(ordinal)
             if made is None:
@@ -105,10 +101,22 @@ class CudaIpcFloor:
                                "cuIpcGetEventHandle")
                 made = (event.value, bytes(handle), sharing.value)
                 self._ipc_events[ordinal] = made
-            event, handle, sharing = made
-            self.make_stream_wait(ordinal, sharing, stream)
-            with self.on_device(ordinal):
-                self.check(self.library.get().cuEventRecord(event, sharing), "cuEventRecord")
+        return made
+
+    def sharing_stream(self, ordinal: int) -> int:
+        """Device ``ordinal``'s sharing stream: where every share of the process records its
+        interprocess event, so that each record comes after everything every earlier one
+        was ordered after (a receiver waiting on the latest record never waits for less
+        than its own View's work). Who orders it after what is the stream rules' (the
+        core's)."""
+        return self._sharing(ordinal)[2]
+
+    def record_interprocess_event(self, ordinal: int, stream: int) -> bytes:
+        """Record device ``ordinal``'s interprocess event on ``stream`` (its sharing stream)
+        now; the event's handle."""
+        event, handle, _ = self._sharing(ordinal)
+        with self.on_device(ordinal):
+            self.check(self.library.get().cuEventRecord(event, stream), "cuEventRecord")
         return handle
 
     def open_allocation(self, ordinal: int, memory: bytes) -> tuple[int, int]:

@@ -12,8 +12,9 @@ driver calls are the driver interface's (``gpu.interface``; CUDA's in ``gpu.cuda
   never through the host. ``arrayport.empty_shared(shape, dtype, device="cuda:0")`` makes
   exportable memory to fill in place.
 - **Stream order, no host wait**: ``share()`` orders the exporter's sharing stream (one
-  per device) after the stream with work pending on the View (the legacy stream where none
-  is known) and records the process's interprocess event of the device there
+  per device) after the work pending on the View, by the stream rules (the core's,
+  ``_core_streams.pxi``: a copy's source rule), and records the process's interprocess
+  event of the device there
   (``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``); the handle carries the event. A
   later share re-records it on the same stream, after everything the earlier one waited
   for: a receiver that waits on the latest record waits for a superset, never for less.
@@ -63,7 +64,6 @@ from arrayport.gpu import ipc_lease
 __all__ = ["CudaSharedHandle", "share_device", "open_device", "reap", "live_exports", "kept"]
 
 _CUDA = 2                       # DLPack's kCUDA
-_LEGACY_STREAM = 1
 REAP_SECONDS = 0.05
 # A share made for an engine that may open it again (a pickle loaded twice, a task retried,
 # Ray's object store) lingers this long after its last holder let go.
@@ -265,9 +265,14 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
         raise ValueError("share: the View is read-only; its handles are read-only too")
     ordinal = view.device.id
     uuid = driver.device_uuid(ordinal)          # a vendor without sharing refuses here
-    stream = _core.pending_stream(view) or _LEGACY_STREAM
-    exported, memory, offset, size = _exportable(driver, view, stream)
-    event = driver.record_interprocess_event(ordinal, stream)
+    # The sharing stream after the work pending on the View (the stream rules: the core's);
+    # a copy, where one is needed, made there; then the event recorded there.
+    sharing = driver.sharing_stream(ordinal)
+    _core.order_copy_after_source(driver, view, ordinal, sharing)
+    exported, memory, offset, size = _exportable(driver, view, sharing)
+    if exported is not view:                   # later writes to the View wait for the copy
+        _core.order_writers_after_copy(driver, view, ordinal, sharing)
+    event = driver.record_interprocess_event(ordinal, sharing)
     dtype = exported.dtype
     token = secrets.token_hex(16)
     export = _Export(exported, exported.ptr - offset, size, linger, token)

@@ -494,6 +494,9 @@ class VendorDriver(FloorServed):
     def export_allocation(self, ordinal: int, pointer: int) -> tuple[bytes, int, int] | None:
         raise self._no_sharing()
 
+    def sharing_stream(self, ordinal: int) -> int:
+        raise self._no_sharing()
+
     def record_interprocess_event(self, ordinal: int, stream: int) -> bytes:
         raise self._no_sharing()
 
