@@ -37,11 +37,11 @@ from _timing import cpu_model  # noqa: E402
 def _driver() -> str:
     """Which CUDA driver this run uses: the GPU's, or the simulator (installed here, and
     found by the children through LD_LIBRARY_PATH)."""
-    import arrayport.gpu.cuda as cuda
-    try:
-        cuda.driver.library.get()
+    import ctypes
+    try:   # asked of the loader, not of arrayport (which would keep its answer)
+        ctypes.CDLL("libcuda.so.1")
         return "the GPU's CUDA driver"
-    except BufferError:
+    except OSError:
         pass
     import cudasim
     path = cudasim.install()
