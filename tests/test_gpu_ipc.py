@@ -390,3 +390,47 @@ def test_a_receiver_waits_for_its_own_views_work_whatever_was_shared_after(spawn
             stream.synchronize()
             stream.close()
     assert values == [3] * 64
+
+
+@needs_simulator
+def test_memory_written_on_the_legacy_stream_is_shared_after_that_write(spawn):
+    """A View with no stream known (its producer wrote on the legacy stream: CuPy's null
+    stream, a producer that made stream 1 wait) is shared after the legacy stream's work:
+    the sharing stream is a blocking one."""
+    import ctypes
+    from sim_arrays import Context, cuda as sim_cuda
+    view = ap.empty_shared(64, "uint8", device="cuda:0")
+    assert ap._core.pending_stream(view) is None
+    library = sim_cuda()
+    library.cuMemsetD8Async.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t,
+                                        ctypes.c_void_p]
+    simulator.set_paused(True)
+    simulator.set_delay_us(500_000)      # the write, once unpaused, runs well after a read
+    try:
+        with Context(0):
+            assert library.cuMemsetD8Async(view.ptr, 9, 64, 1) == 0   # CU_STREAM_LEGACY
+        handle = view.share()
+        with spawn.Pool(1) as pool:
+            result = pool.apply_async(ipc_children.read, (handle,))
+            time.sleep(1.0)
+            simulator.set_paused(False)
+            values, _, _ = result.get(60)
+    finally:
+        simulator.set_paused(False)
+        simulator.set_delay_us(2000)
+    assert values == [9] * 64
+
+
+def test_the_same_view_sent_again_to_an_engine_reuses_its_export(spawn):
+    """Pickle, Dask and Ray may send one View many times: one export (one lease, one
+    descriptor) serves them while it is open."""
+    import pickle
+    source = exportable(np.arange(4.0))
+    with ap.device_pickling("share"):
+        first, second = pickle.dumps(source, protocol=5), pickle.dumps(source, protocol=5)
+    assert ipc.live_exports() == 1
+    with spawn.Pool(1) as pool:
+        for data in (first, second):
+            values, _, _ = pool.apply(ipc_children.unpickle_and_read, (data,))
+            assert values == [0.0, 1.0, 2.0, 3.0]
+    assert ended(linger=0)

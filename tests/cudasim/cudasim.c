@@ -1565,6 +1565,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream handle, CUevent event, un
         uint64_t target = __atomic_load_n(&e->shared->recorded, __ATOMIC_ACQUIRE);
         if (!ipc_event_reached(e->shared, target)) {
             op *barrier = calloc(1, sizeof *barrier);
+            if (!barrier) { pthread_mutex_unlock(&lock); return CUDA_ERROR_OUT_OF_MEMORY; }
             barrier->kind = OP_MARK;
             barrier->awaited = e->shared;
             barrier->awaited_at = target;

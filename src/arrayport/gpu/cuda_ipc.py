@@ -20,6 +20,7 @@ _CU_EVENT_INTERPROCESS = 0x4        # "CU_EVENT_DISABLE_TIMING must be set" with
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1   # "must be specified" to cuIpcOpenMemHandle
 _CU_STREAM_NON_BLOCKING = 0x1
+_CU_STREAM_DEFAULT = 0x0            # blocking: ordered after the legacy stream's work
 _CUDA_ERROR_INVALID_VALUE = 1
 _CUDA_ERROR_NOT_SUPPORTED = 801     # memory of the virtual memory API (cuMemCreate)
 
@@ -85,14 +86,17 @@ class CudaIpcFloor:
 
     def _sharing(self, ordinal: int) -> tuple[int, bytes, int]:
         """Device ``ordinal``'s (interprocess event, its handle, sharing stream), made once:
-        ``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``, and a non-blocking stream."""
+        ``CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING``, and a blocking stream."""
         with self._ipc_lock:
             made = self._ipc_events.get(ordinal)
             if made is None:
                 event, handle, sharing = c_handle(), IpcHandle(), c_handle()
                 with self.on_device(ordinal):
+                    # blocking: a View whose data is ready in the legacy stream's order (no
+                    # stream known: CuPy's null stream, a producer that made stream 1 wait)
+                    # is shared after that work too
                     self.check(self._ipc("cuStreamCreate")(ctypes.byref(sharing),
-                                                           _CU_STREAM_NON_BLOCKING),
+                                                           _CU_STREAM_DEFAULT),
                                "cuStreamCreate")
                     self.check(self.library.get().cuEventCreate(
                         ctypes.byref(event), _CU_EVENT_INTERPROCESS | _CU_EVENT_DISABLE_TIMING),
@@ -180,11 +184,11 @@ class CudaIpcFloor:
             events, self._ipc_events = self._ipc_events, {}
             streams, self._ipc_streams = self._ipc_streams, {}
         sharing = {ordinal: made[2] for ordinal, made in events.items()}
-        for ordinal, (event, _, _) in events.items():
-            with self.on_device(ordinal):
-                library.cuEventDestroy_v2(event)
-        for stream_of in (sharing, streams):
-            for ordinal, stream in stream_of.items():
+        for stream_of in (sharing, streams):     # their work done first: the last records
+            for ordinal, stream in stream_of.items():   # complete before the event goes
                 with self.on_device(ordinal):
                     library.cuStreamSynchronize(stream)
                     self._ipc("cuStreamDestroy_v2")(stream)
+        for ordinal, (event, _, _) in events.items():
+            with self.on_device(ordinal):
+                library.cuEventDestroy_v2(event)

@@ -147,7 +147,10 @@ class CudaSharedHandle:
             export = _exports.get(self.token)
         if export is not None:
             export.revoke()
-            reap()
+            if export.lease.settle(0.0, 0.0):   # no holder: ended now (else by the reaper)
+                with _exports_lock:
+                    _exports.pop(self.token, None)
+                export.end()
 
 
 # ---- the exporter ---------------------------------------------------------------------------
@@ -155,12 +158,13 @@ class CudaSharedHandle:
 class _Export:
     """One share(): the View kept alive for receivers, the allocation exported, its lease."""
 
-    __slots__ = ("view", "base", "size", "linger", "lease", "revoked")
+    __slots__ = ("view", "base", "size", "linger", "lease", "revoked", "handle")
 
     def __init__(self, view, base: int, size: int, linger: float, token: str):
         self.view, self.base, self.size, self.linger = view, base, size, linger
         self.lease = ipc_lease.Lease(bytes.fromhex(token))
         self.revoked = False
+        self.handle: CudaSharedHandle | None = None   # an engine's, handed out again
 
     def revoke(self) -> None:
         self.revoked = True
@@ -207,6 +211,8 @@ def reap(linger: float | None = None, unopened_after: float | None = None) -> in
             continue
     with _exports_lock:
         gone = [_exports.pop(token) for token in ended if token in _exports]
+        for key in [key for key, token in _engine_exports.items() if token in ended]:
+            del _engine_exports[key]
     for export in gone:
         export.end()
     return len(gone)
@@ -221,12 +227,16 @@ def _reap_forever() -> None:
             pass
 
 
+_threads_lock = threading.Lock()   # one reaper, one closer
+
+
 def _start_reaper() -> None:
     global _reaper
-    if _reaper is None or not _reaper.is_alive():
-        _reaper = threading.Thread(target=_reap_forever, name="arrayport-ipc-reaper",
-                                   daemon=True)
-        _reaper.start()
+    with _threads_lock:
+        if _reaper is None or not _reaper.is_alive():
+            _reaper = threading.Thread(target=_reap_forever, name="arrayport-ipc-reaper",
+                                       daemon=True)
+            _reaper.start()
 
 
 def _exportable(driver, view, stream: int):
@@ -250,6 +260,27 @@ def _exportable(driver, view, stream: int):
     return (copy, *exported)
 
 
+# Exports made for engines (lingering), by what they export: the same View sent again reuses
+# its export while it is open — no new lease (a descriptor each), no new copy. Only exports
+# of the View's own memory (no copy: a copy would hold the values of its own time); keyed by
+# the address, which stays the View's while its export keeps the View alive.
+_engine_exports: dict[tuple, str] = {}
+
+
+def _reused(view, readonly: bool) -> CudaSharedHandle | None:
+    """The open engine export of ``view`` as it is, handed out again; None if none."""
+    key = (view.device.id, view.ptr, view.shape, view.strides, str(view.dtype), readonly)
+    with _exports_lock:
+        token = _engine_exports.get(key)
+        export = _exports.get(token) if token is not None else None
+        if export is None or export.revoked or export.handle is None:
+            _engine_exports.pop(key, None)
+            return None
+    if not export.lease.refresh():          # ended meanwhile: a new export
+        return None
+    return export.handle
+
+
 def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
     """``View.share()`` of device memory (see the module docstring). ``linger``: seconds
     the export outlives its last holder (``LINGER_SECONDS`` for an engine that may open the
@@ -265,6 +296,13 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
         raise ValueError("share: the View is read-only; its handles are read-only too")
     ordinal = view.device.id
     uuid = driver.device_uuid(ordinal)          # a vendor without sharing refuses here
+    if linger:
+        again = _reused(view, readonly)
+        if again is not None:                   # the same memory: only the order is new
+            sharing = driver.sharing_stream(ordinal)
+            _core.order_copy_after_source(driver, view, ordinal, sharing)
+            driver.record_interprocess_event(ordinal, sharing)
+            return again
     # The sharing stream after the work pending on the View (the stream rules: the core's);
     # a copy, where one is needed, made there; then the event recorded there.
     sharing = driver.sharing_stream(ordinal)
@@ -276,13 +314,18 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
     dtype = exported.dtype
     token = secrets.token_hex(16)
     export = _Export(exported, exported.ptr - offset, size, linger, token)
+    handle = CudaSharedHandle("cuda-ipc", memory, offset, event,
+                              (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
+                              exported.shape, exported.strides, readonly, uuid, _boot_id(),
+                              os.getpid(), export.lease.descriptor, token)
     with _exports_lock:
         _exports[token] = export
+        if linger and exported is view:
+            export.handle = handle
+            _engine_exports[(ordinal, view.ptr, view.shape, view.strides, str(view.dtype),
+                             readonly)] = token
     _start_reaper()
-    return CudaSharedHandle("cuda-ipc", memory, offset, event,
-                            (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
-                            exported.shape, exported.strides, readonly, uuid, _boot_id(),
-                            os.getpid(), export.lease.descriptor, token)
+    return handle
 
 
 # ---- the receiver ---------------------------------------------------------------------------
@@ -310,6 +353,7 @@ class _Mapping:
 # Mappings whose last View went: (pointer, device, lease), closed by the closer thread. A
 # deque: a finalizer appends without a lock it could re-enter.
 _closing: "collections.deque[tuple]" = collections.deque()
+_retry: "collections.deque[tuple]" = collections.deque()   # could not be closed yet
 _closer_wakes = threading.Condition()
 _closer: threading.Thread | None = None
 _mappings: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
@@ -327,20 +371,22 @@ def _close_mappings() -> int:
     if not waiting:
         return 0
     driver = cuda.driver
-    settled = set()
-    for ordinal in driver.devices_at_work():
+    at_work, settled = set(driver.devices_at_work()), set()
+    for ordinal in at_work:
         try:
             driver.synchronize_device(ordinal)
             settled.add(ordinal)
         except Exception:
             pass
     closed = 0
-    for pointer, ordinal, lease in waiting:
-        if len(settled) < len(driver.devices_at_work()):
-            continue                 # work that may read it could not be waited for
+    for item in waiting:
+        pointer, ordinal, lease = item
         try:
+            if settled != at_work:   # work that may read it could not be waited for
+                raise BufferError("a device's work could not be waited for")
             driver.close_allocation(ordinal, pointer)
         except Exception:
+            _retry.append(item)      # looked at again later; its lease kept meanwhile
             continue
         ipc_lease.give_back(*lease)
         closed += 1
@@ -350,7 +396,10 @@ def _close_mappings() -> int:
 def _close_forever() -> None:
     while not sys.is_finalizing():
         with _closer_wakes:
-            _closer_wakes.wait_for(lambda: bool(_closing))
+            # mappings to close; those that could not be closed, again after a second
+            _closer_wakes.wait_for(lambda: bool(_closing), timeout=1.0 if _retry else None)
+        while _retry:
+            _closing.append(_retry.popleft())
         try:
             _close_mappings()
         except Exception:   # the driver gone (at exit): this process's end frees its leases
@@ -361,19 +410,22 @@ def _start_closer() -> None:
     """The closer thread, and the close at exit — registered now, after the driver's own
     (made before any mapping), so that it runs before the driver closes."""
     global _closer
-    if _closer is None or not _closer.is_alive():
-        if _closer is None:
-            atexit.register(_close_mappings)
-        _closer = threading.Thread(target=_close_forever, name="arrayport-ipc-closer",
-                                   daemon=True)
-        _closer.start()
+    with _threads_lock:
+        if _closer is None or not _closer.is_alive():
+            if _closer is None:
+                atexit.register(_close_mappings)
+            _closer = threading.Thread(target=_close_forever, name="arrayport-ipc-closer",
+                                       daemon=True)
+            _closer.start()
 
 
 def _forget_after_fork() -> None:
     """A fork's child: nothing of its parent's sharing is its own."""
     global _reaper, _closer
     _exports.clear()
+    _engine_exports.clear()
     _closing.clear()
+    _retry.clear()
     _mappings.clear()
     _reaper = None
     _closer = None

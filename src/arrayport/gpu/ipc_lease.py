@@ -45,6 +45,7 @@ _NAME = "arrayport-lease"
 
 @contextlib.contextmanager
 def _locked(descriptor: int):
+    """The lease's lock for the block."""
     fcntl.flock(descriptor, fcntl.LOCK_EX)
     try:
         yield
@@ -73,46 +74,80 @@ class Lease:
     """The exporter's side of one export's lease."""
 
     def __init__(self, token: bytes):
-        self.descriptor: int | None = os.memfd_create(_NAME, os.MFD_CLOEXEC)
-        os.ftruncate(self.descriptor, _BYTES)
-        os.pwrite(self.descriptor, _HEADER.pack(0, OPEN, token), 0)
+        try:
+            self.descriptor: int | None = os.memfd_create(_NAME, os.MFD_CLOEXEC)
+        except OSError as error:   # out of descriptors: too many exports alive
+            raise BufferError(f"share: no lease can be made for the export: {error.strerror} "
+                              f"(exports alive: revoke what no one will open)") from None
+        try:
+            os.ftruncate(self.descriptor, _BYTES)
+            os.pwrite(self.descriptor, _HEADER.pack(0, OPEN, token), 0)
+        except OSError as error:
+            os.close(self.descriptor)
+            raise BufferError(f"share: no lease can be made for the export: "
+                              f"{error.strerror}") from None
         self.lock = threading.Lock()     # the descriptor is closed by close(), on any thread
         self.made = self.last_held = time.monotonic()
 
     def settle(self, linger: float, unopened_after: float) -> bool:
         """Whether the export has ended: decided now (see the module) and, if so, written,
-        under the lease's lock; dead receivers' slots cleared."""
+        under the lease's lock; dead receivers' slots cleared. A lease another process is
+        changing right now is not waited for (a receiver stopped in a debugger would stall
+        every export): False, settled next time."""
         with self.lock:
             if self.descriptor is None:
                 return True
+            try:
+                fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            try:
+                return self._settle(linger, unopened_after)
+            finally:
+                fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+
+    def _settle(self, linger: float, unopened_after: float) -> bool:
+        """``settle`` with the lease locked."""
+        data = _read(self.descriptor)
+        opened, state, token = _HEADER.unpack_from(data, 0)
+        if state == ENDED:
+            return True
+        live = 0
+        for slot in range(SLOTS):
+            offset = _SLOTS_AT + slot * _SLOT.size
+            pid, count = _SLOT.unpack_from(data, offset)
+            if pid == 0:
+                continue
+            if count > 0 and _alive(pid):
+                live += 1
+            else:
+                os.pwrite(self.descriptor, _SLOT.pack(0, 0), offset)
+        now = time.monotonic()
+        if live:
+            self.last_held = now
+            return False
+        if state == REVOKED:
+            ended = True
+        elif opened:
+            ended = now - self.last_held >= linger
+        else:
+            ended = now - self.made >= unopened_after
+        if ended:
+            os.pwrite(self.descriptor, _HEADER.pack(opened, ENDED, token), 0)
+        return ended
+
+    def refresh(self) -> bool:
+        """The export handed out again: its linger and unopened times start over. False
+        where it has ended (it cannot be handed out again)."""
+        with self.lock:
+            if self.descriptor is None:
+                return False
             with _locked(self.descriptor):
-                data = _read(self.descriptor)
-                opened, state, token = _HEADER.unpack_from(data, 0)
-                if state == ENDED:
-                    return True
-                live = 0
-                for slot in range(SLOTS):
-                    offset = _SLOTS_AT + slot * _SLOT.size
-                    pid, count = _SLOT.unpack_from(data, offset)
-                    if pid == 0:
-                        continue
-                    if count > 0 and _alive(pid):
-                        live += 1
-                    else:
-                        os.pwrite(self.descriptor, _SLOT.pack(0, 0), offset)
-                now = time.monotonic()
-                if live:
-                    self.last_held = now
+                _, state, _ = _HEADER.unpack_from(_read(self.descriptor), 0)
+                if state != OPEN:
                     return False
-                if state == REVOKED:
-                    ended = True
-                elif opened:
-                    ended = now - self.last_held >= linger
-                else:
-                    ended = now - self.made >= unopened_after
-                if ended:
-                    os.pwrite(self.descriptor, _HEADER.pack(opened, ENDED, token), 0)
-                return ended
+                self.made = self.last_held = time.monotonic()
+                return True
 
     def revoke(self) -> None:
         """No new opens; the export ends once no live process holds it."""
@@ -154,33 +189,42 @@ def take(pid: int, lease: int, token: bytes) -> tuple[int, int]:
         if os.readlink(f"/proc/self/fd/{descriptor}") != f"/memfd:{_NAME} (deleted)":
             raise BufferError(f"from_shared: the handle's lease is not an arrayport export "
                               f"of process {pid} (stale or forged)")
-        with _locked(descriptor):
-            data = _read(descriptor)
-            _, state, owner = _HEADER.unpack_from(data, 0)
-            if owner != token:
-                raise BufferError(f"from_shared: process {pid} ended that export (its lease "
-                                  f"now belongs to another: a stale handle)")
-            if state != OPEN:
-                raise BufferError(f"from_shared: process {pid} ended that export"
-                                  f"{' (revoked)' if state == REVOKED else ''}")
-            me, free = os.getpid(), None
-            for slot in range(SLOTS):
-                taker, count = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
-                if taker == me:
-                    break
-                if taker == 0 and free is None:
-                    free = slot
-            else:
-                if free is None:
-                    raise BufferError(f"from_shared: {SLOTS} processes hold this export "
-                                      f"already")
-                slot, count = free, 0
-            os.pwrite(descriptor, _SLOT.pack(me, count + 1), _SLOTS_AT + slot * _SLOT.size)
-            os.pwrite(descriptor, _HEADER.pack(1, state, owner), 0)
+        return descriptor, _take_slot(descriptor, pid, token)
+    except OSError as error:
+        os.close(descriptor)
+        raise BufferError(f"from_shared: the handle's lease cannot be read: "
+                          f"{error.strerror}") from None
     except BaseException:
         os.close(descriptor)
         raise
-    return descriptor, slot
+
+
+def _take_slot(descriptor: int, pid: int, token: bytes) -> int:
+    """This process's slot in the lease ``descriptor`` (of process ``pid``), one more."""
+    with _locked(descriptor):
+        data = _read(descriptor)
+        _, state, owner = _HEADER.unpack_from(data, 0)
+        if owner != token:
+            raise BufferError(f"from_shared: process {pid} ended that export (its lease "
+                              f"now belongs to another: a stale handle)")
+        if state != OPEN:
+            raise BufferError(f"from_shared: process {pid} ended that export"
+                              f"{' (revoked)' if state == REVOKED else ''}")
+        me, free = os.getpid(), None
+        for slot in range(SLOTS):
+            taker, count = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
+            if taker == me:
+                break
+            if taker == 0 and free is None:
+                free = slot
+        else:
+            if free is None:
+                raise BufferError(f"from_shared: {SLOTS} processes hold this export "
+                                  f"already")
+            slot, count = free, 0
+        os.pwrite(descriptor, _SLOT.pack(me, count + 1), _SLOTS_AT + slot * _SLOT.size)
+        os.pwrite(descriptor, _HEADER.pack(1, state, owner), 0)
+    return slot
 
 
 def give_back(descriptor: int, slot: int) -> None:
@@ -192,7 +236,8 @@ def give_back(descriptor: int, slot: int) -> None:
             data = os.pread(descriptor, _SLOT.size, offset)
             if len(data) == _SLOT.size:
                 pid, count = _SLOT.unpack(data)
-                os.pwrite(descriptor, _SLOT.pack(pid, max(count - 1, 0)), offset)
+                if pid == os.getpid():     # its own slot only, whatever another wrote there
+                    os.pwrite(descriptor, _SLOT.pack(pid, max(count - 1, 0)), offset)
     except OSError:
         pass
     finally:
