@@ -6,7 +6,6 @@ or on a GPU. The receivers are spawned processes (tests/helpers/ipc_children.py)
 import gc
 import multiprocessing
 import os
-import threading
 import time
 
 import numpy as np
@@ -364,6 +363,16 @@ def test_a_stale_handle_naming_another_exports_lease_is_refused(spawn):
     first.revoke()
 
 
+def read_once_unpaused(spawn, handle) -> list:
+    """What a receiver reads of ``handle``, its read queued while the simulator's streams are
+    paused (the exporter's work still pending), then the streams let go."""
+    with spawn.Pool(1) as pool:
+        result = pool.apply_async(ipc_children.read, (handle,))
+        time.sleep(1.0)
+        simulator.set_paused(False)
+        return result.get(60)[0]
+
+
 @needs_simulator
 def test_a_receiver_waits_for_its_own_views_work_whatever_was_shared_after(spawn):
     """View A's upload waits behind other work on stream S1; B is shared after A from
@@ -379,11 +388,7 @@ def test_a_receiver_waits_for_its_own_views_work_whatever_was_shared_after(spawn
         second = ap.view(np.full(64, 5, np.uint8)).copy(device="cuda:0", stream=int(s2))
         handle = first.share()
         second.share().revoke()
-        with spawn.Pool(1) as pool:
-            result = pool.apply_async(ipc_children.read, (handle,))
-            time.sleep(1.0)
-            simulator.set_paused(False)
-            values, _, _ = result.get(60)
+        values = read_once_unpaused(spawn, handle)
     finally:
         simulator.set_paused(False)
         for stream in (s1, s2):
@@ -410,11 +415,7 @@ def test_memory_written_on_the_legacy_stream_is_shared_after_that_write(spawn):
         with Context(0):
             assert library.cuMemsetD8Async(view.ptr, 9, 64, 1) == 0   # CU_STREAM_LEGACY
         handle = view.share()
-        with spawn.Pool(1) as pool:
-            result = pool.apply_async(ipc_children.read, (handle,))
-            time.sleep(1.0)
-            simulator.set_paused(False)
-            values, _, _ = result.get(60)
+        values = read_once_unpaused(spawn, handle)
     finally:
         simulator.set_paused(False)
         simulator.set_delay_us(2000)

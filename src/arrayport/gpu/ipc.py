@@ -130,7 +130,8 @@ class CudaSharedHandle:
 
     @property
     def nbytes(self) -> int:
-        """The bytes the View spans (its extent), as the host handle says."""
+        """The bytes of the View's elements (shape times item size), as the host handle's
+        ``nbytes`` counts them."""
         return _core.layout_nbytes(self.shape, tuple(self.item), "share")
 
     def __repr__(self):
