@@ -79,10 +79,11 @@
  *     the threshold or less (the default threshold, 0: everything idle goes at each);
  * What it does not model: timing, PTX it has no C build of (such launches answer
  * CUDA_ERROR_NOT_SUPPORTED), warps, peer-access hardware limits (CUDA_ERROR_TOO_MANY_PEERS),
- * pools' reuse policies (set and reported, not followed), host pools, graphs, IPC of memory
- * pools (cuMemPoolExportToShareableHandle), texture and array objects.
+ * pools' reuse policies (set and reported, not followed), host pools, graphs, texture and
+ * array objects.
  *   - interprocess (CUDA IPC of cuMemAlloc memory and of events, between processes that each
- *     load this library): see "interprocess" for what it keeps.
+ *     load this library): see "interprocess" for what it keeps; and IPC of memory pools
+ *     (POSIX file descriptors): see "interprocess pools".
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -240,6 +241,14 @@ typedef struct allocation {
     long imported;
     int ipc_pid;
     unsigned long ipc_serial;
+    /* A block of an exportable pool (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) has its bytes
+     * mapped from the pool's memfd (`pool_mapped` bytes, at `pool_offset` past its record
+     * pages), its state in record `pool_record` there; a block imported from another
+     * process's pool (cuMemPoolImportPointer) names its importing pool and the generation it
+     * was imported at (see "interprocess pools"). */
+    size_t pool_mapped, pool_offset;
+    long pool_record;
+    struct CUmemPoolHandle_st *import_pool;
     struct allocation *next;
     struct allocation *idle_next;     /* pooled, not in use: its place in `idle_blocks` */
 } allocation;
@@ -326,18 +335,21 @@ static __thread int ctx_depth;
     X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
     X(cuMemPoolSetAccess) X(cuMemPoolGetAccess) X(cuDevicePrimaryCtxReset) \
     X(cuDevicePrimaryCtxGetState) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) \
-    X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
+    X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) \
+    X(cuMemPoolExportToShareableHandle) X(cuMemPoolImportFromShareableHandle) \
+    X(cuMemPoolExportPointer) X(cuMemPoolImportPointer)
 #define AS_ENUM(name) COUNT_##name,
 #define AS_NAME(name) #name,
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES,
        COUNT_COPY_FAULTS, COUNT_FREED_ACCESSES, COUNT_POOL_CHUNKS_RELEASED,
        COUNT_MISALIGNED, COUNT_PEER_FAULTS, COUNT_STICKY_REFUSALS, COUNT_DEAD_LAUNCHES,
-       COUNT_N };
+       COUNT_ACCESS_FAULTS, COUNT_N };
 static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations",
                                             "kernel_faults", "pool_reuses", "copy_faults",
                                             "freed_memory_accesses", "pool_chunks_released",
                                             "misaligned_accesses", "peer_access_faults",
-                                            "sticky_refusals", "dead_function_launches"};
+                                            "sticky_refusals", "dead_function_launches",
+                                            "pool_access_faults"};
 static long counters[COUNT_N];
 #define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
 
@@ -465,6 +477,7 @@ static unsigned char *ipc_ready(allocation *a, size_t size);
 
 static void poison(allocation *a) {
     if (a->ipc) ipc_unmap(a);
+    else if (a->pool_mapped) munmap(a->bytes, a->pool_mapped);
     else if (a->kind == MEM_DEVICE) free(a->bytes);
     else {
         madvise((void *)a->base, a->reserved, MADV_DONTNEED);
@@ -518,6 +531,15 @@ static void ipc_page_unref(struct ipc_event *page);
 struct ipc_event;
 static int ipc_event_page(struct CUevent_st *e);
 static int ipc_event_pending(struct ipc_event *shared);
+/* "interprocess pools" */
+static int pool_exportable(const struct CUmemPoolHandle_st *pool);
+static int ipc_pool_import_freed(const allocation *a);
+static int import_allows(const allocation *a, int device, int write);
+static int ipc_pool_create(struct CUmemPoolHandle_st *p);
+static void ipc_pool_close(struct CUmemPoolHandle_st *p);
+static int import_protection(const struct CUmemPoolHandle_st *p);
+static unsigned char *ipc_pool_block(struct CUmemPoolHandle_st *pool, allocation *a, size_t size);
+static void ipc_pool_record(const allocation *a);
 static void ipc_event_release(struct CUevent_st *e);
 
 static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int per_thread) {
@@ -645,6 +667,13 @@ static void *worker(void *arg) {
                 fault = o->ends[i].address;
                 break;
             }
+            /* another process's pool block: as its importer granted this device (see
+             * "interprocess pools"); the destination is written, the source read */
+            if (a->imported && a->pool_mapped && !import_allows(a, o->ctx->device, i == 0)) {
+                faulted_copy = 2;
+                fault = o->ends[i].address;
+                break;
+            }
             a->busy++;
             touched[i] = a;
             *(i ? &o->src : &o->dst) = a->bytes + (o->ends[i].address - a->base);
@@ -662,9 +691,13 @@ static void *worker(void *arg) {
             if (touched[i]) unpin(touched[i]);
         if (faulted_copy) {
             __atomic_add_fetch(&counters[COUNT_COPY_FAULTS], 1, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&counters[COUNT_FREED_ACCESSES], 1, __ATOMIC_RELAXED);
-            fprintf(stderr, "cudasim: %s: illegal address %#lx (freed memory)\n",
-                    o->kind == OP_COPY ? "copy" : "memset", (unsigned long)fault);
+            __atomic_add_fetch(&counters[faulted_copy == 2 ? COUNT_ACCESS_FAULTS
+                                                           : COUNT_FREED_ACCESSES], 1,
+                               __ATOMIC_RELAXED);
+            fprintf(stderr, "cudasim: %s: illegal address %#lx (%s)\n",
+                    o->kind == OP_COPY ? "copy" : "memset", (unsigned long)fault,
+                    faulted_copy == 2 ? "an imported pool's block this device may not "
+                                        "touch so: cuMemPoolSetAccess" : "freed memory");
             set_sticky(o->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
         }
         if (o->kind == OP_FREE) pool_free_done(o);
@@ -752,6 +785,8 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute 
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+        *value = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 8; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = device; break;
@@ -1042,6 +1077,7 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
     /* Large cuMemAlloc memory lives in a memfd from the start, ready for CUDA IPC (see
      * "interprocess"): exporting it then moves no bytes. */
     if (kind == MEM_DEVICE && !pool && size >= IPC_READY_BYTES) a->bytes = ipc_ready(a, size);
+    else if (pool && pool_exportable(pool)) a->bytes = ipc_pool_block(pool, a, size);
     else a->bytes = kind == MEM_DEVICE ? calloc(1, size) : base;
     if (!a->bytes) { munmap(base, reserved); free(a); return CUDA_ERROR_OUT_OF_MEMORY; }
     a->base = (uintptr_t)base;
@@ -1066,7 +1102,8 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
         if (a->ipc) {
             munmap(a->ipc, page + size);
             close(a->ipc_fd);
-        } else if (kind == MEM_DEVICE) free(a->bytes);
+        } else if (a->pool_mapped) munmap(a->bytes, a->pool_mapped);
+        else if (kind == MEM_DEVICE) free(a->bytes);
         munmap(base, reserved);
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1086,6 +1123,7 @@ static CUresult allocate_in(struct CUctx_st *ctx, mem_kind kind, size_t size,
         a->pool = pool;
     }
     link_allocation(a);
+    ipc_pool_record(a);
     pthread_mutex_unlock(&lock);
     *out = a->base;
     return CUDA_SUCCESS;
@@ -1106,11 +1144,12 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
                                              (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))
                       && !((*link)->pooled && (*link)->pool_state != POOL_LIVE)
-                      && !(*link)->imported))          /* cuIpcCloseMemHandle's to close */
-        link = &(*link)->next;
+                      && !((*link)->imported && !(*link)->import_pool)))
+        link = &(*link)->next;   /* cuIpcCloseMemHandle's to close; a pool import is freed */
     allocation *a = *link;
     if (a && a->pooled) {                 /* back to its pool, free for any stream now */
         a->pool_state = POOL_FREE;
+        ipc_pool_record(a);
         block_idles(a);
         a->freed_through = a->generation;
         pooled_block_freed(a);
@@ -1786,6 +1825,7 @@ static CUresult allocate_from_pool(CUdeviceptr *dptr, size_t bytesize,
             a->size = bytesize;
             a->generation = ++generations;
             a->freed_on = NULL;
+            ipc_pool_record(a);
             __atomic_add_fetch(&counters[COUNT_POOL_REUSES], 1, __ATOMIC_RELAXED);
             *dptr = a->base;
             pthread_mutex_unlock(&lock);
@@ -1816,10 +1856,14 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
     allocation *a = NULL;
     if (s) status = sticky_of(s->ctx);
     if (status != CUDA_SUCCESS) s = NULL;
-    for (allocation *x = allocations; s && x; x = x->next)
+    int import = 0;
+    for (allocation *x = allocations; s && x; x = x->next) {
         if (x->base == dptr && x->pooled && x->pool_state == POOL_LIVE) a = x;
+        if (x->base == dptr && x->imported && x->pool_mapped) import = 1;
+    }
     op *o = a ? calloc(1, sizeof *o) : NULL;
-    if (s && !a) status = CUDA_ERROR_INVALID_VALUE;   /* not a live pooled block */
+    if (s && !a) status = import ? CUDA_ERROR_NOT_SUPPORTED   /* an import: not modelled */
+                                 : CUDA_ERROR_INVALID_VALUE;  /* not a live pooled block */
     if (a && !o) status = CUDA_ERROR_OUT_OF_MEMORY;
     if (o) {
         a->pool_state = POOL_FREEING;
@@ -1845,6 +1889,14 @@ struct CUmemPoolHandle_st {
     CUmemAccess_flags access[MAX_DEVICES];
     int created;                                  /* by cuMemPoolCreate (destroyable) */
     struct CUmemPoolHandle_st *next;              /* the created ones, listed */
+    /* Interprocess pools (see "interprocess pools"): the handle types it was made with; its
+     * memfd (this process's descriptor) and the record pages mapped from it; where its next
+     * block goes in the memfd. An imported pool (cuMemPoolImportFromShareableHandle) makes
+     * no blocks; it maps other process's blocks. */
+    CUmemAllocationHandleType handle_types;
+    int imported, ipc_fd;
+    struct ipc_pool *ipc;
+    size_t ipc_next;
 };
 static struct CUmemPoolHandle_st default_pools[MAX_DEVICES];
 static struct CUmemPoolHandle_st *created_pools;
@@ -1884,6 +1936,9 @@ static void release_chunk(chunk *c) {
  * until it reserves `keep` or less; a chunk holding a block in use, or one whose
  * stream-ordered free has not run, stays whole (caller holds the lock). */
 static void trim_pool(struct CUmemPoolHandle_st *pool, size_t keep, int at_most) {
+    /* "IPC pools currently do not support releasing physical blocks back to the OS": a trim
+     * of one is a no-op and its release threshold is ignored, until it is destroyed */
+    if (pool->ipc) return;
     size_t reserved = pool_reserved(pool);
     for (chunk **link = &chunks; *link && reserved > keep;) {
         chunk *c = *link;
@@ -1945,11 +2000,17 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolP
         return CUDA_ERROR_INVALID_VALUE;   /* device pools only: what arrayport makes */
     if (props->location.id < 0 || props->location.id >= device_count)
         return CUDA_ERROR_INVALID_DEVICE;
+    if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+        props->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;   /* see "interprocess pools" */
     struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     p->device = props->location.id;
     p->access[p->device] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     p->created = 1;
+    p->ipc_fd = -1;
+    p->handle_types = props->handleTypes;
+    if (p->handle_types && !ipc_pool_create(p)) { free(p); return CUDA_ERROR_OUT_OF_MEMORY; }
     pthread_mutex_lock(&lock);
     p->next = created_pools;
     created_pools = p;
@@ -1969,6 +2030,11 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
         return CUDA_ERROR_INVALID_VALUE;   /* a default pool, or none: not destroyable */
     }
     *link = pool->next;
+    ipc_pool_close(pool);                      /* its importers told, its memfd closed */
+    for (allocation *x = allocations; x; x = x->next)   /* an importer's blocks: freed memory */
+        if (x->import_pool == pool) x->import_pool = NULL;
+    for (allocation *x = graveyard; x; x = x->next)
+        if (x->import_pool == pool) x->import_pool = NULL;
     trim_pool(pool, 0, 1);                     /* idle chunks go with their pool */
     for (chunk *c = chunks; c; c = c->next)    /* the others when their blocks are freed */
         if (c->pool == pool) c->pool = NULL;
@@ -2048,9 +2114,11 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 /* Which devices' kernels may touch a pool's blocks (existing and future ones), recorded per
  * pool and device and acted on: a kernel of another device touching a block faults unless
  * the pool granted that device access (see kernel_may_touch). Each descriptor names a
- * device; its flags are PROT_READWRITE or PROT_NONE (pools have no read-only access); the
- * pool's own device keeps its access, and a peer that cuDeviceCanAccessPeer says cannot
- * read the pool's device is refused. Nothing is changed unless every descriptor is valid. */
+ * device; its flags are PROT_READWRITE or PROT_NONE for a pool of this process (its own
+ * device keeps its access); an imported pool's (see "interprocess pools") may also be
+ * PROT_READ, for any device, its own included. A peer that cuDeviceCanAccessPeer says
+ * cannot read the pool's device is refused. Nothing is changed unless every descriptor is
+ * valid. */
 SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
                                                size_t count) {
     COUNT(cuMemPoolSetAccess);
@@ -2064,9 +2132,11 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAcc
             d->location.id >= device_count)
             return CUDA_ERROR_INVALID_VALUE;
         if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
-            d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            !(p->imported && d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ))
             return CUDA_ERROR_INVALID_VALUE;
-        if (d->location.id == p->device && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        if (d->location.id == p->device && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+            !p->imported)
             return CUDA_ERROR_INVALID_VALUE;
         if (d->location.id != p->device && d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             !peer_access_possible)
@@ -2074,6 +2144,9 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAcc
     }
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < count; i++) p->access[map[i].location.id] = map[i].flags;
+    if (p->imported)                   /* its blocks mapped here: as widely as now granted */
+        for (allocation *a = allocations; a; a = a->next)
+            if (a->import_pool == p) mprotect(a->bytes, a->pool_mapped, import_protection(p));
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
@@ -2097,7 +2170,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t by
     COUNT(cuMemAllocFromPoolAsync);
     REQUIRE_INIT();
     struct CUmemPoolHandle_st *p = valid_pool(pool);
-    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (!p || p->imported) return CUDA_ERROR_INVALID_VALUE;   /* an import makes no blocks */
     return allocate_from_pool(dptr, bytesize, p, handle);
 }
 
@@ -2121,6 +2194,7 @@ static void pool_free_done(const op *o) {
     if (a->freed_through < o->generation) a->freed_through = o->generation;
     if (a->generation == o->generation && a->pool_state == POOL_FREEING) {
         a->pool_state = POOL_FREE;
+        ipc_pool_record(a);
         pooled_block_freed(a);
     }
 }
@@ -2212,6 +2286,7 @@ static void *kernel_fault(uintptr_t address, CUresult status, const char *kind,
  * kernel's context enabled access to the memory's context (cuCtxEnablePeerAccess). A block
  * of a destroyed pool is its own device's only. */
 static int kernel_may_touch(const allocation *a) {
+    if (a->imported && a->pool_mapped) return import_allows(a, running_ctx->device, 0);
     if (a->kind != MEM_DEVICE || a->device == running_ctx->device) return 1;
     if (a->imported) return a->ctx == running_ctx;   /* opened with lazy peer access */
     if (a->pooled)
@@ -2625,6 +2700,7 @@ static void *open_shared_pages(const ipc_wire *wire, size_t size) {
 
 /* Imported memory its exporter freed, or whose exporter died (its memory went with it). */
 static int ipc_freed(const allocation *a) {
+    if (a->import_pool || (a->imported && a->pool_mapped)) return ipc_pool_import_freed(a);
     if (!a->ipc || !a->imported) return 0;
     if (__atomic_load_n(&a->ipc->state, __ATOMIC_ACQUIRE) != IPC_LIVE) return 1;
     return kill(a->ipc_pid, 0) != 0 && errno == ESRCH;
@@ -2930,6 +3006,291 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
     return CUDA_SUCCESS;
 }
 
+/* ---- interprocess pools ------------------------------------------------------------------
+ *
+ * IPC of stream-ordered memory as the driver documents it (cuMemPoolExportToShareableHandle
+ * and kin), between processes that each load this library:
+ *   - a pool made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (the only handle type here,
+ *     as CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES says; another is
+ *     CUDA_ERROR_NOT_SUPPORTED) keeps its blocks' bytes in a memfd, after record pages that
+ *     say which generation of each block is live. cuMemPoolExportToShareableHandle gives the
+ *     caller a new descriptor of that memfd (the caller's to close, and to pass to another
+ *     process as the platform allows: over a Unix socket). Such a pool never gives memory
+ *     back ("IPC pools currently do not support releasing physical blocks back to the OS":
+ *     cuMemPoolTrimTo does nothing and the release threshold is ignored).
+ *   - cuMemPoolImportFromShareableHandle maps a descriptor's pool into another process: an
+ *     imported pool "does not support creating new allocations" (cuMemAllocFromPoolAsync is
+ *     CUDA_ERROR_INVALID_VALUE). No device may touch its memory until the importer grants
+ *     it access (cuMemPoolSetAccess: the simulator's reading, the stricter one — CUDA's own
+ *     sample asks cuMemPoolGetAccess first), and an importer may grant read-only access
+ *     (CU_MEM_ACCESS_FLAGS_PROT_READ): a copy or memset writing there faults (sticky
+ *     CUDA_ERROR_ILLEGAL_ADDRESS; counted: pool_access_faults), and a kernel's store is a
+ *     SIGSEGV of the process (the mapping is read-only: this C build of a kernel cannot tell
+ *     a load from a store). A process importing its own pool is refused
+ *     (CUDA_ERROR_INVALID_VALUE: the simulator's choice; the driver does not say).
+ *   - cuMemPoolExportPointer describes a live block of an exportable pool (64 bytes, no
+ *     secret: nothing opens without the pool's descriptor); cuMemPoolImportPointer maps it
+ *     from an imported pool, once per pool (a second import of the same block is
+ *     CUDA_ERROR_INVALID_VALUE, as is a freed or reused block, or one of another pool). The
+ *     import is freed with cuMemFree (cuMemFreeAsync of it is not modelled:
+ *     CUDA_ERROR_NOT_SUPPORTED).
+ *   - "The imported memory must be freed from all importing processes before being freed in
+ *     the exporting process": here a block its exporter freed (its free run) or reused, a
+ *     pool its exporter destroyed, or an exporter that died, is freed memory to the
+ *     importer's work, which faults as on freed memory.
+ * Imported blocks are the exporter's memory: they do not count against the importer's
+ * device, and one never freed is reported at exit. */
+
+#define IPC_POOL_MAGIC "cudasimP"
+#define IPC_POINTER_MAGIC "cudasimX"
+#define IPC_POOL_RECORDS 4096            /* blocks an exportable pool can make */
+
+struct ipc_pool_record { uint64_t generation, offset, mapped; };
+struct ipc_pool {                        /* the first pages of an exportable pool's memfd */
+    char magic[8];
+    uint64_t nonce[2];
+    int32_t device, state, pid, pad;
+    uint64_t records_made;
+    struct ipc_pool_record records[IPC_POOL_RECORDS];
+};
+
+typedef struct {                         /* what a CUmemPoolPtrExportData holds */
+    char magic[8];
+    uint64_t nonce[2], record, generation, size;
+} ipc_pointer_wire;
+_Static_assert(sizeof(ipc_pointer_wire) <= sizeof(CUmemPoolPtrExportData),
+               "a pointer's export data is 64 bytes");
+
+static size_t ipc_pool_data_offset(void) {   /* where blocks start in the memfd */
+    size_t page = page_size();
+    return (sizeof(struct ipc_pool) + page - 1) / page * page;
+}
+
+static int pool_exportable(const struct CUmemPoolHandle_st *pool) {
+    return pool->ipc && !pool->imported;
+}
+
+/* The bytes of a new block of exportable `pool`: `size` (page-rounded) mapped from its memfd
+ * at the next free offset, the block given the next record (NULL: out of records or memory). */
+static unsigned char *ipc_pool_block(struct CUmemPoolHandle_st *pool, allocation *a, size_t size) {
+    size_t page = page_size(), mapped = (size + page - 1) / page * page;
+    pthread_mutex_lock(&lock);
+    uint64_t record = pool->ipc->records_made;
+    size_t offset = pool->ipc_next;
+    int room = record < IPC_POOL_RECORDS &&
+               ftruncate(pool->ipc_fd, (off_t)(ipc_pool_data_offset() + offset + mapped)) == 0;
+    if (room) {
+        pool->ipc->records_made = record + 1;
+        pool->ipc_next += mapped;
+        pool->ipc->records[record].offset = offset;
+        pool->ipc->records[record].mapped = mapped;
+    }
+    pthread_mutex_unlock(&lock);
+    void *bytes = room ? mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, pool->ipc_fd,
+                              (off_t)(ipc_pool_data_offset() + offset)) : MAP_FAILED;
+    if (bytes == MAP_FAILED) return NULL;
+    a->pool_mapped = mapped;
+    a->pool_offset = offset;
+    a->pool_record = (long)record;
+    return bytes;
+}
+
+/* A block of an exportable pool changed state: its record says which generation is live (0:
+ * none), for importers to see (caller holds the lock). */
+static void ipc_pool_record(const allocation *a) {
+    if (!a->pool_mapped || !a->pool || !a->pool->ipc || a->pool->imported) return;
+    __atomic_store_n(&a->pool->ipc->records[a->pool_record].generation,
+                     a->pool_state == POOL_FREE ? 0 : (uint64_t)a->generation, __ATOMIC_RELEASE);
+}
+
+/* A new exportable pool's memfd and record pages (0: out of memory). */
+static int ipc_pool_create(struct CUmemPoolHandle_st *p) {
+    p->ipc = shared_pages(ipc_pool_data_offset(), &p->ipc_fd);
+    if (!p->ipc) return 0;
+    memcpy(p->ipc->magic, IPC_POOL_MAGIC, 8);
+    random_nonce(p->ipc->nonce);
+    p->ipc->device = p->device;
+    p->ipc->state = IPC_LIVE;
+    p->ipc->pid = getpid();
+    return 1;
+}
+
+/* A pool's interprocess side goes with it (caller holds the lock): an exporter's destroy
+ * says so to every importer; its blocks still in use keep their mappings. */
+static void ipc_pool_close(struct CUmemPoolHandle_st *p) {
+    if (!p->ipc) return;
+    if (!p->imported) __atomic_store_n(&p->ipc->state, IPC_FREED, __ATOMIC_RELEASE);
+    munmap(p->ipc, ipc_pool_data_offset());
+    close(p->ipc_fd);
+    p->ipc = NULL;
+    p->ipc_fd = -1;
+}
+
+/* Whether an imported block is freed memory to this process: its exporter freed or reused
+ * it, destroyed its pool, or died. */
+static int ipc_pool_import_freed(const allocation *a) {
+    struct ipc_pool *shared = a->import_pool ? a->import_pool->ipc : NULL;
+    if (!shared || __atomic_load_n(&shared->state, __ATOMIC_ACQUIRE) != IPC_LIVE ||
+        __atomic_load_n(&shared->records[a->pool_record].generation, __ATOMIC_ACQUIRE) !=
+            a->ipc_serial)
+        return 1;
+    return kill(shared->pid, 0) != 0 && errno == ESRCH;
+}
+
+/* The widest access any device has to an imported pool, as a page protection: what its
+ * blocks are mapped with here (caller holds the lock). */
+static int import_protection(const struct CUmemPoolHandle_st *p) {
+    int widest = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    for (int d = 0; d < device_count; d++)
+        if ((int)p->access[d] > widest) widest = (int)p->access[d];
+    return widest == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+           : widest == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ : PROT_NONE;
+}
+
+/* Whether device `device`'s work may read (or, `write`, write) imported block `a`: what its
+ * importing pool granted that device (caller holds the lock). */
+static int import_allows(const allocation *a, int device, int write) {
+    CUmemAccess_flags granted = a->import_pool ? a->import_pool->access[device]
+                                               : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    return write ? granted == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                 : granted != CU_MEM_ACCESS_FLAGS_PROT_NONE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                             CUmemAllocationHandleType type,
+                                                             unsigned long long flags) {
+    COUNT(cuMemPoolExportToShareableHandle);
+    REQUIRE_INIT();
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (!handle_out || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !pool_exportable(p) || !(p->handle_types & type))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    int fd = p->ipc ? fcntl(p->ipc_fd, F_DUPFD_CLOEXEC, 0) : -1;
+    pthread_mutex_unlock(&lock);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)handle_out = fd;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                                               CUmemAllocationHandleType type,
+                                                               unsigned long long flags) {
+    COUNT(cuMemPoolImportFromShareableHandle);
+    REQUIRE_INIT();
+    if (!pool_out || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = fcntl((int)(intptr_t)handle, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+    struct stat st;
+    size_t head = ipc_pool_data_offset();
+    struct ipc_pool *shared = fstat(fd, &st) == 0 && (size_t)st.st_size >= head
+        ? mmap(NULL, head, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (shared == MAP_FAILED || memcmp(shared->magic, IPC_POOL_MAGIC, 8) != 0 ||
+        __atomic_load_n(&shared->state, __ATOMIC_ACQUIRE) != IPC_LIVE ||
+        shared->pid == getpid() || shared->device < 0 || shared->device >= device_count) {
+        if (shared != MAP_FAILED) munmap(shared, head);
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE;   /* not a pool's, destroyed, or this process's own */
+    }
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+    if (!p) { munmap(shared, head); close(fd); return CUDA_ERROR_OUT_OF_MEMORY; }
+    p->device = shared->device;            /* every device's access: none until granted */
+    p->created = p->imported = 1;
+    p->handle_types = type;
+    p->ipc = shared;
+    p->ipc_fd = fd;
+    pthread_mutex_lock(&lock);
+    p->next = created_pools;
+    created_pools = p;
+    pthread_mutex_unlock(&lock);
+    *pool_out = p;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr ptr) {
+    COUNT(cuMemPoolExportPointer);
+    REQUIRE_INIT();
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    allocation *a = NULL;
+    for (allocation *x = allocations; x; x = x->next)
+        if (x->base == (uintptr_t)ptr && x->pooled && x->pool_state == POOL_LIVE) a = x;
+    CUresult status = a && a->pool && pool_exportable(a->pool) && a->pool_mapped
+                      ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (status == CUDA_SUCCESS) {
+        ipc_pointer_wire wire = {.record = (uint64_t)a->pool_record,
+                                 .generation = a->generation, .size = a->size};
+        memcpy(wire.magic, IPC_POINTER_MAGIC, 8);
+        memcpy(wire.nonce, a->pool->ipc->nonce, sizeof wire.nonce);
+        memset(data, 0, sizeof *data);
+        memcpy(data->reserved, &wire, sizeof wire);
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                                   CUmemPoolPtrExportData *data) {
+    COUNT(cuMemPoolImportPointer);
+    REQUIRE_INIT();
+    struct CUctx_st *ctx = current();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult status = sticky_of(ctx);
+    if (status != CUDA_SUCCESS) return status;
+    struct CUmemPoolHandle_st *p = valid_pool(pool);
+    if (!ptr_out || !data || !p || !p->imported) return CUDA_ERROR_INVALID_VALUE;
+    ipc_pointer_wire wire;
+    memcpy(&wire, data->reserved, sizeof wire);
+    pthread_mutex_lock(&lock);
+    struct ipc_pool *shared = p->ipc;
+    int valid = shared && memcmp(wire.magic, IPC_POINTER_MAGIC, 8) == 0 &&
+                memcmp(wire.nonce, shared->nonce, sizeof wire.nonce) == 0 &&
+                wire.record < IPC_POOL_RECORDS && wire.generation != 0 &&
+                __atomic_load_n(&shared->records[wire.record].generation, __ATOMIC_ACQUIRE) ==
+                    wire.generation &&
+                wire.size <= shared->records[wire.record].mapped;
+    for (allocation *a = allocations; valid && a; a = a->next)   /* imported here already */
+        if (a->import_pool == p && a->pool_record == (long)wire.record &&
+            a->ipc_serial == wire.generation)
+            valid = 0;
+    size_t offset = valid ? shared->records[wire.record].offset : 0;
+    size_t mapped = valid ? shared->records[wire.record].mapped : 0;
+    int protection = import_protection(p);
+    pthread_mutex_unlock(&lock);
+    if (!valid) return CUDA_ERROR_INVALID_VALUE;
+    allocation *a = calloc(1, sizeof *a);
+    void *base = a ? mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                          -1, 0) : MAP_FAILED;
+    void *bytes = base != MAP_FAILED
+        ? mmap(NULL, mapped, protection, MAP_SHARED, p->ipc_fd,
+               (off_t)(ipc_pool_data_offset() + offset)) : MAP_FAILED;
+    if (bytes == MAP_FAILED) {
+        if (base != MAP_FAILED) munmap(base, mapped);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->base = (uintptr_t)base;
+    a->size = a->capacity = wire.size;
+    a->reserved = mapped;
+    a->kind = MEM_DEVICE;
+    a->device = p->device;
+    a->ctx = ctx;
+    a->bytes = bytes;
+    a->pool_mapped = mapped;
+    a->pool_record = (long)wire.record;
+    a->import_pool = p;
+    a->imported = 1;
+    a->ipc_pid = shared->pid;
+    a->ipc_serial = wire.generation;
+    pthread_mutex_lock(&lock);
+    link_allocation(a);
+    pthread_mutex_unlock(&lock);
+    *ptr_out = a->base;
+    return CUDA_SUCCESS;
+}
+
 #define PROCS(X) X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) \
     X(cuDeviceGetCount, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceGetName, 2000) \
     X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
@@ -2960,7 +3321,9 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
     X(cuCtxEnablePeerAccess, 4000) X(cuCtxDisablePeerAccess, 4000) \
     X(cuDevicePrimaryCtxReset, 11000) X(cuIpcGetMemHandle, 4010) \
     X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010) X(cuIpcGetEventHandle, 4010) \
-    X(cuIpcOpenEventHandle, 4010)
+    X(cuIpcOpenEventHandle, 4010) X(cuMemPoolExportToShareableHandle, 11020) \
+    X(cuMemPoolImportFromShareableHandle, 11020) X(cuMemPoolExportPointer, 11020) \
+    X(cuMemPoolImportPointer, 11020)
 
 /* Entry points whose newer variant has a name of its own in the header rather than a macro
  * (cuDeviceGetUuid_v2): the base name, the variant, the version that introduced it. */

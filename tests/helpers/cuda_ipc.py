@@ -12,6 +12,28 @@ class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
+class PointerExport(ctypes.Structure):
+    """CUmemPoolPtrExportData: 64 opaque bytes, passed by pointer."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class Location(ctypes.Structure):
+    """CUmemLocation."""
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class AccessDesc(ctypes.Structure):
+    """CUmemAccessDesc."""
+    _fields_ = [("location", Location), ("flags", ctypes.c_int)]
+
+
+class PoolProps(ctypes.Structure):
+    """CUmemPoolProps (88 bytes)."""
+    _fields_ = [("allocType", ctypes.c_int), ("handleTypes", ctypes.c_int),
+                ("location", Location), ("win32SecurityAttributes", ctypes.c_void_p),
+                ("reserved", ctypes.c_ubyte * 64)]
+
+
 def declare(cuda):
     """The argument types of the calls these tests make (in either process)."""
     cuda.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(handle), ctypes.c_int]
@@ -39,3 +61,18 @@ def declare(cuda):
     cuda.cuIpcCloseMemHandle.argtypes = [u64]
     cuda.cuIpcGetEventHandle.argtypes = [ctypes.POINTER(IpcHandle), handle]
     cuda.cuIpcOpenEventHandle.argtypes = [ctypes.POINTER(handle), IpcHandle]
+    cuda.cuMemPoolCreate.argtypes = [ctypes.POINTER(handle), ctypes.POINTER(PoolProps)]
+    cuda.cuMemPoolDestroy.argtypes = [handle]
+    cuda.cuMemPoolTrimTo.argtypes = [handle, ctypes.c_size_t]
+    cuda.cuMemPoolGetAttribute.argtypes = [handle, ctypes.c_int, ctypes.c_void_p]
+    cuda.cuMemPoolSetAccess.argtypes = [handle, ctypes.POINTER(AccessDesc), ctypes.c_size_t]
+    cuda.cuMemAllocFromPoolAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle, handle]
+    cuda.cuMemAllocAsync.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t, handle]
+    cuda.cuMemFreeAsync.argtypes = [u64, handle]
+    cuda.cuMemPoolExportToShareableHandle.argtypes = [ctypes.c_void_p, handle, ctypes.c_int,
+                                                      ctypes.c_ulonglong]
+    cuda.cuMemPoolImportFromShareableHandle.argtypes = [ctypes.POINTER(handle), ctypes.c_void_p,
+                                                        ctypes.c_int, ctypes.c_ulonglong]
+    cuda.cuMemPoolExportPointer.argtypes = [ctypes.POINTER(PointerExport), u64]
+    cuda.cuMemPoolImportPointer.argtypes = [ctypes.POINTER(u64), handle,
+                                            ctypes.POINTER(PointerExport)]

@@ -1,0 +1,286 @@
+"""The CUDA driver simulator's interprocess memory pools (issue 55): a pool made with POSIX
+file-descriptor handles, its descriptor handed to another process, its blocks exported and
+imported pointer by pointer, and the importer's access (none until granted, read-only where
+granted so) — each rule of "interprocess pools" in tests/cudasim/cudasim.c broken on
+purpose. This process exports; a child loads its own copy of the simulator and imports, the
+pool's descriptor inherited (as one passed over a Unix socket arrives: a descriptor of the
+child's own)."""
+
+import ctypes
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cudasim
+
+PATH = cudasim.library()
+pytestmark = pytest.mark.skipif(PATH is None, reason=cudasim.unavailable())
+
+from cuda_ipc import AccessDesc, Location, PointerExport, PoolProps, declare, handle, u64
+
+SUCCESS, INVALID_VALUE, NOT_SUPPORTED, ILLEGAL_ADDRESS = 0, 1, 801, 700
+POSIX_FD, FABRIC, NON_BLOCKING = 1, 8, 1
+PROT_NONE, PROT_READ, PROT_READWRITE = 0, 1, 3
+RESERVED_MEM_CURRENT, MEMPOOL_SUPPORTED_HANDLE_TYPES = 5, 119
+
+# The importer: the simulator loaded, device 0's primary context current, the pool's
+# descriptor (inherited) in sys.argv[1] and a block's export data (hex) in sys.argv[2];
+# what it found, as JSON on its last line.
+IMPORTER = f"""
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, {str(Path(__file__).parent / "helpers")!r})
+from cuda_ipc import AccessDesc, Location, PointerExport, declare, handle, u64
+cuda = ctypes.CDLL({PATH!r})
+declare(cuda)
+cuda.cuInit(0)
+context = handle()
+cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
+cuda.cuCtxPushCurrent_v2(context)
+descriptor = int(sys.argv[1])
+data = PointerExport.from_buffer_copy(bytes.fromhex(sys.argv[2]))
+found = {{}}
+def import_pool():
+    pool = handle()
+    status = cuda.cuMemPoolImportFromShareableHandle(ctypes.byref(pool), descriptor, 1, 0)
+    return status, pool
+def grant(pool, flags, device=0):
+    return cuda.cuMemPoolSetAccess(pool, ctypes.byref(AccessDesc(Location(1, device), flags)), 1)
+def import_pointer(pool):
+    pointer = u64()
+    return cuda.cuMemPoolImportPointer(ctypes.byref(pointer), pool, ctypes.byref(data)), pointer.value
+def read(pointer, n):
+    out = np.zeros(n, np.uint8)
+    status = cuda.cuMemcpyDtoH_v2(out.ctypes.data, pointer, n)
+    return status, out.tolist()
+"""
+
+
+def importer(body: str, descriptor: int, data: PointerExport, stdin=None):
+    """Run ``body`` in the importer, handing it ``descriptor``; its ``found`` dict, or the
+    process when it is to be talked to (``stdin=subprocess.PIPE``)."""
+    code = IMPORTER + textwrap.dedent(body) + "\nprint(json.dumps(found), flush=True)\n"
+    arguments = [sys.executable, "-c", code, str(descriptor), bytes(data).hex()]
+    if stdin is not None:
+        return subprocess.Popen(arguments, stdin=stdin, stdout=subprocess.PIPE, text=True,
+                                pass_fds=(descriptor,))
+    child = subprocess.run(arguments, capture_output=True, text=True, timeout=60,
+                           pass_fds=(descriptor,))
+    assert child.returncode == 0, child.stderr
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sim():
+    simulator = cudasim.Simulator(PATH)
+    declare(simulator.cuda)
+    assert simulator.cuda.cuInit(0) == SUCCESS
+    context = handle()
+    assert simulator.cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == SUCCESS
+    assert simulator.cuda.cuCtxPushCurrent_v2(context) == SUCCESS
+    yield simulator
+    simulator.cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
+    simulator.cuda.cuDevicePrimaryCtxRelease_v2(0)
+
+
+class Exporter:
+    """An exportable pool of device 0, a stream, and blocks written from the host."""
+
+    def __init__(self, cuda, handle_types=POSIX_FD):
+        self.cuda = cuda
+        self.pool, self.stream = handle(), handle()
+        props = PoolProps(allocType=1, handleTypes=handle_types, location=Location(1, 0))
+        self.created = cuda.cuMemPoolCreate(ctypes.byref(self.pool), ctypes.byref(props))
+        assert cuda.cuStreamCreate(ctypes.byref(self.stream), NON_BLOCKING) == SUCCESS
+
+    def block(self, data: bytes) -> int:
+        address = u64()
+        assert self.cuda.cuMemAllocFromPoolAsync(ctypes.byref(address), len(data), self.pool,
+                                                 self.stream) == SUCCESS
+        assert self.cuda.cuStreamSynchronize(self.stream) == SUCCESS
+        assert self.cuda.cuMemcpyHtoD_v2(address.value, data, len(data)) == SUCCESS
+        return address.value
+
+    def descriptor(self) -> int:
+        fd = ctypes.c_int(-1)
+        assert self.cuda.cuMemPoolExportToShareableHandle(ctypes.byref(fd), self.pool,
+                                                          POSIX_FD, 0) == SUCCESS
+        return fd.value
+
+    def export(self, address: int) -> PointerExport:
+        data = PointerExport()
+        assert self.cuda.cuMemPoolExportPointer(ctypes.byref(data), address) == SUCCESS
+        return data
+
+    def free(self, address: int) -> None:
+        assert self.cuda.cuMemFreeAsync(address, self.stream) == SUCCESS
+        assert self.cuda.cuStreamSynchronize(self.stream) == SUCCESS
+
+    def close(self) -> None:
+        assert self.cuda.cuMemPoolDestroy(self.pool) == SUCCESS
+        assert self.cuda.cuStreamDestroy_v2(self.stream) == SUCCESS
+
+
+@pytest.fixture
+def exporter(sim):
+    made = Exporter(sim.cuda)
+    assert made.created == SUCCESS
+    yield made
+    made.close()
+
+
+def read(cuda, address: int, n: int) -> list:
+    out = np.zeros(n, np.uint8)
+    assert cuda.cuMemcpyDtoH_v2(out.ctypes.data, address, n) == SUCCESS
+    return out.tolist()
+
+
+def test_the_device_says_which_handle_types_its_pools_export(sim):
+    value = ctypes.c_int(0)
+    assert sim.cuda.cuDeviceGetAttribute(ctypes.byref(value), MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                                         0) == SUCCESS
+    assert value.value == POSIX_FD
+
+
+def test_a_block_imported_in_another_process_is_the_same_memory(exporter):
+    address = exporter.block(bytes(range(16)))
+    fd = exporter.descriptor()
+    found = importer("""
+        status, pool = import_pool()
+        found["import pool"] = status
+        found["grant"] = grant(pool, 3)
+        status, pointer = import_pointer(pool)
+        found["import pointer"] = status
+        found["read"] = read(pointer, 16)
+        cuda.cuMemcpyHtoD_v2(pointer, bytes([9] * 4), 4)      # a write the exporter sees
+        found["again"] = import_pointer(pool)[0]                # once per pool
+        found["async free"] = cuda.cuMemFreeAsync(pointer, None)
+        found["free"] = cuda.cuMemFree_v2(pointer)
+        found["read after its free"] = read(pointer, 4)[0]
+    """, fd, exporter.export(address))
+    assert found == {"import pool": SUCCESS, "grant": SUCCESS, "import pointer": SUCCESS,
+                     "read": [SUCCESS, list(range(16))], "again": INVALID_VALUE,
+                     "async free": NOT_SUPPORTED, "free": SUCCESS,
+                     "read after its free": ILLEGAL_ADDRESS}
+    assert read(exporter.cuda, address, 16) == [9] * 4 + list(range(4, 16))
+    exporter.free(address)
+
+
+def test_an_imported_pool_grants_no_device_access_until_asked(exporter):
+    address = exporter.block(bytes(8))
+    found = importer("""
+        status, pool = import_pool()
+        status, pointer = import_pointer(pool)
+        found["import pointer"] = status
+        found["read"] = read(pointer, 8)[0]
+    """, exporter.descriptor(), exporter.export(address))
+    assert found == {"import pointer": SUCCESS, "read": ILLEGAL_ADDRESS}
+    exporter.free(address)
+
+
+def test_a_read_only_grant_lets_the_importer_read_and_not_write(exporter):
+    address = exporter.block(bytes(range(8)))
+    found = importer("""
+        status, pool = import_pool()
+        found["grant"] = grant(pool, 1)
+        status, pointer = import_pointer(pool)
+        found["read"] = read(pointer, 8)
+        found["write"] = cuda.cuMemcpyHtoD_v2(pointer, bytes([7] * 8), 8)
+    """, exporter.descriptor(), exporter.export(address))
+    assert found == {"grant": SUCCESS, "read": [SUCCESS, list(range(8))],
+                     "write": ILLEGAL_ADDRESS}
+    assert read(exporter.cuda, address, 8) == list(range(8))   # nothing written
+    exporter.free(address)
+
+
+def test_an_exporter_pools_own_device_keeps_read_write(exporter):
+    access = AccessDesc(Location(1, 0), PROT_READ)
+    assert exporter.cuda.cuMemPoolSetAccess(exporter.pool, ctypes.byref(access), 1) == INVALID_VALUE
+
+
+def test_an_imported_pool_makes_no_blocks_and_a_process_cannot_import_its_own(exporter):
+    address = exporter.block(bytes(8))
+    found = importer("""
+        status, pool = import_pool()
+        out, stream = u64(), handle()
+        cuda.cuStreamCreate(ctypes.byref(stream), 1)
+        found["allocate"] = cuda.cuMemAllocFromPoolAsync(ctypes.byref(out), 8, pool, stream)
+        found["destroy"] = cuda.cuMemPoolDestroy(pool)
+        cuda.cuStreamDestroy_v2(stream)
+    """, exporter.descriptor(), exporter.export(address))
+    assert found == {"allocate": INVALID_VALUE, "destroy": SUCCESS}
+    fd, own = exporter.descriptor(), handle()
+    assert exporter.cuda.cuMemPoolImportFromShareableHandle(ctypes.byref(own), fd, POSIX_FD,
+                                                            0) == INVALID_VALUE
+    import os
+    os.close(fd)
+    exporter.free(address)
+
+
+def test_only_an_exportable_pools_live_blocks_are_exported(sim, exporter):
+    plain = Exporter(sim.cuda, handle_types=0)
+    assert plain.created == SUCCESS
+    address = plain.block(bytes(8))
+    fd, data = ctypes.c_int(-1), PointerExport()
+    assert sim.cuda.cuMemPoolExportToShareableHandle(ctypes.byref(fd), plain.pool, POSIX_FD,
+                                                     0) == INVALID_VALUE
+    assert sim.cuda.cuMemPoolExportPointer(ctypes.byref(data), address) == INVALID_VALUE
+    plain.free(address)
+    plain.close()
+    fabric = Exporter(sim.cuda, handle_types=FABRIC)
+    assert fabric.created == NOT_SUPPORTED
+    assert sim.cuda.cuStreamDestroy_v2(fabric.stream) == SUCCESS
+    freed = exporter.block(bytes(8))
+    exporter.free(freed)
+    assert sim.cuda.cuMemPoolExportPointer(ctypes.byref(data), freed) == INVALID_VALUE
+
+
+def test_a_freed_reused_or_forged_block_imports_nothing(exporter):
+    address = exporter.block(bytes(8))
+    stale = exporter.export(address)
+    exporter.free(address)
+    again = exporter.block(bytes(8))            # the same block, reused: a new generation
+    forged = PointerExport.from_buffer_copy(bytes(exporter.export(again))[:8] + bytes(56))
+    fd = exporter.descriptor()
+    assert importer("""
+        status, pool = import_pool()
+        found["stale"] = import_pointer(pool)[0]
+    """, fd, stale) == {"stale": INVALID_VALUE}
+    assert importer("""
+        status, pool = import_pool()
+        found["forged"] = import_pointer(pool)[0]
+    """, fd, forged) == {"forged": INVALID_VALUE}
+    exporter.free(again)
+
+
+def test_a_block_its_exporter_frees_first_faults_the_importers_work(exporter):
+    address = exporter.block(bytes(8))
+    child = importer("""
+        status, pool = import_pool()
+        grant(pool, 3)
+        status, pointer = import_pointer(pool)
+        found["import"] = status
+        print("imported", flush=True)
+        sys.stdin.readline()                  # the exporter frees the block meanwhile
+        found["read"] = read(pointer, 8)[0]
+    """, exporter.descriptor(), exporter.export(address), stdin=subprocess.PIPE)
+    assert child.stdout.readline().strip() == "imported"
+    exporter.free(address)
+    out, _ = child.communicate("go\n", timeout=60)
+    assert json.loads(out.strip().splitlines()[-1]) == {"import": SUCCESS,
+                                                        "read": ILLEGAL_ADDRESS}
+
+
+def test_an_exportable_pool_gives_no_memory_back(exporter):
+    address = exporter.block(bytes(1 << 20))
+    exporter.free(address)
+    reserved = ctypes.c_uint64(0)
+    assert exporter.cuda.cuMemPoolTrimTo(exporter.pool, 0) == SUCCESS
+    assert exporter.cuda.cuMemPoolGetAttribute(exporter.pool, RESERVED_MEM_CURRENT,
+                                               ctypes.byref(reserved)) == SUCCESS
+    assert reserved.value == 2 << 20            # its chunk stays
