@@ -81,11 +81,69 @@ def ended(timeout=10.0, linger=None, unopened_after=None) -> bool:
 def test_another_process_reads_the_shared_device_memory(spawn):
     source = on_device(np.arange(24, dtype=np.int32).reshape(4, 6))
     handle = source.share()
-    assert handle.kind == "cuda-ipc" and len(__import__("pickle").dumps(handle)) < 1024
+    assert handle.kind == "cuda-pool" and len(__import__("pickle").dumps(handle)) < 1024
     with spawn.Pool(1) as pool:
         values, readonly, device = pool.apply(ipc_children.read, (handle,))
     assert values == np.arange(24).reshape(4, 6).tolist()
     assert (readonly, device) == (False, "cuda:0")
+
+
+def cumemalloc_view(values: np.ndarray):
+    """``values`` in an ordinary allocation (``cuMemAlloc``: what PyTorch's and CuPy's
+    caching allocators hand out), filled on the GPU."""
+    from arrayport import _core
+    filled = on_device(values)
+    memory = cuda_driver.driver.allocate_device(0, filled.nbytes)
+    cuda_driver.driver.copy_async(0, memory.address, filled.ptr, filled.nbytes, 1)
+    return _core.view_from_pointer(memory.address, values.shape, None, ap.DType(values.dtype),
+                                   readonly=False, owner=memory, device=(2, 0),
+                                   protocol="test")
+
+
+def test_an_ordinary_allocation_crosses_by_its_cuda_ipc_handle_without_a_copy(spawn):
+    """Memory of cuMemAlloc (another library's allocator) is exported as it is: its
+    allocation's CUDA IPC handle and the View's offset in it."""
+    whole = cumemalloc_view(np.arange(12, dtype=np.int64))
+    handle = whole[4:].share()
+    assert handle.kind == "cuda-ipc" and handle.offset == 32 and handle.socket == ""
+    with spawn.Pool(1) as pool:
+        values, readonly, device = pool.apply(ipc_children.read, (handle,))
+    assert (values, readonly, device) == (list(range(4, 12)), False, "cuda:0")
+
+
+def test_a_receiver_writes_into_a_writable_share_and_the_exporter_sees_it(spawn):
+    view = exportable(np.zeros(6, np.uint8))
+    with spawn.Pool(1) as pool:
+        status = pool.apply(ipc_children.write_raw, (view.share(), 5))
+    assert status == 0
+    assert np.asarray(view.copy(device="cpu")).tolist() == [5] * 6
+
+
+def test_a_read_only_share_of_arrayports_memory_is_read_only_in_the_driver(spawn):
+    """The receiver of a read-only "cuda-pool" share maps it read-only (its pool granted
+    CU_MEM_ACCESS_FLAGS_PROT_READ): even a raw driver write into it faults, and the
+    exporter's memory is unchanged."""
+    view = exportable(np.arange(6, dtype=np.uint8))
+    handle = view.share(readonly=True)
+    assert handle.kind == "cuda-pool"
+    with spawn.Pool(1) as pool:
+        status = pool.apply(ipc_children.write_raw, (handle, 9))
+    assert status == 700                           # CUDA_ERROR_ILLEGAL_ADDRESS
+    assert np.asarray(view.copy(device="cpu")).tolist() == list(range(6))
+
+
+def test_the_pools_descriptor_goes_only_to_a_holder_of_the_exports_lease():
+    """The exporter's descriptor server hands the sharing pool's descriptor to a process of
+    its user that holds the export's lease, for an open export; anyone else is refused and
+    gets nothing (here this process asks: it holds no lease of its own export)."""
+    from arrayport.gpu import ipc_pool
+    handle = exportable(np.arange(4.0)).share()
+    with pytest.raises(BufferError, match=f"refused: process {os.getpid()} holds no lease"):
+        ipc_pool.fetch_descriptor(handle.socket, handle.token)
+    with pytest.raises(BufferError, match="ended that export, or never made it"):
+        ipc_pool.fetch_descriptor(handle.socket, "0" * 32)
+    handle.revoke()
+    assert ended()
 
 
 def test_a_strided_view_crosses_as_the_same_memory_with_its_strides(spawn):
@@ -100,12 +158,14 @@ def test_a_strided_view_crosses_as_the_same_memory_with_its_strides(spawn):
 
 
 def test_a_pool_block_is_copied_once_on_the_gpu_into_memory_cuda_exports(spawn):
-    """arrayport's own copies live in its memory pool, whose blocks legacy CUDA IPC cannot
-    export: share() copies the View (compacted where strided) device to device, once."""
+    """arrayport's own copies live in its memory pool, whose blocks neither CUDA IPC nor a
+    descriptor can export: share() copies the View (compacted where strided) device to
+    device, once, into the sharing pool."""
     host = np.arange(20, dtype=np.float64).reshape(4, 5)
     part = on_device(host)[::2, 1:]
     handle = part.share()
     assert handle.offset == 0 and handle.strides == (32, 8)   # a compact copy
+    assert handle.kind == "cuda-pool"
     with spawn.Pool(1) as pool:
         values, _, _ = pool.apply(ipc_children.read, (handle,))
     assert values == host[::2, 1:].tolist()
@@ -220,7 +280,8 @@ def test_a_malformed_handle_is_refused(field, value, error):
 
 def test_many_handoffs_leave_the_exporters_device_memory_at_its_baseline(spawn):
     """A 64 MiB View handed to another process and dropped there, again and again: the
-    exporter's device memory comes back to where it was (give or take one pool block);
+    exporter's device memory comes back to where it was (the sharing pool, which CUDA never
+    shrinks, goes at release_device_memory once none of its blocks is alive);
     ARRAYPORT_IPC_HANDOFFS sets how many (CI: 200; the soak: 10,000)."""
     count = int(os.environ.get("ARRAYPORT_IPC_HANDOFFS", "200"))
     assert ended()
@@ -244,7 +305,9 @@ def test_many_handoffs_leave_the_exporters_device_memory_at_its_baseline(spawn):
 
 
 def device_free() -> int:
+    """Device 0's free memory once its frees queued so far have run."""
     import ctypes
+    cuda_driver.driver.synchronize_device(0)
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     library = cuda_driver.driver.library.get()
     with cuda_driver.driver.on_device(0):
@@ -404,7 +467,8 @@ def test_memory_written_on_the_legacy_stream_is_shared_after_that_write(spawn):
     the sharing stream is a blocking one."""
     import ctypes
     from sim_arrays import Context, cuda as sim_cuda
-    view = ap.empty_shared(64, "uint8", device="cuda:0")
+    view = cumemalloc_view(np.zeros(64, np.uint8))
+    cuda_driver.driver.synchronize_device(0)
     assert ap._core.pending_stream(view) is None
     library = sim_cuda()
     library.cuMemsetD8Async.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t,

@@ -244,10 +244,10 @@ def empty_shared(shape, dtype="float64", *, readonly_after: bool = False, device
 
 
 def _empty_on_device(shape, dtype, device):
-    """``empty_shared(..., device="cuda:N")``: device memory of its own allocation, which
-    CUDA IPC exports as it is."""
+    """``empty_shared(..., device="cuda:N")``: device memory ``share()`` exports as it is
+    (``gpu.ipc.empty_device``)."""
     from arrayport.devices import Device
-    from arrayport.gpu import cuda
+    from arrayport.gpu import ipc
     target = Device(device)
     if int(target.type) != 2:
         raise ValueError(f"empty_shared: device must be 'cpu' or 'cuda:N', got {device!r}")
@@ -259,9 +259,7 @@ def _empty_on_device(shape, dtype, device):
         nbytes = _core.layout_nbytes(shape, item, "empty_shared")
     except BufferError as error:
         raise ValueError(str(error)) from None
-    memory = cuda.driver.allocate_device(target.id, max(nbytes, 1))
-    return _core.view_from_pointer(memory.address, shape, None, dtype, readonly=False,
-                                   owner=memory, device=(2, target.id), protocol="shared")
+    return ipc.empty_device(shape, dtype, target.id, nbytes)
 
 
 def _mapped(mapping, descriptor: int, size: int):
@@ -445,7 +443,8 @@ def _open_memfd(handle) -> tuple[int, bool]:
 def from_shared(handle) -> object:
     """A zero-copy View of the segment ``handle`` locates, mapped into this process (of the
     device memory, for a CUDA handle: gpu.ipc)."""
-    if getattr(handle, "kind", None) == "cuda-ipc" and not isinstance(handle, SharedHandle):
+    if not isinstance(handle, SharedHandle) and \
+            str(getattr(handle, "kind", "")).startswith("cuda-"):   # gpu.ipc's kinds
         from arrayport.gpu.ipc import open_device
         return open_device(handle)
     item = _check_handle(handle)

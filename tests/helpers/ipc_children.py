@@ -19,6 +19,23 @@ def read(handle, hold_until=None):
     return values, received.readonly, str(received.device)
 
 
+def write_raw(handle, value: int) -> int:
+    """Open ``handle`` and write ``value`` into every byte of it with the driver itself (no
+    arrayport check of the View's read-only flag), then wait for the write: the driver's
+    status."""
+    import ctypes
+
+    import arrayport as ap
+    from arrayport.gpu import cuda
+    received = ap.View.from_shared(handle)
+    library = cuda.driver.library.get()
+    with cuda.driver.on_device(received.device.id):
+        library.cuMemsetD8Async.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t,
+                                            ctypes.c_void_p]
+        status = library.cuMemsetD8Async(received.ptr, value, received.nbytes, None)
+        return status or library.cuCtxSynchronize()
+
+
 def die_holding(handle, opened):
     """Open ``handle``, say so, and die without closing anything (os._exit)."""
     import arrayport as ap

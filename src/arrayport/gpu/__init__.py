@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 
 from arrayport import _core
 from arrayport.devices import DeviceType, is_gpu_memory_type, vendor_of_type
@@ -112,8 +113,10 @@ def release_device_memory() -> int:
     eighth of the device's memory mapped when idle, and the blocks of dead results are
     held until a 64th of it has gathered. Call this where another library runs short of
     memory: held blocks go back once every device that may read them has finished its
-    work (a host wait), then each pool keeps only what live results use. Drivers arrayport
-    has not loaded are not loaded.
+    work (a host wait), then each pool keeps only what live results use. A pool of memory
+    shared with other processes (``empty_shared(device=...)``, ``share()``'s copies), which
+    CUDA never shrinks, is destroyed once none of its blocks is alive (the next share makes
+    another). Drivers arrayport has not loaded are not loaded.
 
     Returns
     -------
@@ -129,6 +132,9 @@ def release_device_memory() -> int:
     released = 0
     for module in list(_driver_modules.values()):
         released += module.driver.release_cached_memory()
+    sharing = sys.modules.get("arrayport.gpu.ipc")   # shared with other processes, if ever
+    if sharing is not None:
+        released += sharing.release_idle_pools()
     return released
 
 

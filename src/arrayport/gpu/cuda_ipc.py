@@ -11,8 +11,10 @@ which call it lacks.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
+from arrayport.gpu.cuda_memory import _MemAccessDesc, _MemLocation, _MemPoolProps
 from arrayport.gpu.library import c_address, c_handle, c_size
 
 # CUDA driver API facts (cuda.h).
@@ -23,10 +25,21 @@ _CU_STREAM_NON_BLOCKING = 0x1
 _CU_STREAM_DEFAULT = 0x0            # blocking: ordered after the legacy stream's work
 _CUDA_ERROR_INVALID_VALUE = 1
 _CUDA_ERROR_NOT_SUPPORTED = 801     # memory of the virtual memory API (cuMemCreate)
+_CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES = 119
+_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1
+_CU_MEM_ALLOCATION_TYPE_PINNED = 1
+_CU_MEM_LOCATION_TYPE_DEVICE = 1
+_CU_MEM_ACCESS_FLAGS_PROT_READ = 1
+_CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
 
 
 class IpcHandle(ctypes.Structure):
     """CUipcMemHandle / CUipcEventHandle: 64 opaque bytes, passed by value."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class PointerExport(ctypes.Structure):
+    """CUmemPoolPtrExportData: 64 opaque bytes."""
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
@@ -40,6 +53,18 @@ _OPTIONAL_SIGNATURES = {
     "cuStreamCreate": (ctypes.c_int, [ctypes.POINTER(c_handle), ctypes.c_uint]),
     "cuStreamDestroy_v2": (ctypes.c_int, [c_handle]),
     "cuDeviceGetUuid": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int]),
+    "cuMemPoolCreate": (ctypes.c_int, [ctypes.POINTER(c_handle), ctypes.POINTER(_MemPoolProps)]),
+    "cuMemPoolDestroy": (ctypes.c_int, [c_handle]),
+    "cuMemPoolExportToShareableHandle": (ctypes.c_int, [ctypes.c_void_p, c_handle, ctypes.c_int,
+                                                        ctypes.c_ulonglong]),
+    "cuMemPoolImportFromShareableHandle": (ctypes.c_int, [ctypes.POINTER(c_handle),
+                                                          ctypes.c_void_p, ctypes.c_int,
+                                                          ctypes.c_ulonglong]),
+    "cuMemPoolSetAccess": (ctypes.c_int, [c_handle, ctypes.POINTER(_MemAccessDesc), c_size]),
+    "cuMemPoolExportPointer": (ctypes.c_int, [ctypes.POINTER(PointerExport), c_address]),
+    "cuMemPoolImportPointer": (ctypes.c_int, [ctypes.POINTER(c_address), c_handle,
+                                              ctypes.POINTER(PointerExport)]),
+    "cuMemFree_v2": (ctypes.c_int, [c_address]),
 }
 
 
@@ -52,6 +77,9 @@ class CudaIpcFloor:
         # device -> (the interprocess event, its handle, the sharing stream it is recorded on)
         self._ipc_events: dict[int, tuple[int, bytes, int]] = {}
         self._ipc_streams: dict[int, int] = {}    # device -> the receiving stream
+        # device -> (its sharing pool, or None where none can be made; the pool's descriptor)
+        self._sharing_pools: dict[int, tuple[int | None, int | None]] = {}
+        self._imported_pools: list[int] = []      # destroyed at the driver's close
 
     def _ipc(self, name: str):
         """Entry point ``name``, declared; BufferError naming it where the driver lacks it."""
@@ -169,6 +197,134 @@ class CudaIpcFloor:
                 library.cuEventDestroy_v2(opened)
         return stream
 
+    # ---- the descriptor route: memory pools made with POSIX file-descriptor handles -------
+
+    def _sharing_pool(self, ordinal: int) -> tuple[int | None, int | None]:
+        """Device ``ordinal``'s (sharing pool, its descriptor), made once: a pool of ordinary
+        device memory whose blocks other processes import through the descriptor
+        (``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``); (None, None) where the device or the
+        driver has no such pools."""
+        with self._ipc_lock:
+            made = self._sharing_pools.get(ordinal)
+            if made is None:
+                made = self._sharing_pools[ordinal] = self._make_sharing_pool(ordinal)
+        return made
+
+    def _make_sharing_pool(self, ordinal: int) -> tuple[int | None, int | None]:
+        library = self.library.get()
+        types = ctypes.c_int(0)
+        if (library.cuDeviceGetAttribute(ctypes.byref(types),
+                                         _CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                                         ordinal) != 0
+                or not types.value & _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                or not self.has_memory_pools(ordinal)
+                or any(getattr(library, name, None) is None for name in (
+                    "cuMemPoolCreate", "cuMemPoolExportToShareableHandle",
+                    "cuMemPoolExportPointer", "cuMemAllocFromPoolAsync"))):
+            return None, None
+        props = _MemPoolProps(allocType=_CU_MEM_ALLOCATION_TYPE_PINNED,
+                              handleTypes=_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                              location=_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, ordinal))
+        pool, descriptor = c_handle(), ctypes.c_int(-1)
+        with self.on_device(ordinal):
+            if self._ipc("cuMemPoolCreate")(ctypes.byref(pool), ctypes.byref(props)) != 0:
+                return None, None
+            status = self._ipc("cuMemPoolExportToShareableHandle")(
+                ctypes.byref(descriptor), pool, _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+            if status != 0:
+                self._ipc("cuMemPoolDestroy")(pool)
+                return None, None
+        return pool.value, descriptor.value
+
+    def drop_sharing_pools(self, busy: set[int]) -> int:
+        """Destroy the sharing pools of the devices not in ``busy`` (their blocks all freed
+        or being freed: CUDA releases the pool once none is outstanding), their descriptors
+        closed; the next ``allocate_shareable`` makes a new one. The bytes they reserved."""
+        with self._ipc_lock:
+            idle = {ordinal: made for ordinal, made in self._sharing_pools.items()
+                    if ordinal not in busy}
+            for ordinal in idle:
+                del self._sharing_pools[ordinal]
+        released = 0
+        for ordinal, (pool, descriptor) in idle.items():
+            if pool is None:
+                continue
+            released += self.pool_reserved(pool)
+            os.close(descriptor)
+            with self.on_device(ordinal):
+                self._ipc("cuMemPoolDestroy")(pool)
+        return released
+
+    def allocate_shareable(self, ordinal: int, nbytes: int, stream: int):
+        """``nbytes`` of device ``ordinal``'s sharing pool, in ``stream``'s order (an
+        ``OwnedMemory``, given back as arrayport's memory policy gives back ordinary
+        memory); None where the device has no sharing pool."""
+        pool, _ = self._sharing_pool(ordinal)
+        if pool is None:
+            return None
+        return self.memory.allocate_shareable(ordinal, pool, nbytes, stream)
+
+    def pool_descriptor(self, ordinal: int) -> int:
+        """The descriptor of device ``ordinal``'s sharing pool (this process's; sent, never
+        closed, until the driver closes)."""
+        _, descriptor = self._sharing_pool(ordinal)
+        if descriptor is None:
+            raise BufferError(f"share: device {ordinal} has no sharing pool")
+        return descriptor
+
+    def export_pool_block(self, ordinal: int, pointer: int) -> bytes | None:
+        """What another process imports block ``pointer`` (the start of a block of a pool
+        made with file-descriptor handles) by: ``cuMemPoolExportPointer``'s 64 bytes; None
+        where the memory is no such block."""
+        data = PointerExport()
+        with self.on_device(ordinal):
+            status = self._ipc("cuMemPoolExportPointer")(ctypes.byref(data), pointer)
+        return bytes(data) if status == 0 else None
+
+    def import_pool(self, ordinal: int, descriptor: int, readonly: bool) -> tuple[int, bool]:
+        """Another process's pool (its descriptor, received) imported into device
+        ``ordinal``'s context, that device granted read access (``readonly``) or read-write
+        access to its blocks: (the imported pool, whether the grant is read-only — False
+        where the driver refused a read-only grant and read-write was granted instead).
+        Destroyed at the driver's close."""
+        pool = c_handle()
+        with self.on_device(ordinal):
+            status = self._ipc("cuMemPoolImportFromShareableHandle")(
+                ctypes.byref(pool), descriptor, _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+            if status != 0:
+                raise BufferError(f"from_shared: CUDA could not import the exporter's pool "
+                                  f"(cuMemPoolImportFromShareableHandle: CUDA error {status})")
+            with self._ipc_lock:
+                self._imported_pools.append(pool.value)
+            grants = ([_CU_MEM_ACCESS_FLAGS_PROT_READ] if readonly else []) + \
+                [_CU_MEM_ACCESS_FLAGS_PROT_READWRITE]
+            for flags in grants:
+                access = _MemAccessDesc(_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, ordinal),
+                                        flags)
+                status = self._ipc("cuMemPoolSetAccess")(pool, ctypes.byref(access), 1)
+                if status == 0:
+                    return pool.value, flags == _CU_MEM_ACCESS_FLAGS_PROT_READ
+        self.check(status, "cuMemPoolSetAccess")
+        return pool.value, False
+
+    def import_pool_block(self, ordinal: int, pool: int, block: bytes) -> int:
+        """The block ``block`` (``export_pool_block``'s bytes) of an imported ``pool``, mapped
+        here: its pointer. BufferError where CUDA cannot import it (freed, its process gone)."""
+        pointer = c_address(0)
+        with self.on_device(ordinal):
+            status = self._ipc("cuMemPoolImportPointer")(
+                ctypes.byref(pointer), pool, ctypes.byref(PointerExport.from_buffer_copy(block)))
+        if status != 0:
+            raise BufferError(f"from_shared: CUDA could not import the exporter's block "
+                              f"(cuMemPoolImportPointer: CUDA error {status}; freed, or its "
+                              f"process gone?)")
+        return pointer.value
+
+    def free_imported(self, ordinal: int, pointer: int) -> None:
+        """Unmap what ``import_pool_block`` mapped (``cuMemFree``)."""
+        with self.on_device(ordinal):
+            self.check(self._ipc("cuMemFree_v2")(pointer), "cuMemFree(imported block)")
+
     def sharing_kept(self) -> tuple[int, int]:
         """(events, streams) kept for sharing until the driver closes: an interprocess event
         and a sharing stream per device exported from, a receiving stream per device
@@ -176,13 +332,23 @@ class CudaIpcFloor:
         return len(self._ipc_events), len(self._ipc_events) + len(self._ipc_streams)
 
     def _close_ipc_floor(self) -> None:
-        """Destroy the events and streams of sharing (at the driver's close)."""
-        if not (self._ipc_events or self._ipc_streams):
+        """Destroy the events, streams and pools of sharing (at the driver's close)."""
+        if not (self._ipc_events or self._ipc_streams or self._sharing_pools
+                or self._imported_pools):
             return                       # nothing made: the library need not be opened
         library = self.library.get()
         with self._ipc_lock:
             events, self._ipc_events = self._ipc_events, {}
             streams, self._ipc_streams = self._ipc_streams, {}
+            pools, self._sharing_pools = self._sharing_pools, {}
+            imported, self._imported_pools = self._imported_pools, []
+        for pool in imported:
+            self._ipc("cuMemPoolDestroy")(pool)
+        for ordinal, (pool, descriptor) in pools.items():
+            if pool is not None:
+                os.close(descriptor)
+                with self.on_device(ordinal):
+                    self._ipc("cuMemPoolDestroy")(pool)
         sharing = {ordinal: made[2] for ordinal, made in events.items()}
         for stream_of in (sharing, streams):     # their work done first: the last records
             for ordinal, stream in stream_of.items():   # complete before the event goes

@@ -279,6 +279,19 @@ class DeviceMemory:
         return self._ordinary_memory(address, nbytes,
                                      functools.partial(floor.free_ordinary, ordinal))
 
+    def allocate_shareable(self, ordinal: int, pool: int, nbytes: int,
+                           stream: int) -> OwnedMemory:
+        """``nbytes`` of ``pool`` (device ``ordinal``'s pool for sharing with other
+        processes, ``gpu.ipc_pool``), in ``stream``'s order, room asked for as every
+        allocation does; given back as ordinary memory is when its last View goes (other
+        processes' work and this one's, on any stream, may read it until then: held, and
+        freed after every device's work)."""
+        floor = self.floor
+        address = self._allocated(ordinal, nbytes, lambda: floor.allocate_in_stream_order(
+            ordinal, pool, nbytes, stream))
+        return self._ordinary_memory(address, nbytes, functools.partial(
+            floor.free_in_stream_order, ordinal, stream=None))
+
     def allocate_pinned(self, nbytes: int) -> OwnedMemory:
         """``nbytes`` of page-locked host memory, portable (usable from every device); when
         the last View on it goes, freed as ordinary device memory is."""

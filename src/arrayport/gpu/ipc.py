@@ -4,13 +4,17 @@ machine gives a View of the same device memory — no byte travels, through the 
 otherwise. This module owns every rule of it (docs/processes.md says them to users); the
 driver calls are the driver interface's (``gpu.interface``; CUDA's in ``gpu.cuda_ipc``):
 
-- **What is exported**: the whole ``cuMemAlloc`` allocation the View lies in
-  (``cuMemGetAddressRange``, then ``cuIpcGetMemHandle`` of its base), the View as an offset
-  into it, layout and strides kept. Memory CUDA cannot export that way (a memory pool's
-  block: PyTorch's and CuPy's pools made with ``cudaMallocAsync``, arrayport's own copies)
-  is copied once, on the GPU, into an allocation that can be — a device-to-device copy,
-  never through the host. ``arrayport.empty_shared(shape, dtype, device="cuda:0")`` makes
-  exportable memory to fill in place.
+- **What is exported**: memory arrayport allocated for sharing — a block of the device's
+  sharing pool (``allocate_for_sharing``; made with POSIX file-descriptor handles: the
+  descriptor route, ``gpu.ipc_pool``) — as ``cuMemPoolExportPointer``'s bytes, a
+  ``"cuda-pool"`` handle; other ``cuMemAlloc`` memory as its whole allocation
+  (``cuMemGetAddressRange``, then ``cuIpcGetMemHandle`` of its base), a ``"cuda-ipc"``
+  handle; either way the View as an offset, layout and strides kept. Memory neither can
+  export (a memory pool's block: PyTorch's and CuPy's pools made with ``cudaMallocAsync``,
+  arrayport's own copies) is copied once, on the GPU, into the sharing pool (an ordinary
+  allocation where the device has none) — a device-to-device copy, never through the host.
+  ``arrayport.empty_shared(shape, dtype, device="cuda:0")`` makes exportable memory to fill
+  in place.
 - **Stream order, no host wait**: ``share()`` orders the exporter's sharing stream (one
   per device) after the work pending on the View, by the stream rules (the core's,
   ``_core_streams.pxi``: a copy's source rule), and records the process's interprocess
@@ -35,12 +39,14 @@ driver calls are the driver interface's (``gpu.interface``; CUDA's in ``gpu.cuda
   child owns nothing of its parent's: neither exports nor mappings.
 - **Who may open it**: a CUDA IPC memory handle is a global name on a GPU machine — any
   process of the machine that reads the 64 bytes may map the memory, and sees the whole
-  allocation (a caching allocator's segment holds other arrays too). The lease is not: it
-  opens only through the exporter's descriptor (the same user, ``/proc`` access), and a
-  receiver that cannot take a lease is refused before it maps anything; a receiver is
-  trusted with the lease it opened. A read-only share is flagged in the handle
-  and the received View is read-only, but the driver cannot enforce it for ``cuMemAlloc``
-  memory (legacy IPC maps read-write): flagged, not enforced (docs/processes.md).
+  allocation (a caching allocator's segment holds other arrays too). A pool block's bytes
+  open nothing without the pool's descriptor, which the exporter hands only to a holder of
+  the export's lease (``gpu.ipc_pool``). The lease opens only through the exporter's
+  descriptor (the same user, ``/proc`` access), and a receiver that cannot take a lease is
+  refused before it maps anything; a receiver is trusted with the lease it opened. A
+  read-only share arrives read-only; of a pool block, the driver enforces it (the receiver's
+  import grants its device read access only, where the driver allows); of ``cuMemAlloc``
+  memory it cannot (legacy IPC maps read-write): flagged, not enforced (docs/processes.md).
 - **Where it opens**: the same machine (the handle carries the boot id; elsewhere a
   ``BufferError`` names the host route) and a device the receiver sees (found by UUID:
   ``CUDA_VISIBLE_DEVICES`` may number it differently).
@@ -59,9 +65,10 @@ import time
 import weakref
 
 from arrayport import _core
-from arrayport.gpu import ipc_lease
+from arrayport.gpu import ipc_lease, ipc_pool
 
-__all__ = ["CudaSharedHandle", "share_device", "open_device", "reap", "live_exports", "kept"]
+__all__ = ["CudaSharedHandle", "share_device", "open_device", "empty_device", "reap",
+           "live_exports", "kept"]
 
 _CUDA = 2                       # DLPack's kCUDA
 REAP_SECONDS = 0.05
@@ -88,28 +95,35 @@ class CudaSharedHandle:
     ``handle.revoke()`` ends the export before any receiver has it."""
 
     __slots__ = {
-        "kind": 'Always "cuda-ipc".',
-        "memory": "The allocation's CUDA IPC memory handle (64 bytes).",
+        "kind": '"cuda-ipc" (a CUDA IPC memory handle: any process of the machine that '
+                'reads it may map the allocation) or "cuda-pool" (a block of the exporter\'s '
+                'sharing pool: it maps only through the pool\'s descriptor, which the exporter '
+                'hands to a holder of the export\'s lease).',
+        "memory": "The allocation's CUDA IPC memory handle, or the pool block's export data "
+                  "(64 bytes).",
         "offset": "Where the View starts in the allocation, in bytes.",
         "event": "The exporter's interprocess event handle (64 bytes), recorded after the "
                  "work pending on the View.",
         "item": "The element type as DLPack's (code, bits, lanes, padded).",
         "shape": "The View's shape.",
         "strides": "Byte strides.",
-        "readonly": "Whether receivers get a read-only View (flagged, not enforced).",
+        "readonly": "Whether receivers get a read-only View (for \"cuda-pool\", a read-only "
+                    "mapping where the driver grants one; for \"cuda-ipc\", flagged only).",
         "device": "The device's UUID (16 bytes).",
         "machine": "The exporter's machine (its boot id).",
         "pid": "The exporting process.",
         "lease": "The exporter's descriptor of the export's lease.",
         "token": "The export, in the exporter's registry.",
+        "socket": 'Where the exporter hands out its sharing pool\'s descriptor ("cuda-pool"; '
+                  '"" for "cuda-ipc").',
     }
 
     def __init__(self, kind, memory, offset, event, item, shape, strides, readonly, device,
-                 machine, pid, lease, token):
+                 machine, pid, lease, token, socket=""):
         self.kind, self.memory, self.offset, self.event = kind, memory, offset, event
         self.item, self.shape, self.strides, self.readonly = item, shape, strides, readonly
         self.device, self.machine, self.pid, self.lease = device, machine, pid, lease
-        self.token = token
+        self.token, self.socket = token, socket
 
     def __reduce__(self):
         return (CudaSharedHandle, self.fields())
@@ -159,10 +173,11 @@ class CudaSharedHandle:
 class _Export:
     """One share(): the View kept alive for receivers, the allocation exported, its lease."""
 
-    __slots__ = ("view", "base", "size", "linger", "lease", "revoked", "handle")
+    __slots__ = ("view", "base", "size", "linger", "lease", "revoked", "handle", "kind")
 
-    def __init__(self, view, base: int, size: int, linger: float, token: str):
+    def __init__(self, view, base: int, size: int, linger: float, token: str, kind: str):
         self.view, self.base, self.size, self.linger = view, base, size, linger
+        self.kind = kind
         self.lease = ipc_lease.Lease(bytes.fromhex(token))
         self.revoked = False
         self.handle: CudaSharedHandle | None = None   # an engine's, handed out again
@@ -211,11 +226,13 @@ def reap(linger: float | None = None, unopened_after: float | None = None) -> in
         except (OSError, BufferError):   # an altered lease: its export is kept, looked at again
             continue
     with _exports_lock:
+        gone = [_exports[token] for token in ended if token in _exports]
+    for export in gone:      # ended (their memory given back) before they leave the registry:
+        export.end()         # an export counted live until then (``live_exports``)
+    with _exports_lock:
         gone = [_exports.pop(token) for token in ended if token in _exports]
         for key in [key for key, token in _engine_exports.items() if token in ended]:
             del _engine_exports[key]
-    for export in gone:
-        export.end()
     return len(gone)
 
 
@@ -240,25 +257,94 @@ def _start_reaper() -> None:
             _reaper.start()
 
 
+# The blocks of the sharing pools alive in this process, made by ``allocate_for_sharing``:
+# (device, address) -> bytes. Only these are exported by the descriptor route: a block of
+# another library's exportable pool is not arrayport's to hand a descriptor of.
+_sharing_blocks: dict[tuple[int, int], int] = {}
+
+
+def allocate_for_sharing(driver, ordinal: int, nbytes: int, stream: int):
+    """``nbytes`` of device ``ordinal`` memory another process can map, in ``stream``'s
+    order: a block of the device's sharing pool (the descriptor route, ``gpu.ipc_pool``), or
+    an ordinary allocation (CUDA IPC) where the device has no such pool."""
+    memory = driver.allocate_shareable(ordinal, max(nbytes, 1), stream)
+    if memory is None:
+        return driver.allocate_device(ordinal, max(nbytes, 1))
+    key = (ordinal, memory.address)
+    _sharing_blocks[key] = memory.nbytes
+    weakref.finalize(memory, _sharing_blocks.pop, key, None)
+    return memory
+
+
+def release_idle_pools() -> int:
+    """``ap.release_device_memory()``'s part: each device's sharing pool none of whose blocks
+    is alive here is destroyed (CUDA never shrinks a pool exported by descriptor; the next
+    share makes a new one, and receivers import that); the bytes it reserved."""
+    from arrayport.gpu import cuda
+    busy = {ordinal for ordinal, _ in list(_sharing_blocks)}
+    return cuda.driver.drop_sharing_pools(busy)
+
+
+def _export_of(driver, ordinal: int, pointer: int):
+    """(kind, what opens it: 64 bytes, ``pointer``'s offset in it, its bytes) for memory
+    another process can map as it is; None for any other."""
+    for (device, address), size in list(_sharing_blocks.items()):
+        if device == ordinal and address <= pointer < address + size:
+            block = driver.export_pool_block(ordinal, address)
+            if block is not None:
+                return "cuda-pool", block, pointer - address, size
+    exported = driver.export_allocation(ordinal, pointer)
+    return None if exported is None else ("cuda-ipc", *exported)
+
+
 def _exportable(driver, view, stream: int):
-    """(the View to export, its allocation's IPC handle, its offset in it, the allocation's
-    bytes): ``view`` itself where the driver exports its allocation, else a copy of it into
-    memory that it can export, made on ``stream`` on the GPU (a pool's block)."""
+    """(the View to export, then ``_export_of``'s four): ``view`` itself where its memory
+    can be mapped by another process as it is, else a copy of it into memory that can (a
+    block of the sharing pool where the device has one), made on ``stream`` on the GPU."""
     ordinal = view.device.id
-    exported = driver.export_allocation(ordinal, view.ptr)
+    exported = _export_of(driver, ordinal, view.ptr)
     if exported is not None:
         return (view, *exported)
     source = view if view.is_c_contiguous else view.copy(stream=stream)
-    memory = driver.allocate_device(ordinal, max(source.nbytes, 1))
+    memory = allocate_for_sharing(driver, ordinal, source.nbytes, stream)
     if source.nbytes:
         driver.copy_async(ordinal, memory.address, source.ptr, source.nbytes, stream)
     copy = _core.view_from_pointer(memory.address, source.shape, None, source.dtype,
                                    readonly=False, owner=(memory, source),
                                    device=(_CUDA, ordinal), protocol="shared")
-    exported = driver.export_allocation(ordinal, memory.address)
+    exported = _export_of(driver, ordinal, memory.address)
     if exported is None:
         raise BufferError("share: the driver cannot export the memory it allocated")
     return (copy, *exported)
+
+
+def empty_device(shape, dtype, ordinal: int, nbytes: int):
+    """``empty_shared(..., device="cuda:N")``: memory ``share()`` exports as it is (see
+    ``allocate_for_sharing``), allocated in the sharing stream's order (the View's pending
+    stream: its first readers and writers are ordered after the allocation)."""
+    from arrayport.gpu import cuda
+    driver = cuda.driver
+    sharing = driver.sharing_stream(ordinal)
+    memory = allocate_for_sharing(driver, ordinal, nbytes, sharing)
+    view = _core.view_from_pointer(memory.address, shape, None, dtype, readonly=False,
+                                   owner=memory, device=(_CUDA, ordinal), protocol="shared")
+    _core.set_pending_stream(view, sharing)
+    return view
+
+
+def _descriptor_for(token: str, pid: int) -> int:
+    """The sharing pool's descriptor for process ``pid``, asking for export ``token`` (the
+    descriptor server's question, ``gpu.ipc_pool``): only for an open export of a pool
+    block that ``pid`` holds a lease of."""
+    from arrayport.gpu import cuda
+    with _exports_lock:
+        export = _exports.get(token)
+    view = export.view if export is not None else None
+    if view is None or export.revoked or export.kind != "cuda-pool":
+        raise BufferError("ended that export, or never made it")
+    if not export.lease.held_by(pid):
+        raise BufferError(f"refused: process {pid} holds no lease of that export")
+    return cuda.driver.pool_descriptor(view.device.id)
 
 
 # Exports made for engines (lingering), by what they export: the same View sent again reuses
@@ -308,17 +394,18 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
     # a copy, where one is needed, made there; then the event recorded there.
     sharing = driver.sharing_stream(ordinal)
     _core.order_copy_after_source(driver, view, ordinal, sharing)
-    exported, memory, offset, size = _exportable(driver, view, sharing)
+    exported, kind, memory, offset, size = _exportable(driver, view, sharing)
     if exported is not view:                   # later writes to the View wait for the copy
         _core.order_writers_after_copy(driver, view, ordinal, sharing)
     event = driver.record_interprocess_event(ordinal, sharing)
     dtype = exported.dtype
     token = secrets.token_hex(16)
-    export = _Export(exported, exported.ptr - offset, size, linger, token)
-    handle = CudaSharedHandle("cuda-ipc", memory, offset, event,
+    export = _Export(exported, exported.ptr - offset, size, linger, token, kind)
+    server = ipc_pool.serve(_descriptor_for) if kind == "cuda-pool" else ""
+    handle = CudaSharedHandle(kind, memory, offset, event,
                               (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
                               exported.shape, exported.strides, readonly, uuid, _boot_id(),
-                              os.getpid(), export.lease.descriptor, token)
+                              os.getpid(), export.lease.descriptor, token, server)
     with _exports_lock:
         _exports[token] = export
         if linger and exported is view:
@@ -337,21 +424,23 @@ class _Mapping:
     (work still queued may read it; a mapping closed under it is undefined behaviour) and
     gives the lease back: the finalizer that notices never waits on the host."""
 
-    __slots__ = ("pointer", "ordinal", "lease", "size", "pid", "__weakref__")
+    __slots__ = ("pointer", "ordinal", "lease", "size", "pid", "imported", "__weakref__")
 
-    def __init__(self, pointer: int, ordinal: int, lease: tuple[int, int], size: int):
+    def __init__(self, pointer: int, ordinal: int, lease: tuple[int, int], size: int,
+                 imported: bool):
         self.pointer, self.ordinal, self.lease, self.size = pointer, ordinal, lease, size
+        self.imported = imported      # a pool block (freed) rather than a CUDA IPC mapping
         self.pid = os.getpid()
 
     def __del__(self):
         if self.pid != os.getpid():   # a fork's child: the parent's mapping, not its own
             return
-        _closing.append((self.pointer, self.ordinal, self.lease))
+        _closing.append((self.pointer, self.ordinal, self.lease, self.imported))
         with _closer_wakes:
             _closer_wakes.notify()
 
 
-# Mappings whose last View went: (pointer, device, lease), closed by the closer thread. A
+# Mappings whose last View went: (pointer, device, lease, a pool block), closed by the closer thread. A
 # deque: a finalizer appends without a lock it could re-enter.
 _closing: "collections.deque[tuple]" = collections.deque()
 _retry: "collections.deque[tuple]" = collections.deque()   # could not be closed yet
@@ -381,11 +470,14 @@ def _close_mappings() -> int:
             pass
     closed = 0
     for item in waiting:
-        pointer, ordinal, lease = item
+        pointer, ordinal, lease, imported = item
         try:
             if settled != at_work:   # work that may read it could not be waited for
                 raise BufferError("a device's work could not be waited for")
-            driver.close_allocation(ordinal, pointer)
+            if imported:             # freed here before its exporter frees it (CUDA's rule)
+                driver.free_imported(ordinal, pointer)
+            else:
+                driver.close_allocation(ordinal, pointer)
         except Exception:
             _retry.append(item)      # looked at again later; its lease kept meanwhile
             continue
@@ -425,6 +517,7 @@ def _forget_after_fork() -> None:
     global _reaper, _closer
     _exports.clear()
     _engine_exports.clear()
+    _sharing_blocks.clear()
     _closing.clear()
     _retry.clear()
     _mappings.clear()
@@ -437,9 +530,15 @@ if hasattr(os, "register_at_fork"):
 
 
 def _check(handle) -> None:
-    if not isinstance(handle, CudaSharedHandle) or handle.kind != "cuda-ipc":
+    if not isinstance(handle, CudaSharedHandle) or handle.kind not in ("cuda-ipc", "cuda-pool"):
         raise TypeError(f"from_shared: expected a CUDA shared handle, got "
                         f"{type(handle).__name__}")
+    if type(handle.socket) is not str or len(handle.socket) > 64 or \
+            (handle.kind == "cuda-pool") != bool(handle.socket) or \
+            any(not (c.isascii() and (c.isalnum() or c == "-")) for c in handle.socket):
+        raise ValueError(f"from_shared: a CUDA handle's socket must name the exporter's "
+                         f"descriptor server (a \"cuda-pool\" handle's only), got "
+                         f"{handle.socket!r:.40}")
     for name, kind in (("memory", bytes), ("event", bytes), ("device", bytes)):
         value = getattr(handle, name)
         if type(value) is not kind or len(value) != (16 if name == "device" else 64):
@@ -529,11 +628,15 @@ def open_device(handle):
         if mapping is None:
             lease = ipc_lease.take(handle.pid, handle.lease, bytes.fromhex(handle.token))
             try:
-                pointer, size = driver.open_allocation(ordinal, handle.memory)
+                if handle.kind == "cuda-pool":
+                    pointer = _import_block(driver, handle, ordinal)
+                    size = driver.allocation_bytes(ordinal, pointer)
+                else:
+                    pointer, size = driver.open_allocation(ordinal, handle.memory)
             except BaseException:
                 ipc_lease.give_back(*lease)
                 raise
-            mapping = _Mapping(pointer, ordinal, lease, size)
+            mapping = _Mapping(pointer, ordinal, lease, size, handle.kind == "cuda-pool")
             _mappings[key] = mapping
             _start_closer()
     _within(handle, mapping.size)
@@ -543,6 +646,21 @@ def open_device(handle):
                                        owner=mapping, device=(_CUDA, ordinal), protocol="shared")
     _core.set_pending_stream(received, stream)
     return received
+
+
+def _import_block(driver, handle, ordinal: int) -> int:
+    """The pool block ``handle`` names, imported from its exporter's pool (``gpu.ipc_pool``:
+    imported once per exporter, device and access; asked for again once where the import
+    kept is stale — the exporter made a new pool)."""
+    pool, _ = ipc_pool.imported_pool(driver, handle.socket, handle.token, ordinal,
+                                     handle.readonly)
+    try:
+        return driver.import_pool_block(ordinal, pool, handle.memory)
+    except BufferError:
+        ipc_pool.forget_pool(handle.socket, ordinal, handle.readonly)
+    pool, _ = ipc_pool.imported_pool(driver, handle.socket, handle.token, ordinal,
+                                     handle.readonly)
+    return driver.import_pool_block(ordinal, pool, handle.memory)
 
 
 def _dtype(item):

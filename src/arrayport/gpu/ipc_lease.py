@@ -149,6 +149,20 @@ class Lease:
                 self.made = self.last_held = time.monotonic()
                 return True
 
+    def held_by(self, pid: int) -> bool:
+        """Whether process ``pid`` holds the export now (a slot with a mapping or more): the
+        test the exporter's descriptor server makes of who asks (``gpu.ipc_pool``)."""
+        with self.lock:
+            if self.descriptor is None:
+                return False
+            with _locked(self.descriptor):
+                data = _read(self.descriptor)
+        for slot in range(SLOTS):
+            taker, count = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
+            if taker == pid and count > 0:
+                return True
+        return False
+
     def revoke(self) -> None:
         """No new opens; the export ends once no live process holds it."""
         with self.lock:

@@ -509,5 +509,26 @@ class VendorDriver(FloorServed):
     def wait_for_exporter(self, ordinal: int, event: bytes) -> int:
         raise self._no_sharing()
 
+    def allocate_shareable(self, ordinal: int, nbytes: int, stream: int):
+        raise self._no_sharing()
+
+    def pool_descriptor(self, ordinal: int) -> int:
+        raise self._no_sharing()
+
+    def drop_sharing_pools(self, busy: set[int]) -> int:
+        return 0                        # none made
+
+    def export_pool_block(self, ordinal: int, pointer: int) -> bytes | None:
+        raise self._no_sharing()
+
+    def import_pool(self, ordinal: int, descriptor: int, readonly: bool) -> tuple[int, bool]:
+        raise self._no_sharing()
+
+    def import_pool_block(self, ordinal: int, pool: int, block: bytes) -> int:
+        raise self._no_sharing()
+
+    def free_imported(self, ordinal: int, pointer: int) -> None:
+        raise self._no_sharing()
+
     def sharing_kept(self) -> tuple[int, int]:
         return 0, 0
