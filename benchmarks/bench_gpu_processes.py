@@ -5,14 +5,18 @@ CUDA sharing, in one run (issue 55).
 
 Rows (milliseconds per handoff, medians of --repeat; the exporter waits for the receiver's
 answer each time):
-1. arrayport, CUDA IPC: a new ``empty_shared(device="cuda:0")`` View each time, its
-   ``share()`` handle sent over a pipe; the receiver opens it (``View.from_shared``), orders
-   its stream after the exporter's event, answers and drops the View.
-2. the same View handed over again (the exporter's allocation exported once by the driver;
-   the receiver maps and unmaps it each time).
-3. the host route, what a user does without device sharing: ``copy(device="cpu").share()``
+1. arrayport, pool IPC (a "cuda-pool" handle): a new ``empty_shared(device="cuda:0")``
+   View each time (a block of the sharing pool), its ``share()`` handle sent over a pipe;
+   the receiver opens it (``View.from_shared``: the pool's descriptor fetched and the pool
+   imported once, the block imported), orders its stream after the exporter's event,
+   answers and drops the View (the block freed there).
+2. the same View handed over again.
+3. arrayport, CUDA IPC (a "cuda-ipc" handle): a View of ``cuMemAlloc`` memory (what
+   PyTorch's caching allocator hands out), the same one each time (the receiver maps and
+   unmaps its allocation each time).
+4. the host route, what a user does without device sharing: ``copy(device="cpu").share()``
    in the exporter, ``from_shared`` and ``copy(device="cuda:0")`` in the receiver.
-4. PyTorch: a CUDA tensor through a ``torch.multiprocessing`` queue (its CUDA IPC), where
+5. PyTorch: a CUDA tensor through a ``torch.multiprocessing`` queue (its CUDA IPC), where
    PyTorch sees a CUDA GPU.
 Without a CUDA driver the rows run on the project's driver simulator (each process loads its
 own copy; memory and events cross as the driver shares them): what is measured there is the
@@ -78,6 +82,22 @@ def _torch_receiver(queue, answers):
         del tensor
 
 
+FRESH = "arrayport pool IPC, a new View each time"
+HOST = "host route (copy to host, share, upload)"
+
+
+def _cumemalloc_view(nbytes: int):
+    """A View of ``nbytes`` of ordinary device memory (``cuMemAlloc``), as another
+    library's allocator hands out: shared by its CUDA IPC handle."""
+    import arrayport as ap
+    from arrayport import _core
+    from arrayport.gpu import cuda
+    memory = cuda.driver.allocate_device(0, nbytes)
+    return _core.view_from_pointer(memory.address, (nbytes,), None, ap.DType("uint8"),
+                                   readonly=False, owner=memory, device=(2, 0),
+                                   protocol="benchmark")
+
+
 def _median_ms(handoff, repeat: int) -> float:
     handoff()                                   # warm-up: the receiver's first open
     samples = []
@@ -113,12 +133,22 @@ def main():
             parent.send(("ipc", kept.share()))
             assert parent.recv() == nbytes
 
+        ordinary = _cumemalloc_view(nbytes)
+
+        def ordinary_again():
+            handle = ordinary.share()
+            assert handle.kind == "cuda-ipc"
+            parent.send(("ipc", handle))
+            assert parent.recv() == nbytes
+
         def host_route():
             parent.send(("host", kept.copy(device="cpu").share()))
             assert parent.recv() == nbytes
-        rows["arrayport CUDA IPC, a new View each time"] = _median_ms(fresh, args.repeat)
-        rows["arrayport CUDA IPC, the same View again"] = _median_ms(again, args.repeat)
-        rows["host route (copy to host, share, upload)"] = _median_ms(host_route, args.repeat)
+        rows[FRESH] = _median_ms(fresh, args.repeat)
+        rows["arrayport pool IPC, the same View again"] = _median_ms(again, args.repeat)
+        rows["arrayport CUDA IPC (cuMemAlloc memory), the same View again"] = _median_ms(
+            ordinary_again, args.repeat)
+        rows[HOST] = _median_ms(host_route, args.repeat)
     finally:
         parent.send(None)
         child.join(60)
@@ -145,9 +175,8 @@ def main():
     width = max(map(len, rows)) + 2
     for name, ms in rows.items():
         print(f"  {name:<{width}} {ms:9.3f} ms")
-    best = rows["arrayport CUDA IPC, a new View each time"]
-    print(f"  ratio host route / CUDA IPC: "
-          f"{rows['host route (copy to host, share, upload)'] / best:.1f}x")
+    best = rows[FRESH]
+    print(f"  ratio host route / pool IPC: {rows[HOST] / best:.1f}x")
     if torch_row in rows:
         print(f"  ratio arrayport / PyTorch: {best / rows[torch_row]:.2f}x")
     else:

@@ -79,9 +79,10 @@ def test_the_gpu_process_benchmark_hands_a_device_view_over():
         [sys.executable, str(BENCHMARKS / "bench_gpu_processes.py"), "--repeat", "2",
          "--mib", "1"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    for row in ("arrayport CUDA IPC, a new View each time",
-                "arrayport CUDA IPC, the same View again",
-                "host route (copy to host, share, upload)", "ratio host route / CUDA IPC"):
+    for row in ("arrayport pool IPC, a new View each time",
+                "arrayport pool IPC, the same View again",
+                "arrayport CUDA IPC (cuMemAlloc memory), the same View again",
+                "host route (copy to host, share, upload)", "ratio host route / pool IPC"):
         assert row in result.stdout
 
 
