@@ -221,5 +221,8 @@ def test_the_gpu_check_runs_every_step_and_summarizes(tmp_path):
     assert [line.split()[0] for line in summary] == ["machine", "build", "gpu-suite",
                                                      "exchange-bench", "copy-bench",
                                                      "gpu-matrix", *checks]
-    assert "gpu-matrix       skipped: no CUDA driver answers" in summary[5]
+    # the matrix of CUDA libraries runs where a CUDA driver answers (a GPU's, or the
+    # simulator as libcuda.so.1, as in CI), and says why not where none does
+    assert ("gpu-matrix       skipped: no CUDA driver answers" in summary[5]
+            or "gpu-matrix       exit 0" in summary[5]), summary[5]
     assert "exit 0" in summary[0] and "python" in (tmp_path / "machine.log").read_text()

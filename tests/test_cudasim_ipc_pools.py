@@ -158,13 +158,15 @@ def test_a_block_imported_in_another_process_is_the_same_memory(exporter):
         found["import pointer"] = status
         found["read"] = read(pointer, 16)
         cuda.cuMemcpyHtoD_v2(pointer, bytes([9] * 4), 4)      # a write the exporter sees
-        found["again"] = import_pointer(pool)[0]                # once per pool
+        found["again"] = import_pointer(pool)[0]                # once per process
+        found["same pool"] = import_pool()[1].value == pool.value  # imported once too
         found["async free"] = cuda.cuMemFreeAsync(pointer, None)
         found["free"] = cuda.cuMemFree_v2(pointer)
         found["read after its free"] = read(pointer, 4)[0]
     """, fd, exporter.export(address))
     assert found == {"import pool": SUCCESS, "grant": SUCCESS, "import pointer": SUCCESS,
                      "read": [SUCCESS, list(range(16))], "again": INVALID_VALUE,
+                     "same pool": True,
                      "async free": NOT_SUPPORTED, "free": SUCCESS,
                      "read after its free": ILLEGAL_ADDRESS}
     assert read(exporter.cuda, address, 16) == [9] * 4 + list(range(4, 16))

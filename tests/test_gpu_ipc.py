@@ -139,11 +139,57 @@ def test_the_pools_descriptor_goes_only_to_a_holder_of_the_exports_lease():
     from arrayport.gpu import ipc_pool
     handle = exportable(np.arange(4.0)).share()
     with pytest.raises(BufferError, match=f"refused: process {os.getpid()} holds no lease"):
-        ipc_pool.fetch_descriptor(handle.socket, handle.token)
+        ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
     with pytest.raises(BufferError, match="ended that export, or never made it"):
-        ipc_pool.fetch_descriptor(handle.socket, "0" * 32)
+        ipc_pool.fetch_descriptor(handle.socket, "0" * 32, handle.pid)
+    ordinary = cumemalloc_view(np.arange(4.0)).share()        # a "cuda-ipc" export's token
+    with pytest.raises(BufferError, match="ended that export, or never made it"):
+        ipc_pool.fetch_descriptor(handle.socket, ordinary.token, handle.pid)
+    ordinary.revoke()
+    with pytest.raises(BufferError, match="is not process 1's"):   # a server not the exporter's
+        ipc_pool.fetch_descriptor(handle.socket, handle.token, 1)
+    server = ipc_pool._server
+    server.user += 1                                           # as if another user asked
+    try:
+        with pytest.raises(BufferError, match="refused: another user's process"):
+            ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
+    finally:
+        server.user -= 1
+    handle.revoke()
+    with pytest.raises(BufferError, match="ended that export, or never made it"):
+        ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
+    assert ended()
+
+
+def test_an_asker_that_says_nothing_holds_up_no_one():
+    """The descriptor server answers each connection on its own: a connection that sends
+    nothing (for up to a second, then dropped) does not delay the next asker's answer."""
+    import socket
+    from arrayport.gpu import ipc_pool
+    handle = exportable(np.arange(4.0)).share()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect("\0" + handle.socket)
+    try:
+        time.sleep(0.05)                         # the silent one is being answered
+        start = time.monotonic()
+        with pytest.raises(BufferError, match="holds no lease"):
+            ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
+        assert time.monotonic() - start < 0.5
+    finally:
+        silent.close()
     handle.revoke()
     assert ended()
+
+
+def test_read_only_and_writable_shares_of_one_block_map_it_once(spawn):
+    """A receiver maps a pool block once, whichever shares name it (CUDA imports a block
+    once per process), and imports its exporter's pool once."""
+    view = exportable(np.arange(8, dtype=np.uint8))
+    handles = (view.share(readonly=True), view.share(), view[2:].share())
+    with spawn.Pool(1) as pool:
+        found = pool.apply(ipc_children.open_many, (handles,))
+    assert found == {"pointers": 1, "readonly": [True, False, False], "imports": 1,
+                     "values": [list(range(8)), list(range(8)), list(range(2, 8))]}
 
 
 def test_a_strided_view_crosses_as_the_same_memory_with_its_strides(spawn):

@@ -3018,9 +3018,11 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
  *     process as the platform allows: over a Unix socket). Such a pool never gives memory
  *     back ("IPC pools currently do not support releasing physical blocks back to the OS":
  *     cuMemPoolTrimTo does nothing and the release threshold is ignored).
- *   - cuMemPoolImportFromShareableHandle maps a descriptor's pool into another process: an
- *     imported pool "does not support creating new allocations" (cuMemAllocFromPoolAsync is
- *     CUDA_ERROR_INVALID_VALUE). No device may touch its memory until the importer grants
+ *   - cuMemPoolImportFromShareableHandle maps a descriptor's pool into another process — once:
+ *     a second import of the same pool (another descriptor of it) gives the same handle, its
+ *     access grants shared (the simulator's reading, the weaker side: the driver does not
+ *     say it gives a second, independent one); an imported pool "does not support creating
+ *     new allocations" (cuMemAllocFromPoolAsync is CUDA_ERROR_INVALID_VALUE). No device may touch its memory until the importer grants
  *     it access (cuMemPoolSetAccess: the simulator's reading, the stricter one — CUDA's own
  *     sample asks cuMemPoolGetAccess first), and an importer may grant read-only access
  *     (CU_MEM_ACCESS_FLAGS_PROT_READ): a copy or memset writing there faults (sticky
@@ -3030,8 +3032,9 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
  *     (CUDA_ERROR_INVALID_VALUE: the simulator's choice; the driver does not say).
  *   - cuMemPoolExportPointer describes a live block of an exportable pool (64 bytes, no
  *     secret: nothing opens without the pool's descriptor); cuMemPoolImportPointer maps it
- *     from an imported pool, once per pool (a second import of the same block is
- *     CUDA_ERROR_INVALID_VALUE, as is a freed or reused block, or one of another pool). The
+ *     from an imported pool, once per process (a second import of the same block, through
+ *     any handle, is CUDA_ERROR_INVALID_VALUE, as is a freed or reused block, or one of
+ *     another pool). The
  *     import is freed with cuMemFree (cuMemFreeAsync of it is not modelled:
  *     CUDA_ERROR_NOT_SUPPORTED).
  *   - "The imported memory must be freed from all importing processes before being freed in
@@ -3194,6 +3197,16 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *poo
         close(fd);
         return CUDA_ERROR_INVALID_VALUE;   /* not a pool's, destroyed, or this process's own */
     }
+    pthread_mutex_lock(&lock);               /* imported here already: the same pool */
+    for (struct CUmemPoolHandle_st *q = created_pools; q; q = q->next)
+        if (q->imported && q->ipc && !memcmp(q->ipc->nonce, shared->nonce, sizeof shared->nonce)) {
+            pthread_mutex_unlock(&lock);
+            munmap(shared, head);
+            close(fd);
+            *pool_out = q;
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&lock);
     struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
     if (!p) { munmap(shared, head); close(fd); return CUDA_ERROR_OUT_OF_MEMORY; }
     p->device = shared->device;            /* every device's access: none until granted */
@@ -3252,8 +3265,9 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemor
                     wire.generation &&
                 wire.size <= shared->records[wire.record].mapped;
     for (allocation *a = allocations; valid && a; a = a->next)   /* imported here already */
-        if (a->import_pool == p && a->pool_record == (long)wire.record &&
-            a->ipc_serial == wire.generation)
+        if (a->import_pool && a->import_pool->ipc &&
+            !memcmp(a->import_pool->ipc->nonce, wire.nonce, sizeof wire.nonce) &&
+            a->pool_record == (long)wire.record && a->ipc_serial == wire.generation)
             valid = 0;
     size_t offset = valid ? shared->records[wire.record].offset : 0;
     size_t mapped = valid ? shared->records[wire.record].mapped : 0;

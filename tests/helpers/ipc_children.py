@@ -36,6 +36,18 @@ def write_raw(handle, value: int) -> int:
         return status or library.cuCtxSynchronize()
 
 
+def open_many(handles) -> dict:
+    """Open every handle at once: how many distinct base pointers (a View's start less its
+    offset) they map, their read-only flags, the pools imported, their values."""
+    import arrayport as ap
+    from arrayport.gpu import ipc_pool
+    received = [ap.View.from_shared(handle) for handle in handles]
+    return {"pointers": len({view.ptr - handle.offset
+                             for view, handle in zip(received, handles)}),
+            "readonly": [view.readonly for view in received], "imports": ipc_pool.imports(),
+            "values": [np.asarray(view.copy(device="cpu")).tolist() for view in received]}
+
+
 def die_holding(handle, opened):
     """Open ``handle``, say so, and die without closing anything (os._exit)."""
     import arrayport as ap

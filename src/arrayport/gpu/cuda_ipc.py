@@ -77,8 +77,10 @@ class CudaIpcFloor:
         # device -> (the interprocess event, its handle, the sharing stream it is recorded on)
         self._ipc_events: dict[int, tuple[int, bytes, int]] = {}
         self._ipc_streams: dict[int, int] = {}    # device -> the receiving stream
-        # device -> (its sharing pool, or None where none can be made; the pool's descriptor)
-        self._sharing_pools: dict[int, tuple[int | None, int | None]] = {}
+        # device -> (its sharing pool, or None where none can be made; the pool's descriptor;
+        # the pool's serial in this process: a new pool is told from an old one by it)
+        self._sharing_pools: dict[int, tuple[int | None, int | None, int]] = {}
+        self._sharing_pools_made = 0
         self._imported_pools: list[int] = []      # destroyed at the driver's close
 
     def _ipc(self, name: str):
@@ -199,15 +201,20 @@ class CudaIpcFloor:
 
     # ---- the descriptor route: memory pools made with POSIX file-descriptor handles -------
 
-    def _sharing_pool(self, ordinal: int) -> tuple[int | None, int | None]:
-        """Device ``ordinal``'s (sharing pool, its descriptor), made once: a pool of ordinary
-        device memory whose blocks other processes import through the descriptor
-        (``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``); (None, None) where the device or the
-        driver has no such pools."""
+    def _sharing_pool(self, ordinal: int) -> tuple[int | None, int | None, int]:
+        """Device ``ordinal``'s (sharing pool, its descriptor, its serial), made once: a pool
+        of ordinary device memory whose blocks other processes import through the descriptor
+        (``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``); (None, None, 0) where the device or
+        the driver has no such pools."""
         with self._ipc_lock:
             made = self._sharing_pools.get(ordinal)
             if made is None:
-                made = self._sharing_pools[ordinal] = self._make_sharing_pool(ordinal)
+                pool, descriptor = self._make_sharing_pool(ordinal)
+                if pool is not None:
+                    os.set_inheritable(descriptor, False)   # no child inherits the pool
+                    self._sharing_pools_made += 1
+                made = self._sharing_pools[ordinal] = (
+                    pool, descriptor, self._sharing_pools_made if pool is not None else 0)
         return made
 
     def _make_sharing_pool(self, ordinal: int) -> tuple[int | None, int | None]:
@@ -246,7 +253,7 @@ class CudaIpcFloor:
             for ordinal in idle:
                 del self._sharing_pools[ordinal]
         released = 0
-        for ordinal, (pool, descriptor) in idle.items():
+        for ordinal, (pool, descriptor, _) in idle.items():
             if pool is None:
                 continue
             released += self.pool_reserved(pool)
@@ -256,21 +263,22 @@ class CudaIpcFloor:
         return released
 
     def allocate_shareable(self, ordinal: int, nbytes: int, stream: int):
-        """``nbytes`` of device ``ordinal``'s sharing pool, in ``stream``'s order (an
-        ``OwnedMemory``, given back as arrayport's memory policy gives back ordinary
-        memory); None where the device has no sharing pool."""
-        pool, _ = self._sharing_pool(ordinal)
+        """(``nbytes`` of device ``ordinal``'s sharing pool, in ``stream``'s order — an
+        ``OwnedMemory``, given back as arrayport's memory policy gives back ordinary memory
+        —, the pool's serial); None where the device has no sharing pool."""
+        pool, _, serial = self._sharing_pool(ordinal)
         if pool is None:
             return None
-        return self.memory.allocate_shareable(ordinal, pool, nbytes, stream)
+        return self.memory.allocate_shareable(ordinal, pool, nbytes, stream), serial
 
     def pool_descriptor(self, ordinal: int) -> int:
-        """The descriptor of device ``ordinal``'s sharing pool (this process's; sent, never
-        closed, until the driver closes)."""
-        _, descriptor = self._sharing_pool(ordinal)
-        if descriptor is None:
-            raise BufferError(f"share: device {ordinal} has no sharing pool")
-        return descriptor
+        """A duplicate of the descriptor of device ``ordinal``'s sharing pool, the caller's
+        to close (the pool's own stays open until the pool goes)."""
+        with self._ipc_lock:
+            _, descriptor, _ = self._sharing_pools.get(ordinal, (None, None, 0))
+            if descriptor is None:
+                raise BufferError(f"share: device {ordinal} has no sharing pool")
+            return os.dup(descriptor)
 
     def export_pool_block(self, ordinal: int, pointer: int) -> bytes | None:
         """What another process imports block ``pointer`` (the start of a block of a pool
@@ -281,31 +289,45 @@ class CudaIpcFloor:
             status = self._ipc("cuMemPoolExportPointer")(ctypes.byref(data), pointer)
         return bytes(data) if status == 0 else None
 
-    def import_pool(self, ordinal: int, descriptor: int, readonly: bool) -> tuple[int, bool]:
+    def import_pool(self, ordinal: int, descriptor: int) -> int:
         """Another process's pool (its descriptor, received) imported into device
-        ``ordinal``'s context, that device granted read access (``readonly``) or read-write
-        access to its blocks: (the imported pool, whether the grant is read-only — False
-        where the driver refused a read-only grant and read-write was granted instead).
-        Destroyed at the driver's close."""
+        ``ordinal``'s context, no device granted access yet (``grant_pool_access``);
+        destroyed by ``drop_imported_pool``, or at the driver's close."""
         pool = c_handle()
         with self.on_device(ordinal):
             status = self._ipc("cuMemPoolImportFromShareableHandle")(
                 ctypes.byref(pool), descriptor, _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
-            if status != 0:
-                raise BufferError(f"from_shared: CUDA could not import the exporter's pool "
-                                  f"(cuMemPoolImportFromShareableHandle: CUDA error {status})")
-            with self._ipc_lock:
-                self._imported_pools.append(pool.value)
-            grants = ([_CU_MEM_ACCESS_FLAGS_PROT_READ] if readonly else []) + \
-                [_CU_MEM_ACCESS_FLAGS_PROT_READWRITE]
+        if status != 0:
+            raise BufferError(f"from_shared: CUDA could not import the exporter's pool "
+                              f"(cuMemPoolImportFromShareableHandle: CUDA error {status})")
+        with self._ipc_lock:
+            self._imported_pools.append(pool.value)
+        return pool.value
+
+    def grant_pool_access(self, ordinal: int, pool: int, readonly: bool) -> bool:
+        """Device ``ordinal`` granted read access (``readonly``) or read-write access to an
+        imported ``pool``'s blocks, those imported already too: whether the grant is
+        read-only — False where the driver refused a read-only grant and read-write was
+        granted instead."""
+        grants = ([_CU_MEM_ACCESS_FLAGS_PROT_READ] if readonly else []) + \
+            [_CU_MEM_ACCESS_FLAGS_PROT_READWRITE]
+        with self.on_device(ordinal):
             for flags in grants:
                 access = _MemAccessDesc(_MemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, ordinal),
                                         flags)
                 status = self._ipc("cuMemPoolSetAccess")(pool, ctypes.byref(access), 1)
                 if status == 0:
-                    return pool.value, flags == _CU_MEM_ACCESS_FLAGS_PROT_READ
+                    return flags == _CU_MEM_ACCESS_FLAGS_PROT_READ
         self.check(status, "cuMemPoolSetAccess")
-        return pool.value, False
+        return False
+
+    def drop_imported_pool(self, pool: int) -> None:
+        """Destroy an imported ``pool`` none of whose blocks is imported any more."""
+        with self._ipc_lock:
+            if pool not in self._imported_pools:
+                return
+            self._imported_pools.remove(pool)
+        self._ipc("cuMemPoolDestroy")(pool)
 
     def import_pool_block(self, ordinal: int, pool: int, block: bytes) -> int:
         """The block ``block`` (``export_pool_block``'s bytes) of an imported ``pool``, mapped
@@ -344,7 +366,7 @@ class CudaIpcFloor:
             imported, self._imported_pools = self._imported_pools, []
         for pool in imported:
             self._ipc("cuMemPoolDestroy")(pool)
-        for ordinal, (pool, descriptor) in pools.items():
+        for ordinal, (pool, descriptor, _) in pools.items():
             if pool is not None:
                 os.close(descriptor)
                 with self.on_device(ordinal):

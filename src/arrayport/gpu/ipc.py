@@ -116,14 +116,16 @@ class CudaSharedHandle:
         "token": "The export, in the exporter's registry.",
         "socket": 'Where the exporter hands out its sharing pool\'s descriptor ("cuda-pool"; '
                   '"" for "cuda-ipc").',
+        "pool": 'The exporter\'s sharing pool, by its serial there ("cuda-pool"; 0 for '
+                '"cuda-ipc").',
     }
 
     def __init__(self, kind, memory, offset, event, item, shape, strides, readonly, device,
-                 machine, pid, lease, token, socket=""):
+                 machine, pid, lease, token, socket="", pool=0):
         self.kind, self.memory, self.offset, self.event = kind, memory, offset, event
         self.item, self.shape, self.strides, self.readonly = item, shape, strides, readonly
         self.device, self.machine, self.pid, self.lease = device, machine, pid, lease
-        self.token, self.socket = token, socket
+        self.token, self.socket, self.pool = token, socket, pool
 
     def __reduce__(self):
         return (CudaSharedHandle, self.fields())
@@ -258,20 +260,24 @@ def _start_reaper() -> None:
 
 
 # The blocks of the sharing pools alive in this process, made by ``allocate_for_sharing``:
-# (device, address) -> bytes. Only these are exported by the descriptor route: a block of
-# another library's exportable pool is not arrayport's to hand a descriptor of.
-_sharing_blocks: dict[tuple[int, int], int] = {}
+# (device, address) -> (bytes, the pool's serial). Only these are exported by the descriptor
+# route: a block of another library's exportable pool is not arrayport's to hand a
+# descriptor of. Made and registered under the lock under which idle pools are destroyed.
+_sharing_blocks: dict[tuple[int, int], tuple[int, int]] = {}
+_sharing_lock = threading.Lock()
 
 
 def allocate_for_sharing(driver, ordinal: int, nbytes: int, stream: int):
     """``nbytes`` of device ``ordinal`` memory another process can map, in ``stream``'s
     order: a block of the device's sharing pool (the descriptor route, ``gpu.ipc_pool``), or
     an ordinary allocation (CUDA IPC) where the device has no such pool."""
-    memory = driver.allocate_shareable(ordinal, max(nbytes, 1), stream)
-    if memory is None:
-        return driver.allocate_device(ordinal, max(nbytes, 1))
-    key = (ordinal, memory.address)
-    _sharing_blocks[key] = memory.nbytes
+    with _sharing_lock:
+        made = driver.allocate_shareable(ordinal, max(nbytes, 1), stream)
+        if made is None:
+            return driver.allocate_device(ordinal, max(nbytes, 1))
+        memory, serial = made
+        key = (ordinal, memory.address)
+        _sharing_blocks[key] = (memory.nbytes, serial)
     weakref.finalize(memory, _sharing_blocks.pop, key, None)
     return memory
 
@@ -281,20 +287,21 @@ def release_idle_pools() -> int:
     is alive here is destroyed (CUDA never shrinks a pool exported by descriptor; the next
     share makes a new one, and receivers import that); the bytes it reserved."""
     from arrayport.gpu import cuda
-    busy = {ordinal for ordinal, _ in list(_sharing_blocks)}
-    return cuda.driver.drop_sharing_pools(busy)
+    with _sharing_lock:
+        busy = {ordinal for ordinal, _ in list(_sharing_blocks)}
+        return cuda.driver.drop_sharing_pools(busy)
 
 
 def _export_of(driver, ordinal: int, pointer: int):
-    """(kind, what opens it: 64 bytes, ``pointer``'s offset in it, its bytes) for memory
-    another process can map as it is; None for any other."""
-    for (device, address), size in list(_sharing_blocks.items()):
+    """(kind, what opens it: 64 bytes, ``pointer``'s offset in it, its bytes, the sharing
+    pool's serial or 0) for memory another process can map as it is; None for any other."""
+    for (device, address), (size, serial) in list(_sharing_blocks.items()):
         if device == ordinal and address <= pointer < address + size:
             block = driver.export_pool_block(ordinal, address)
             if block is not None:
-                return "cuda-pool", block, pointer - address, size
+                return "cuda-pool", block, pointer - address, size, serial
     exported = driver.export_allocation(ordinal, pointer)
-    return None if exported is None else ("cuda-ipc", *exported)
+    return None if exported is None else ("cuda-ipc", *exported, 0)
 
 
 def _exportable(driver, view, stream: int):
@@ -344,7 +351,7 @@ def _descriptor_for(token: str, pid: int) -> int:
         raise BufferError("ended that export, or never made it")
     if not export.lease.held_by(pid):
         raise BufferError(f"refused: process {pid} holds no lease of that export")
-    return cuda.driver.pool_descriptor(view.device.id)
+    return cuda.driver.pool_descriptor(view.device.id)   # a duplicate: the server closes it
 
 
 # Exports made for engines (lingering), by what they export: the same View sent again reuses
@@ -394,7 +401,7 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
     # a copy, where one is needed, made there; then the event recorded there.
     sharing = driver.sharing_stream(ordinal)
     _core.order_copy_after_source(driver, view, ordinal, sharing)
-    exported, kind, memory, offset, size = _exportable(driver, view, sharing)
+    exported, kind, memory, offset, size, pool = _exportable(driver, view, sharing)
     if exported is not view:                   # later writes to the View wait for the copy
         _core.order_writers_after_copy(driver, view, ordinal, sharing)
     event = driver.record_interprocess_event(ordinal, sharing)
@@ -405,7 +412,7 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
     handle = CudaSharedHandle(kind, memory, offset, event,
                               (int(dtype.code), dtype.bits, dtype.lanes, dtype.padded),
                               exported.shape, exported.strides, readonly, uuid, _boot_id(),
-                              os.getpid(), export.lease.descriptor, token, server)
+                              os.getpid(), export.lease.descriptor, token, server, pool)
     with _exports_lock:
         _exports[token] = export
         if linger and exported is view:
@@ -424,24 +431,24 @@ class _Mapping:
     (work still queued may read it; a mapping closed under it is undefined behaviour) and
     gives the lease back: the finalizer that notices never waits on the host."""
 
-    __slots__ = ("pointer", "ordinal", "lease", "size", "pid", "imported", "__weakref__")
+    __slots__ = ("pointer", "ordinal", "leases", "size", "pid", "pool", "__weakref__")
 
-    def __init__(self, pointer: int, ordinal: int, lease: tuple[int, int], size: int,
-                 imported: bool):
-        self.pointer, self.ordinal, self.lease, self.size = pointer, ordinal, lease, size
-        self.imported = imported      # a pool block (freed) rather than a CUDA IPC mapping
+    def __init__(self, pointer: int, ordinal: int, size: int, pool: tuple | None):
+        self.pointer, self.ordinal, self.size = pointer, ordinal, size
+        self.leases: dict[str, tuple[int, int]] = {}   # the exports it was opened for
+        self.pool = pool        # a pool block's import (``gpu.ipc_pool``), or None: CUDA IPC
         self.pid = os.getpid()
 
     def __del__(self):
         if self.pid != os.getpid():   # a fork's child: the parent's mapping, not its own
             return
-        _closing.append((self.pointer, self.ordinal, self.lease, self.imported))
+        _closing.append((self.pointer, self.ordinal, tuple(self.leases.values()), self.pool))
         with _closer_wakes:
             _closer_wakes.notify()
 
 
-# Mappings whose last View went: (pointer, device, lease, a pool block), closed by the closer thread. A
-# deque: a finalizer appends without a lock it could re-enter.
+# Mappings whose last View went: (pointer, device, leases, a pool block's import or None),
+# closed by the closer thread. A deque: a finalizer appends without a lock it could re-enter.
 _closing: "collections.deque[tuple]" = collections.deque()
 _retry: "collections.deque[tuple]" = collections.deque()   # could not be closed yet
 _closer_wakes = threading.Condition()
@@ -470,18 +477,21 @@ def _close_mappings() -> int:
             pass
     closed = 0
     for item in waiting:
-        pointer, ordinal, lease, imported = item
+        pointer, ordinal, leases, pool = item
         try:
             if settled != at_work:   # work that may read it could not be waited for
                 raise BufferError("a device's work could not be waited for")
-            if imported:             # freed here before its exporter frees it (CUDA's rule)
+            if pool is not None:     # freed here before its exporter frees it (CUDA's rule)
                 driver.free_imported(ordinal, pointer)
             else:
                 driver.close_allocation(ordinal, pointer)
         except Exception:
-            _retry.append(item)      # looked at again later; its lease kept meanwhile
+            _retry.append(item)      # looked at again later; its leases kept meanwhile
             continue
-        ipc_lease.give_back(*lease)
+        if pool is not None:
+            ipc_pool.release_pool(driver, pool)
+        for lease in leases:
+            ipc_lease.give_back(*lease)
         closed += 1
     return closed
 
@@ -513,8 +523,11 @@ def _start_closer() -> None:
 
 
 def _forget_after_fork() -> None:
-    """A fork's child: nothing of its parent's sharing is its own."""
-    global _reaper, _closer
+    """A fork's child: nothing of its parent's sharing is its own (and no lock a parent's
+    thread held is held)."""
+    global _reaper, _closer, _exports_lock, _mappings_lock, _sharing_lock, _threads_lock
+    _exports_lock, _mappings_lock = threading.Lock(), threading.Lock()
+    _sharing_lock, _threads_lock = threading.Lock(), threading.Lock()
     _exports.clear()
     _engine_exports.clear()
     _sharing_blocks.clear()
@@ -533,6 +546,11 @@ def _check(handle) -> None:
     if not isinstance(handle, CudaSharedHandle) or handle.kind not in ("cuda-ipc", "cuda-pool"):
         raise TypeError(f"from_shared: expected a CUDA shared handle, got "
                         f"{type(handle).__name__}")
+    if type(handle.pool) is not int or handle.pool < 0 or \
+            (handle.kind == "cuda-pool") != (handle.pool > 0):
+        raise ValueError(f"from_shared: a CUDA handle's pool must be the exporter's sharing "
+                         f"pool (an int > 0, a \"cuda-pool\" handle's only), got "
+                         f"{handle.pool!r:.40}")
     if type(handle.socket) is not str or len(handle.socket) > 64 or \
             (handle.kind == "cuda-pool") != bool(handle.socket) or \
             any(not (c.isascii() and (c.isalnum() or c == "-")) for c in handle.socket):
@@ -622,23 +640,24 @@ def open_device(handle):
                                        protocol="shared")
     driver = cuda.driver
     ordinal = _ordinal_of(driver, handle.device)
-    key = (handle.pid, handle.token)     # one lease per export; CUDA counts the opens
+    # One mapping per export of CUDA IPC memory (CUDA counts the opens); one per pool block,
+    # whichever exports name it (a block is imported once in a process), with a lease of
+    # each of them.
+    key = ((handle.pid, handle.socket, handle.pool, handle.memory)
+           if handle.kind == "cuda-pool" else (handle.pid, handle.token))
     with _mappings_lock:
         mapping = _mappings.get(key)
-        if mapping is None:
+        if mapping is None or handle.token not in mapping.leases:
             lease = ipc_lease.take(handle.pid, handle.lease, bytes.fromhex(handle.token))
-            try:
-                if handle.kind == "cuda-pool":
-                    pointer = _import_block(driver, handle, ordinal)
-                    size = driver.allocation_bytes(ordinal, pointer)
-                else:
-                    pointer, size = driver.open_allocation(ordinal, handle.memory)
-            except BaseException:
-                ipc_lease.give_back(*lease)
-                raise
-            mapping = _Mapping(pointer, ordinal, lease, size, handle.kind == "cuda-pool")
-            _mappings[key] = mapping
-            _start_closer()
+            if mapping is None:
+                try:
+                    mapping = _map(driver, handle, ordinal)
+                except BaseException:
+                    ipc_lease.give_back(*lease)
+                    raise
+                _mappings[key] = mapping
+                _start_closer()
+            mapping.leases[handle.token] = lease
     _within(handle, mapping.size)
     stream = driver.wait_for_exporter(ordinal, handle.event)
     received = _core.view_from_pointer(mapping.pointer + handle.offset, handle.shape,
@@ -648,19 +667,25 @@ def open_device(handle):
     return received
 
 
-def _import_block(driver, handle, ordinal: int) -> int:
-    """The pool block ``handle`` names, imported from its exporter's pool (``gpu.ipc_pool``:
-    imported once per exporter, device and access; asked for again once where the import
-    kept is stale — the exporter made a new pool)."""
-    pool, _ = ipc_pool.imported_pool(driver, handle.socket, handle.token, ordinal,
-                                     handle.readonly)
+def _map(driver, handle, ordinal: int) -> _Mapping:
+    """The memory ``handle`` names, mapped here on device ``ordinal`` (no lease yet): a pool
+    block imported from its exporter's pool (``gpu.ipc_pool``), or a CUDA IPC allocation."""
+    if handle.kind != "cuda-pool":
+        pointer, size = driver.open_allocation(ordinal, handle.memory)
+        return _Mapping(pointer, ordinal, size, None)
+    pool_key, pool, _ = ipc_pool.acquire_pool(driver, handle.socket, handle.pool, handle.pid,
+                                              handle.token, ordinal, handle.readonly)
     try:
-        return driver.import_pool_block(ordinal, pool, handle.memory)
-    except BufferError:
-        ipc_pool.forget_pool(handle.socket, ordinal, handle.readonly)
-    pool, _ = ipc_pool.imported_pool(driver, handle.socket, handle.token, ordinal,
-                                     handle.readonly)
-    return driver.import_pool_block(ordinal, pool, handle.memory)
+        pointer = driver.import_pool_block(ordinal, pool, handle.memory)
+    except BaseException:
+        ipc_pool.release_pool(driver, pool_key)
+        raise
+    try:
+        return _Mapping(pointer, ordinal, driver.allocation_bytes(ordinal, pointer), pool_key)
+    except BaseException:
+        driver.free_imported(ordinal, pointer)
+        ipc_pool.release_pool(driver, pool_key)
+        raise
 
 
 def _dtype(item):

@@ -151,12 +151,13 @@ class Lease:
 
     def held_by(self, pid: int) -> bool:
         """Whether process ``pid`` holds the export now (a slot with a mapping or more): the
-        test the exporter's descriptor server makes of who asks (``gpu.ipc_pool``)."""
+        test the exporter's descriptor server makes of who asks (``gpu.ipc_pool``). Read
+        without the lease's lock (a receiver holding it, stopped in a debugger, must not
+        stall the server): a slot is written whole by one ``pwrite``."""
         with self.lock:
             if self.descriptor is None:
                 return False
-            with _locked(self.descriptor):
-                data = _read(self.descriptor)
+            data = _read(self.descriptor)
         for slot in range(SLOTS):
             taker, count = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
             if taker == pid and count > 0:

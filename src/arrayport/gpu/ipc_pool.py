@@ -21,10 +21,11 @@ memory made for sharing — never the application's other arrays (a CUDA IPC han
 caching allocator's segment, by contrast, maps the whole segment for any process that reads
 its 64 bytes).
 
-A receiver imports each exporter's pool twice at most per device: once granted read-only
-access (``CU_MEM_ACCESS_FLAGS_PROT_READ``: read-only shares, their writes refused by the
-driver) and once read-write; each import is kept until the driver closes, and asked again
-(a new descriptor) where the exporter made a new pool.
+A receiver imports each pool of an exporter once per device (the handle names the pool by
+its serial in the exporter), grants the device read-only access
+(``CU_MEM_ACCESS_FLAGS_PROT_READ``: writes refused by the driver) while every share opened
+from it was read-only, read-write from the first writable one on, and destroys the import
+of an older pool of the exporter once none of its blocks is mapped.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ import socket
 import struct
 import threading
 
-__all__ = ["serve", "socket_name", "fetch_descriptor", "imported_pool", "forget_pool"]
+__all__ = ["serve", "socket_name", "fetch_descriptor", "acquire_pool", "release_pool",
+           "imports"]
 
 _CREDENTIALS = struct.Struct("=iII")     # struct ucred: pid, uid, gid
-_TIMEOUT_SECONDS = 5.0                   # one request, either side
+_REQUEST_SECONDS = 1.0                   # what a request may take the server
+_ANSWER_SECONDS = 5.0                    # what the receiver waits for an answer
+_ANSWERING_AT_ONCE = 16                  # requests answered at once; more are refused
 _OK = b"ok"
 
 _server: "_DescriptorServer | None" = None
@@ -47,15 +51,19 @@ _server_lock = threading.Lock()
 
 class _DescriptorServer:
     """The exporter's socket: one short request per connection (an export's token), answered
-    with the pool's descriptor or a refusal (see the module)."""
+    with the pool's descriptor or a refusal (see the module). Each connection is answered on
+    a thread of its own, its asker's user checked before anything is read: an asker that
+    says nothing holds up nobody else."""
 
     def __init__(self, lookup):
         self.lookup = lookup
-        self.name = f"arrayport-{os.getpid()}-{secrets.token_hex(8)}"
+        self.pid = os.getpid()
+        self.user = os.geteuid()              # the only user it answers (SO_PEERCRED's uid)
+        self.name = f"arrayport-{self.pid}-{secrets.token_hex(8)}"
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.socket.bind("\0" + self.name)
         self.socket.listen(64)
-        self.pid = os.getpid()
+        self.answering = threading.BoundedSemaphore(_ANSWERING_AT_ONCE)
         self.thread = threading.Thread(target=self._serve, name="arrayport-ipc-descriptors",
                                        daemon=True)
         self.thread.start()
@@ -66,35 +74,47 @@ class _DescriptorServer:
                 connection, _ = self.socket.accept()
             except OSError:                   # closed (a fork's child, or the end)
                 return
+            if not self.answering.acquire(blocking=False):
+                connection.close()            # too many at once: the asker tries again
+                continue
+            threading.Thread(target=self._answer_once, args=(connection,), daemon=True,
+                             name="arrayport-ipc-descriptor").start()
+
+    def _answer_once(self, connection) -> None:
+        try:
             with connection:
-                try:
-                    self._answer(connection)
-                except OSError:               # the asker went away: nothing to answer
-                    pass
+                self._answer(connection)
+        except Exception:                     # whatever went wrong, the server goes on
+            pass
+        finally:
+            self.answering.release()
 
     def _answer(self, connection) -> None:
-        connection.settimeout(_TIMEOUT_SECONDS)
+        connection.settimeout(_REQUEST_SECONDS)
         pid, uid, _ = _CREDENTIALS.unpack(connection.getsockopt(
             socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
-        token = connection.recv(64).decode("ascii", "replace").strip()
-        if uid != os.getuid():
+        if uid != self.user:
             connection.sendall(b"refused: another user's process")
             return
+        token = connection.recv(64).decode("ascii", "replace").strip()
         try:
-            descriptor = self.lookup(token, pid)
-        except BufferError as refusal:
+            descriptor = self.lookup(token, pid)   # a duplicate: closed once sent
+        except Exception as refusal:               # noqa: BLE001 — said to the asker
             connection.sendall(f"refused: {refusal}".encode())
             return
-        socket.send_fds(connection, [_OK], [descriptor])
+        try:
+            socket.send_fds(connection, [_OK], [descriptor])
+        finally:
+            os.close(descriptor)
 
 
 def serve(lookup) -> str:
-    """This process's descriptor server, started once (``lookup(token, pid)``: the
-    descriptor to hand process ``pid`` for the export ``token``, or BufferError saying why
-    not); its socket's name."""
+    """This process's descriptor server, started once (``lookup(token, pid)``: a duplicate
+    of the descriptor to hand process ``pid`` for the export ``token``, which the server
+    closes once sent, or BufferError saying why not); its socket's name."""
     global _server
     with _server_lock:
-        if _server is None or _server.pid != os.getpid():
+        if _server is None or _server.pid != os.getpid() or not _server.thread.is_alive():
             _server = _DescriptorServer(lookup)
         return _server.name
 
@@ -105,19 +125,30 @@ def socket_name() -> str | None:
     return server.name if server is not None and server.pid == os.getpid() else None
 
 
-def fetch_descriptor(name: str, token: str) -> int:
-    """The pool descriptor exporter ``name`` hands this process for export ``token`` (the
-    caller's to close); BufferError with the exporter's reason where it refuses."""
+def fetch_descriptor(name: str, token: str, pid: int) -> int:
+    """The pool descriptor exporter ``name`` (process ``pid``, this user's: checked, so that
+    no other process answering under that name hands over memory of its own) hands this
+    process for export ``token`` — the caller's to close; BufferError with the exporter's
+    reason where it refuses."""
+    if not name.startswith(f"arrayport-{pid}-"):
+        raise BufferError(f"from_shared: the handle's descriptor server {name!r} is not "
+                          f"process {pid}'s")
     asker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    asker.settimeout(_TIMEOUT_SECONDS)
+    asker.settimeout(_ANSWER_SECONDS)
     try:
         with asker:
             asker.connect("\0" + name)
+            server_pid, uid, _ = _CREDENTIALS.unpack(asker.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+            if server_pid != pid or uid != os.geteuid():
+                raise BufferError(f"from_shared: the descriptor server {name!r} is process "
+                                  f"{server_pid}'s, not the exporter's ({pid})")
             asker.sendall(token.encode("ascii") + b"\n")
-            message, descriptors, _, _ = socket.recv_fds(asker, 256, 1)
+            message, descriptors, _, _ = socket.recv_fds(asker, 256, 1,
+                                                         socket.MSG_CMSG_CLOEXEC)
     except OSError as error:
         raise BufferError(f"from_shared: the exporting process's descriptor server cannot "
-                          f"be reached (gone?): {error.strerror or error}") from None
+                          f"be reached (gone, or busy?): {error.strerror or error}") from None
     if message != _OK or len(descriptors) != 1:
         for descriptor in descriptors:
             os.close(descriptor)
@@ -128,38 +159,89 @@ def fetch_descriptor(name: str, token: str) -> int:
 
 # ---- the receiver's imported pools ----------------------------------------------------------
 
-# (exporter's server, device, read-only) -> (imported pool, whether its grant is read-only)
-_imported: dict[tuple[str, int, bool], tuple[int, bool]] = {}
+class _Import:
+    """One exporter's pool imported here for one device: the pool, whether the grant to the
+    device is read-only, the Views' mappings using it."""
+
+    __slots__ = ("pool", "readonly", "users")
+
+    def __init__(self, pool: int, readonly: bool):
+        self.pool, self.readonly, self.users = pool, readonly, 0
+
+
+# (exporter's server, the exporter's pool serial, device) -> its import
+_imported: dict[tuple[str, int, int], _Import] = {}
 _imported_lock = threading.Lock()
 
 
-def imported_pool(driver, name: str, token: str, ordinal: int,
-                  readonly: bool) -> tuple[int, bool]:
-    """The pool of exporter ``name`` imported on device ``ordinal`` for ``readonly`` (or
-    read-write) shares: (the pool, whether the driver enforces read-only), imported once;
-    the descriptor asked for with ``token`` (an export this process holds)."""
-    key = (name, ordinal, readonly)
+def acquire_pool(driver, name: str, serial: int, pid: int, token: str, ordinal: int,
+                 readonly: bool) -> tuple[tuple, int, bool]:
+    """The pool ``serial`` of exporter ``name`` (process ``pid``) imported on device
+    ``ordinal``, once, for one more mapping: (its key for ``release_pool``, the pool, whether
+    the driver keeps this mapping read-only). The descriptor is asked for with ``token`` (an
+    export this process holds a lease of). One import serves every share of that pool: it
+    is granted read-only access while every share opened from it was read-only, and
+    read-write from the first writable one on (the driver's grant is the pool's, not a
+    block's: read-only Views opened before are then read-only by their flag only)."""
+    key = (name, serial, ordinal)
     with _imported_lock:
         made = _imported.get(key)
         if made is None:
-            descriptor = fetch_descriptor(name, token)
+            descriptor = fetch_descriptor(name, token, pid)
             try:
-                made = _imported[key] = driver.import_pool(ordinal, descriptor, readonly)
+                pool = driver.import_pool(ordinal, descriptor)
             finally:
                 os.close(descriptor)
-    return made
+            try:
+                made = _Import(pool, driver.grant_pool_access(ordinal, pool, readonly))
+            except BaseException:
+                driver.drop_imported_pool(pool)
+                raise
+            _imported[key] = made
+            _drop_stale(driver, name, ordinal)
+        elif made.readonly and not readonly:
+            made.readonly = driver.grant_pool_access(ordinal, made.pool, False)
+        made.users += 1
+        return key, made.pool, made.readonly and readonly
 
 
-def forget_pool(name: str, ordinal: int, readonly: bool) -> None:
-    """The exporter's pool imported for this key is stale (a block would not import from
-    it): asked for again next time. The stale import stays until the driver closes."""
+def release_pool(driver, key: tuple) -> None:
+    """One mapping fewer of the import ``key`` (its block freed); an import of an older
+    pool of the same exporter goes with its last mapping."""
     with _imported_lock:
-        _imported.pop((name, ordinal, readonly), None)
+        made = _imported.get(key)
+        if made is not None:
+            made.users -= 1
+            _drop_stale(driver, key[0], key[2])
+
+
+def _drop_stale(driver, name: str, ordinal: int) -> None:
+    """Destroy the imports of exporter ``name``'s pools on device ``ordinal`` older than its
+    newest, once none of their blocks is mapped (the exporter made a new pool: the old one
+    serves no new share). Caller holds ``_imported_lock``."""
+    serials = [serial for (server, serial, device) in _imported
+               if server == name and device == ordinal]
+    newest = max(serials, default=0)
+    for serial in serials:
+        made = _imported[(name, serial, ordinal)]
+        if serial < newest and made.users <= 0:
+            del _imported[(name, serial, ordinal)]
+            try:
+                driver.drop_imported_pool(made.pool)
+            except Exception:   # the driver closed meanwhile: it went with it
+                pass
+
+
+def imports() -> int:
+    """Pools this process keeps imported."""
+    return len(_imported)
 
 
 def _forget_after_fork() -> None:
-    """A fork's child: neither the parent's server nor its imports are its own."""
-    global _server
+    """A fork's child: neither the parent's server nor its imports are its own (and no lock
+    a parent's thread held is held)."""
+    global _server, _server_lock, _imported_lock
+    _server_lock, _imported_lock = threading.Lock(), threading.Lock()
     server, _server = _server, None
     if server is not None:
         try:

@@ -521,7 +521,13 @@ class VendorDriver(FloorServed):
     def export_pool_block(self, ordinal: int, pointer: int) -> bytes | None:
         raise self._no_sharing()
 
-    def import_pool(self, ordinal: int, descriptor: int, readonly: bool) -> tuple[int, bool]:
+    def import_pool(self, ordinal: int, descriptor: int) -> int:
+        raise self._no_sharing()
+
+    def grant_pool_access(self, ordinal: int, pool: int, readonly: bool) -> bool:
+        raise self._no_sharing()
+
+    def drop_imported_pool(self, pool: int) -> None:
         raise self._no_sharing()
 
     def import_pool_block(self, ordinal: int, pool: int, block: bytes) -> int:
