@@ -22,21 +22,11 @@ SUCCESS, INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE, NOT_READY = 0, 1, 201, 
 ILLEGAL_ADDRESS, PEER_UNSUPPORTED = 700, 217
 NON_BLOCKING, LAZY_ENABLE_PEER_ACCESS = 1, 1
 DISABLE_TIMING, INTERPROCESS = 2, 4
-from cuda_ipc import IpcHandle, declare, handle, u64
+from cuda_ipc import IpcHandle, child_prelude, declare, device_zero_current, handle, u64
 
 # The importer: a child process with the simulator loaded and device 0's primary context
 # current, the handles (hex) in sys.argv; what it found, as JSON on its last line.
-IMPORTER = f"""
-import ctypes, json, sys
-import numpy as np
-sys.path.insert(0, {str(Path(__file__).parent / "helpers")!r})
-from cuda_ipc import IpcHandle, declare, u64, handle
-cuda = ctypes.CDLL({PATH!r})
-declare(cuda)
-cuda.cuInit(0)
-context = handle()
-cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
-cuda.cuCtxPushCurrent_v2(context)
+IMPORTER = child_prelude(PATH) + f"""
 handles = [IpcHandle.from_buffer_copy(bytes.fromhex(text)) for text in sys.argv[1:]]
 found = {{}}
 def open_memory(h):
@@ -66,13 +56,8 @@ def importer(body: str, *handles, stdin=None, timeout=60) -> subprocess.Popen | 
 def sim():
     simulator = cudasim.Simulator(PATH)
     declare(simulator.cuda)
-    assert simulator.cuda.cuInit(0) == SUCCESS
-    context = handle()
-    assert simulator.cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == SUCCESS
-    assert simulator.cuda.cuCtxPushCurrent_v2(context) == SUCCESS
-    yield simulator
-    simulator.cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
-    simulator.cuda.cuDevicePrimaryCtxRelease_v2(0)   # the rules tests count its retains
+    with device_zero_current(simulator.cuda):
+        yield simulator
 
 
 @pytest.fixture

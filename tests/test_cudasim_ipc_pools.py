@@ -21,7 +21,8 @@ import cudasim
 PATH = cudasim.library()
 pytestmark = pytest.mark.skipif(PATH is None, reason=cudasim.unavailable())
 
-from cuda_ipc import AccessDesc, Location, PointerExport, PoolProps, declare, handle, u64
+from cuda_ipc import (AccessDesc, Location, PointerExport, PoolProps, child_prelude, declare,
+                      device_zero_current, handle, u64)
 
 SUCCESS, INVALID_VALUE, NOT_SUPPORTED, ILLEGAL_ADDRESS = 0, 1, 801, 700
 POSIX_FD, FABRIC, NON_BLOCKING = 1, 8, 1
@@ -31,17 +32,7 @@ RESERVED_MEM_CURRENT, MEMPOOL_SUPPORTED_HANDLE_TYPES = 5, 119
 # The importer: the simulator loaded, device 0's primary context current, the pool's
 # descriptor (inherited) in sys.argv[1] and a block's export data (hex) in sys.argv[2];
 # what it found, as JSON on its last line.
-IMPORTER = f"""
-import ctypes, json, sys
-import numpy as np
-sys.path.insert(0, {str(Path(__file__).parent / "helpers")!r})
-from cuda_ipc import AccessDesc, Location, PointerExport, declare, handle, u64
-cuda = ctypes.CDLL({PATH!r})
-declare(cuda)
-cuda.cuInit(0)
-context = handle()
-cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
-cuda.cuCtxPushCurrent_v2(context)
+IMPORTER = child_prelude(PATH) + f"""
 descriptor = int(sys.argv[1])
 data = PointerExport.from_buffer_copy(bytes.fromhex(sys.argv[2]))
 found = {{}}
@@ -79,13 +70,8 @@ def importer(body: str, descriptor: int, data: PointerExport, stdin=None):
 def sim():
     simulator = cudasim.Simulator(PATH)
     declare(simulator.cuda)
-    assert simulator.cuda.cuInit(0) == SUCCESS
-    context = handle()
-    assert simulator.cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == SUCCESS
-    assert simulator.cuda.cuCtxPushCurrent_v2(context) == SUCCESS
-    yield simulator
-    simulator.cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
-    simulator.cuda.cuDevicePrimaryCtxRelease_v2(0)
+    with device_zero_current(simulator.cuda):
+        yield simulator
 
 
 class Exporter:

@@ -2,6 +2,7 @@
 tests (tests/test_cudasim_ipc.py), in the test process and in the child processes it starts
 (which import this module alone, not the simulator's builder)."""
 
+import contextlib
 import ctypes
 
 u64, handle = ctypes.c_uint64, ctypes.c_void_p
@@ -76,3 +77,36 @@ def declare(cuda):
     cuda.cuMemPoolExportPointer.argtypes = [ctypes.POINTER(PointerExport), u64]
     cuda.cuMemPoolImportPointer.argtypes = [ctypes.POINTER(u64), handle,
                                             ctypes.POINTER(PointerExport)]
+
+
+@contextlib.contextmanager
+def device_zero_current(cuda):
+    """Device 0's primary context retained and current on this thread for the block (the
+    driver initialised), then popped and released (the rules tests count the retains)."""
+    assert cuda.cuInit(0) == 0
+    context = handle()
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+    assert cuda.cuCtxPushCurrent_v2(context) == 0
+    try:
+        yield context
+    finally:
+        cuda.cuCtxPopCurrent_v2(ctypes.byref(handle()))
+        cuda.cuDevicePrimaryCtxRelease_v2(0)
+
+
+def child_prelude(simulator: str) -> str:
+    """The start of a child process's code (an importer of the interprocess tests): the
+    simulator at ``simulator`` loaded as ``cuda``, these calls declared, device 0's primary
+    context current; NumPy as ``np``, and ``json`` and ``sys`` imported."""
+    return f"""
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, {__file__.rsplit("/", 1)[0]!r})
+from cuda_ipc import AccessDesc, IpcHandle, Location, PointerExport, declare, handle, u64
+cuda = ctypes.CDLL({simulator!r})
+declare(cuda)
+cuda.cuInit(0)
+context = handle()
+cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
+cuda.cuCtxPushCurrent_v2(context)
+"""
