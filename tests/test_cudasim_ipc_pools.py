@@ -246,7 +246,11 @@ def test_a_freed_reused_or_forged_block_imports_nothing(exporter):
     exporter.free(again)
 
 
-def test_a_block_its_exporter_frees_first_faults_the_importers_work(exporter):
+def test_a_block_its_exporter_frees_first_faults_the_importers_work(sim, exporter):
+    """CUDA: "the imported memory must be freed from all importing processes before being
+    freed in the exporting process". Freed first by its exporter, the block is counted as
+    such there, and the importer's work on it faults."""
+    before = sim.counters()["pool_frees_before_importers"]
     address = exporter.block(bytes(8))
     child = importer("""
         status, pool = import_pool()
@@ -262,6 +266,21 @@ def test_a_block_its_exporter_frees_first_faults_the_importers_work(exporter):
     out, _ = child.communicate("go\n", timeout=60)
     assert json.loads(out.strip().splitlines()[-1]) == {"import": SUCCESS,
                                                         "read": ILLEGAL_ADDRESS}
+    assert sim.counters()["pool_frees_before_importers"] == before + 1
+
+
+def test_a_block_every_importer_freed_first_is_freed_by_its_exporter_in_order(sim, exporter):
+    before = sim.counters()["pool_frees_before_importers"]
+    address = exporter.block(bytes(8))
+    found = importer("""
+        status, pool = import_pool()
+        grant(pool, 3)
+        status, pointer = import_pointer(pool)
+        found["free"] = cuda.cuMemFree_v2(pointer)
+    """, exporter.descriptor(), exporter.export(address))
+    assert found == {"free": SUCCESS}
+    exporter.free(address)
+    assert sim.counters()["pool_frees_before_importers"] == before
 
 
 def test_an_exportable_pool_gives_no_memory_back(exporter):

@@ -44,10 +44,13 @@ def children_find_the_driver():
 def every_export_ends():
     """Each test's exports end once its receivers are done (or it revoked them): what the
     next test, or file, finds is no memory kept for anyone."""
+    early = simulator.counters()["pool_frees_before_importers"] if SIMULATED else 0
     yield
     assert ended(), f"{ipc.live_exports()} exports still kept"
     gc.collect()
     ap.release_device_memory()    # what the ended exports' memory policy held, given back
+    if SIMULATED:                 # no block freed here while a receiver still had it
+        assert simulator.counters()["pool_frees_before_importers"] == early
 
 
 @pytest.fixture(scope="module")

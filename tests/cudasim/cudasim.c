@@ -343,13 +343,13 @@ static __thread int ctx_depth;
 enum { COUNTED(AS_ENUM) COUNT_HOST_SYNCS, COUNT_KERNEL_FAULTS, COUNT_POOL_REUSES,
        COUNT_COPY_FAULTS, COUNT_FREED_ACCESSES, COUNT_POOL_CHUNKS_RELEASED,
        COUNT_MISALIGNED, COUNT_PEER_FAULTS, COUNT_STICKY_REFUSALS, COUNT_DEAD_LAUNCHES,
-       COUNT_ACCESS_FAULTS, COUNT_N };
+       COUNT_ACCESS_FAULTS, COUNT_EARLY_FREES, COUNT_N };
 static const char *const counter_names[] = {COUNTED(AS_NAME) "host_synchronizations",
                                             "kernel_faults", "pool_reuses", "copy_faults",
                                             "freed_memory_accesses", "pool_chunks_released",
                                             "misaligned_accesses", "peer_access_faults",
                                             "sticky_refusals", "dead_function_launches",
-                                            "pool_access_faults"};
+                                            "pool_access_faults", "pool_frees_before_importers"};
 static long counters[COUNT_N];
 #define COUNT(name) __atomic_add_fetch(&counters[COUNT_##name], 1, __ATOMIC_RELAXED)
 
@@ -540,6 +540,7 @@ static void ipc_pool_close(struct CUmemPoolHandle_st *p);
 static int import_protection(const struct CUmemPoolHandle_st *p);
 static unsigned char *ipc_pool_block(struct CUmemPoolHandle_st *pool, allocation *a, size_t size);
 static void ipc_pool_record(const allocation *a);
+static void ipc_pool_importer(const allocation *a, int imported);
 static void ipc_event_release(struct CUevent_st *e);
 
 static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int per_thread) {
@@ -1155,6 +1156,7 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
         pooled_block_freed(a);
     } else if (a) {
         *link = a->next;
+        if (a->imported && a->pool_mapped) ipc_pool_importer(a, 0);   /* freed here first */
         bury(a);
     }
     pthread_mutex_unlock(&lock);
@@ -3038,9 +3040,11 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
  *     import is freed with cuMemFree (cuMemFreeAsync of it is not modelled:
  *     CUDA_ERROR_NOT_SUPPORTED).
  *   - "The imported memory must be freed from all importing processes before being freed in
- *     the exporting process": here a block its exporter freed (its free run) or reused, a
- *     pool its exporter destroyed, or an exporter that died, is freed memory to the
- *     importer's work, which faults as on freed memory.
+ *     the exporting process": a block's record names the processes that have it imported
+ *     (up to IPC_POOL_IMPORTERS), and the exporter's free of it while one of them lives is
+ *     counted (pool_frees_before_importers) and said on stderr; and a block its exporter
+ *     freed (its free run) or reused, a pool its exporter destroyed, or an exporter that
+ *     died, is freed memory to the importer's work, which faults as on freed memory.
  * Imported blocks are the exporter's memory: they do not count against the importer's
  * device, and one never freed is reported at exit. */
 
@@ -3048,7 +3052,11 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
 #define IPC_POINTER_MAGIC "cudasimX"
 #define IPC_POOL_RECORDS 4096            /* blocks an exportable pool can make */
 
-struct ipc_pool_record { uint64_t generation, offset, mapped; };
+#define IPC_POOL_IMPORTERS 8             /* importing processes a block's record tracks */
+struct ipc_pool_record {
+    uint64_t generation, offset, mapped;
+    int32_t importers[IPC_POOL_IMPORTERS];   /* the processes that have it imported now */
+};
 struct ipc_pool {                        /* the first pages of an exportable pool's memfd */
     char magic[8];
     uint64_t nonce[2];
@@ -3102,8 +3110,35 @@ static unsigned char *ipc_pool_block(struct CUmemPoolHandle_st *pool, allocation
  * none), for importers to see (caller holds the lock). */
 static void ipc_pool_record(const allocation *a) {
     if (!a->pool_mapped || !a->pool || !a->pool->ipc || a->pool->imported) return;
-    __atomic_store_n(&a->pool->ipc->records[a->pool_record].generation,
+    struct ipc_pool_record *record = &a->pool->ipc->records[a->pool_record];
+    __atomic_store_n(&record->generation,
                      a->pool_state == POOL_FREE ? 0 : (uint64_t)a->generation, __ATOMIC_RELEASE);
+    if (a->pool_state != POOL_FREE) return;
+    /* "The imported memory must be freed from all importing processes before being freed in
+     * the exporting process": a live process that still has it imported is a violation
+     * (counted: pool_frees_before_importers); a dead one's import went with it. */
+    for (int i = 0; i < IPC_POOL_IMPORTERS; i++) {
+        int32_t pid = __atomic_exchange_n(&record->importers[i], 0, __ATOMIC_ACQ_REL);
+        if (pid && (kill(pid, 0) == 0 || errno == EPERM)) {
+            __atomic_add_fetch(&counters[COUNT_EARLY_FREES], 1, __ATOMIC_RELAXED);
+            fprintf(stderr, "cudasim: a pool block freed by its exporter while process %d still "
+                    "has it imported (it must be freed in every importer first)\n", (int)pid);
+        }
+    }
+}
+
+/* This process has the imported block `a` (record `record` of its pool's page) imported now,
+ * or (`imported` 0) no longer: its pid in one of the record's importer slots. */
+static void ipc_pool_importer(const allocation *a, int imported) {
+    struct CUmemPoolHandle_st *p = a->import_pool;
+    if (!p || !p->ipc) return;
+    int32_t *slots = p->ipc->records[a->pool_record].importers, me = (int32_t)getpid();
+    for (int i = 0; i < IPC_POOL_IMPORTERS; i++) {
+        int32_t expected = imported ? 0 : me;
+        if (__atomic_compare_exchange_n(&slots[i], &expected, imported ? me : 0, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;                      /* more importers than slots: not tracked */
+    }
 }
 
 /* A new exportable pool's memfd and record pages (0: out of memory). */
@@ -3300,6 +3335,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemor
     a->ipc_serial = wire.generation;
     pthread_mutex_lock(&lock);
     link_allocation(a);
+    ipc_pool_importer(a, 1);
     pthread_mutex_unlock(&lock);
     *ptr_out = a->base;
     return CUDA_SUCCESS;
