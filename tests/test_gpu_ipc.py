@@ -184,6 +184,16 @@ def test_an_asker_that_says_nothing_holds_up_no_one():
     assert ended()
 
 
+def test_a_block_opened_again_while_its_last_mapping_closes_waits_for_the_close(spawn):
+    """A pool block is imported once per process: a share of it opened just after the
+    receiver dropped its last View of it (the closer thread still unmapping) waits for that
+    unmapping instead of failing."""
+    view = exportable(np.full(4, 7, np.uint8))
+    handles = [view.share() for _ in range(20)]
+    with spawn.Pool(1) as pool:
+        assert pool.apply(ipc_children.reopen, (handles,)) == [7] * 20
+
+
 def test_read_only_and_writable_shares_of_one_block_map_it_once(spawn):
     """A receiver maps a pool block once, whichever shares name it (CUDA imports a block
     once per process), and imports its exporter's pool once."""

@@ -431,10 +431,11 @@ class _Mapping:
     (work still queued may read it; a mapping closed under it is undefined behaviour) and
     gives the lease back: the finalizer that notices never waits on the host."""
 
-    __slots__ = ("pointer", "ordinal", "leases", "size", "pid", "pool", "__weakref__")
+    __slots__ = ("pointer", "ordinal", "leases", "size", "pid", "pool", "key", "__weakref__")
 
     def __init__(self, pointer: int, ordinal: int, size: int, pool: tuple | None):
         self.pointer, self.ordinal, self.size = pointer, ordinal, size
+        self.key: tuple = ()    # its key in ``_mappings``
         self.leases: dict[str, tuple[int, int]] = {}   # the exports it was opened for
         self.pool = pool        # a pool block's import (``gpu.ipc_pool``), or None: CUDA IPC
         self.pid = os.getpid()
@@ -442,19 +443,25 @@ class _Mapping:
     def __del__(self):
         if self.pid != os.getpid():   # a fork's child: the parent's mapping, not its own
             return
-        _closing.append((self.pointer, self.ordinal, tuple(self.leases.values()), self.pool))
+        closed = _closed_events[self.key] = threading.Event()   # set once unmapped
+        _closing.append((self.pointer, self.ordinal, tuple(self.leases.values()), self.pool,
+                         self.key, closed))
         with _closer_wakes:
             _closer_wakes.notify()
 
 
-# Mappings whose last View went: (pointer, device, leases, a pool block's import or None),
-# closed by the closer thread. A deque: a finalizer appends without a lock it could re-enter.
+# Mappings whose last View went: (pointer, device, leases, a pool block's import or None, its
+# key, the event set once it is closed), closed by the closer thread. A deque: a finalizer
+# appends without a lock it could re-enter. A new open of memory whose mapping waits to be
+# closed waits for that (CUDA imports a pool block once per process): ``_closed_events``.
 _closing: "collections.deque[tuple]" = collections.deque()
 _retry: "collections.deque[tuple]" = collections.deque()   # could not be closed yet
 _closer_wakes = threading.Condition()
 _closer: threading.Thread | None = None
 _mappings: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 _mappings_lock = threading.Lock()
+_closed_events: dict[tuple, threading.Event] = {}
+_CLOSE_WAIT_SECONDS = 30.0
 
 
 def _close_mappings() -> int:
@@ -477,7 +484,7 @@ def _close_mappings() -> int:
             pass
     closed = 0
     for item in waiting:
-        pointer, ordinal, leases, pool = item
+        pointer, ordinal, leases, pool, key, closed_event = item
         try:
             if settled != at_work:   # work that may read it could not be waited for
                 raise BufferError("a device's work could not be waited for")
@@ -492,6 +499,9 @@ def _close_mappings() -> int:
             ipc_pool.release_pool(driver, pool)
         for lease in leases:
             ipc_lease.give_back(*lease)
+        if _closed_events.get(key) is closed_event:
+            del _closed_events[key]
+        closed_event.set()
         closed += 1
     return closed
 
@@ -533,6 +543,7 @@ def _forget_after_fork() -> None:
     _sharing_blocks.clear()
     _closing.clear()
     _retry.clear()
+    _closed_events.clear()
     _mappings.clear()
     _reaper = None
     _closer = None
@@ -647,6 +658,10 @@ def open_device(handle):
            if handle.kind == "cuda-pool" else (handle.pid, handle.token))
     with _mappings_lock:
         mapping = _mappings.get(key)
+        waiting = _closed_events.get(key) if mapping is None else None
+        if waiting is not None and not waiting.wait(_CLOSE_WAIT_SECONDS):
+            raise BufferError("from_shared: this process's last mapping of that memory could "
+                              "not be closed (a device's work could not be waited for)")
         if mapping is None or handle.token not in mapping.leases:
             lease = ipc_lease.take(handle.pid, handle.lease, bytes.fromhex(handle.token))
             if mapping is None:
@@ -655,6 +670,7 @@ def open_device(handle):
                 except BaseException:
                     ipc_lease.give_back(*lease)
                     raise
+                mapping.key = key
                 _mappings[key] = mapping
                 _start_closer()
             mapping.leases[handle.token] = lease
