@@ -194,6 +194,22 @@ def test_a_block_opened_again_while_its_last_mapping_closes_waits_for_the_close(
         assert pool.apply(ipc_children.reopen, (handles,)) == [7] * 20
 
 
+def test_a_handle_naming_another_pool_than_the_exporters_is_refused_and_harms_nothing(spawn):
+    """The exporter says which pool its descriptor is; a handle whose pool serial is not it
+    (forged, or stale: the exporter made a new pool) is refused, and the receiver's import
+    of the real pool, with a View on it, goes on serving."""
+    import copy
+    view = exportable(np.full(4, 3, np.uint8))
+    good = view.share()
+    forged = copy.copy(good)
+    forged.pool += 1
+    with spawn.Pool(1) as pool:
+        answers = pool.apply(ipc_children.open_each, ([good, forged, view.share()],))
+    assert answers[0] == 3 and answers[2] == 3, answers
+    assert answers[1].startswith("BufferError: from_shared: the handle names the exporter's "
+                                 f"pool {good.pool + 1}, which it no longer has"), answers
+
+
 def test_read_only_and_writable_shares_of_one_block_map_it_once(spawn):
     """A receiver maps a pool block once, whichever shares name it (CUDA imports a block
     once per process), and imports its exporter's pool once."""

@@ -3111,9 +3111,11 @@ static unsigned char *ipc_pool_block(struct CUmemPoolHandle_st *pool, allocation
 static void ipc_pool_record(const allocation *a) {
     if (!a->pool_mapped || !a->pool || !a->pool->ipc || a->pool->imported) return;
     struct ipc_pool_record *record = &a->pool->ipc->records[a->pool_record];
-    __atomic_store_n(&record->generation,
-                     a->pool_state == POOL_FREE ? 0 : (uint64_t)a->generation, __ATOMIC_RELEASE);
-    if (a->pool_state != POOL_FREE) return;
+    uint64_t now = a->pool_state == POOL_FREE ? 0 : (uint64_t)a->generation;
+    uint64_t before = __atomic_exchange_n(&record->generation, now, __ATOMIC_ACQ_REL);
+    /* the block's generation imported so far ends: freed, or reused by the stream that
+     * freed it before its free ran (never passing through "free") */
+    if (before == now || before == 0) return;
     /* "The imported memory must be freed from all importing processes before being freed in
      * the exporting process": a live process that still has it imported is a violation
      * (counted: pool_frees_before_importers); a dead one's import went with it. */

@@ -271,14 +271,14 @@ class CudaIpcFloor:
             return None
         return self.memory.allocate_shareable(ordinal, pool, nbytes, stream), serial
 
-    def pool_descriptor(self, ordinal: int) -> int:
-        """A duplicate of the descriptor of device ``ordinal``'s sharing pool, the caller's
-        to close (the pool's own stays open until the pool goes)."""
+    def pool_descriptor(self, ordinal: int) -> tuple[int, int]:
+        """(a duplicate of the descriptor of device ``ordinal``'s sharing pool, the caller's
+        to close — the pool's own stays open until the pool goes —, the pool's serial)."""
         with self._ipc_lock:
-            _, descriptor, _ = self._sharing_pools.get(ordinal, (None, None, 0))
+            _, descriptor, serial = self._sharing_pools.get(ordinal, (None, None, 0))
             if descriptor is None:
                 raise BufferError(f"share: device {ordinal} has no sharing pool")
-            return os.dup(descriptor)
+            return os.dup(descriptor), serial
 
     def export_pool_block(self, ordinal: int, pointer: int) -> bytes | None:
         """What another process imports block ``pointer`` (the start of a block of a pool

@@ -107,8 +107,9 @@ class CudaSharedHandle:
         "item": "The element type as DLPack's (code, bits, lanes, padded).",
         "shape": "The View's shape.",
         "strides": "Byte strides.",
-        "readonly": "Whether receivers get a read-only View (for \"cuda-pool\", a read-only "
-                    "mapping where the driver grants one; for \"cuda-ipc\", flagged only).",
+        "readonly": "Whether receivers get a read-only View (for \"cuda-pool\", read-only in "
+                    "the driver too while every share a receiver opened from that pool is "
+                    "read-only; for \"cuda-ipc\", flagged only).",
         "device": "The device's UUID (16 bytes).",
         "machine": "The exporter's machine (its boot id).",
         "pid": "The exporting process.",
@@ -339,10 +340,10 @@ def empty_device(shape, dtype, ordinal: int, nbytes: int):
     return view
 
 
-def _descriptor_for(token: str, pid: int) -> int:
-    """The sharing pool's descriptor for process ``pid``, asking for export ``token`` (the
-    descriptor server's question, ``gpu.ipc_pool``): only for an open export of a pool
-    block that ``pid`` holds a lease of."""
+def _descriptor_for(token: str, pid: int) -> tuple[int, int]:
+    """(the sharing pool's descriptor, its serial) for process ``pid``, asking for export
+    ``token`` (the descriptor server's question, ``gpu.ipc_pool``): only for an open export
+    of a pool block that ``pid`` holds a lease of."""
     from arrayport.gpu import cuda
     with _exports_lock:
         export = _exports.get(token)
@@ -426,28 +427,38 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
 # ---- the receiver ---------------------------------------------------------------------------
 
 class _Mapping:
-    """This process's mapping of one export: the owner of every View opened from it. When
+    """This process's mapping of some memory: the owner of every View opened from it. When
     the last of them goes, the closer thread unmaps it after every device's work so far
     (work still queued may read it; a mapping closed under it is undefined behaviour) and
-    gives the lease back: the finalizer that notices never waits on the host."""
+    gives its leases back: the weakref callback that notices never waits on the host. (A
+    callback, not ``__del__``: a weak reference still answers during ``__del__``, and an
+    open on another thread could take the mapping back then.)"""
 
-    __slots__ = ("pointer", "ordinal", "leases", "size", "pid", "pool", "key", "__weakref__")
+    __slots__ = ("pointer", "ordinal", "leases", "size", "__weakref__")
 
-    def __init__(self, pointer: int, ordinal: int, size: int, pool: tuple | None):
+    def __init__(self, pointer: int, ordinal: int, size: int):
         self.pointer, self.ordinal, self.size = pointer, ordinal, size
-        self.key: tuple = ()    # its key in ``_mappings``
         self.leases: dict[str, tuple[int, int]] = {}   # the exports it was opened for
-        self.pool = pool        # a pool block's import (``gpu.ipc_pool``), or None: CUDA IPC
-        self.pid = os.getpid()
 
-    def __del__(self):
-        if self.pid != os.getpid():   # a fork's child: the parent's mapping, not its own
-            return
-        closed = _closed_events[self.key] = threading.Event()   # set once unmapped
-        _closing.append((self.pointer, self.ordinal, tuple(self.leases.values()), self.pool,
-                         self.key, closed))
-        with _closer_wakes:
-            _closer_wakes.notify()
+
+def _register(mapping: _Mapping, key: tuple, pool: tuple | None) -> None:
+    """``mapping`` known under ``key`` (caller holds ``_mappings_lock``); an event, unset
+    until it is unmapped, under the same key from now on (``_closed_events``), so that an
+    open of the same memory after its last View went waits for the unmapping; the close
+    queued when it goes (``pool``: a pool block's import, ``gpu.ipc_pool``, or None: CUDA
+    IPC)."""
+    closed = _closed_events[key] = threading.Event()
+    _mappings[key] = mapping
+    weakref.finalize(mapping, _mapping_gone, mapping.pointer, mapping.ordinal, mapping.leases,
+                     pool, key, closed, os.getpid())
+
+
+def _mapping_gone(pointer, ordinal, leases, pool, key, closed, pid) -> None:
+    if pid != os.getpid():   # a fork's child: the parent's mapping, not its own
+        return
+    _closing.append((pointer, ordinal, tuple(leases.values()), pool, key, closed))
+    with _closer_wakes:
+        _closer_wakes.notify()
 
 
 # Mappings whose last View went: (pointer, device, leases, a pool block's import or None, its
@@ -495,12 +506,16 @@ def _close_mappings() -> int:
         except Exception:
             _retry.append(item)      # looked at again later; its leases kept meanwhile
             continue
-        if pool is not None:
-            ipc_pool.release_pool(driver, pool)
+        try:                         # unmapped: whatever fails next, the rest goes on
+            if pool is not None:
+                ipc_pool.release_pool(driver, pool)
+        except Exception:
+            pass
         for lease in leases:
-            ipc_lease.give_back(*lease)
-        if _closed_events.get(key) is closed_event:
-            del _closed_events[key]
+            ipc_lease.give_back(*lease)   # never raises (its errors are the lease's end)
+        with _mappings_lock:
+            if _closed_events.get(key) is closed_event:
+                del _closed_events[key]
         closed_event.set()
         closed += 1
     return closed
@@ -656,24 +671,7 @@ def open_device(handle):
     # each of them.
     key = ((handle.pid, handle.socket, handle.pool, handle.memory)
            if handle.kind == "cuda-pool" else (handle.pid, handle.token))
-    with _mappings_lock:
-        mapping = _mappings.get(key)
-        waiting = _closed_events.get(key) if mapping is None else None
-        if waiting is not None and not waiting.wait(_CLOSE_WAIT_SECONDS):
-            raise BufferError("from_shared: this process's last mapping of that memory could "
-                              "not be closed (a device's work could not be waited for)")
-        if mapping is None or handle.token not in mapping.leases:
-            lease = ipc_lease.take(handle.pid, handle.lease, bytes.fromhex(handle.token))
-            if mapping is None:
-                try:
-                    mapping = _map(driver, handle, ordinal)
-                except BaseException:
-                    ipc_lease.give_back(*lease)
-                    raise
-                mapping.key = key
-                _mappings[key] = mapping
-                _start_closer()
-            mapping.leases[handle.token] = lease
+    mapping = _mapping_for(driver, handle, ordinal, key)
     _within(handle, mapping.size)
     stream = driver.wait_for_exporter(ordinal, handle.event)
     received = _core.view_from_pointer(mapping.pointer + handle.offset, handle.shape,
@@ -683,12 +681,41 @@ def open_device(handle):
     return received
 
 
-def _map(driver, handle, ordinal: int) -> _Mapping:
-    """The memory ``handle`` names, mapped here on device ``ordinal`` (no lease yet): a pool
-    block imported from its exporter's pool (``gpu.ipc_pool``), or a CUDA IPC allocation."""
+def _mapping_for(driver, handle, ordinal: int, key: tuple) -> _Mapping:
+    """This process's mapping of the memory ``handle`` names (``key``), with a lease of the
+    handle's export: the live one, or a new one — after the unmapping of the last one, where
+    that is under way (waited for without ``_mappings_lock``)."""
+    while True:
+        with _mappings_lock:
+            mapping = _mappings.get(key)
+            closing = _closed_events.get(key) if mapping is None else None
+            if closing is None or closing.is_set():
+                if mapping is None or handle.token not in mapping.leases:
+                    lease = ipc_lease.take(handle.pid, handle.lease,
+                                           bytes.fromhex(handle.token))
+                    if mapping is None:
+                        try:
+                            mapping = _map(driver, handle, ordinal, key)
+                        except BaseException:
+                            ipc_lease.give_back(*lease)
+                            raise
+                        _start_closer()
+                    mapping.leases[handle.token] = lease
+                return mapping
+        if not closing.wait(_CLOSE_WAIT_SECONDS):
+            raise BufferError("from_shared: this process's last mapping of that memory could "
+                              "not be closed (a device's work could not be waited for)")
+
+
+def _map(driver, handle, ordinal: int, key: tuple) -> _Mapping:
+    """The memory ``handle`` names, mapped here on device ``ordinal`` and registered under
+    ``key`` (no lease yet; caller holds ``_mappings_lock``): a pool block imported from its
+    exporter's pool (``gpu.ipc_pool``), or a CUDA IPC allocation."""
     if handle.kind != "cuda-pool":
         pointer, size = driver.open_allocation(ordinal, handle.memory)
-        return _Mapping(pointer, ordinal, size, None)
+        mapping = _Mapping(pointer, ordinal, size)
+        _register(mapping, key, None)
+        return mapping
     pool_key, pool, _ = ipc_pool.acquire_pool(driver, handle.socket, handle.pool, handle.pid,
                                               handle.token, ordinal, handle.readonly)
     try:
@@ -697,11 +724,13 @@ def _map(driver, handle, ordinal: int) -> _Mapping:
         ipc_pool.release_pool(driver, pool_key)
         raise
     try:
-        return _Mapping(pointer, ordinal, driver.allocation_bytes(ordinal, pointer), pool_key)
+        mapping = _Mapping(pointer, ordinal, driver.allocation_bytes(ordinal, pointer))
     except BaseException:
         driver.free_imported(ordinal, pointer)
         ipc_pool.release_pool(driver, pool_key)
         raise
+    _register(mapping, key, pool_key)
+    return mapping
 
 
 def _dtype(item):

@@ -35,6 +35,7 @@ import secrets
 import socket
 import struct
 import threading
+import time
 
 __all__ = ["serve", "socket_name", "fetch_descriptor", "acquire_pool", "release_pool",
            "imports"]
@@ -42,7 +43,8 @@ __all__ = ["serve", "socket_name", "fetch_descriptor", "acquire_pool", "release_
 _CREDENTIALS = struct.Struct("=iII")     # struct ucred: pid, uid, gid
 _REQUEST_SECONDS = 1.0                   # what a request may take the server
 _ANSWER_SECONDS = 5.0                    # what the receiver waits for an answer
-_ANSWERING_AT_ONCE = 16                  # requests answered at once; more are refused
+_ANSWERING_AT_ONCE = 64                  # requests answered at once; more are closed
+_ATTEMPTS = 5                            # a receiver asks a busy server this often
 _OK = b"ok"
 
 _server: "_DescriptorServer | None" = None
@@ -77,8 +79,12 @@ class _DescriptorServer:
             if not self.answering.acquire(blocking=False):
                 connection.close()            # too many at once: the asker tries again
                 continue
-            threading.Thread(target=self._answer_once, args=(connection,), daemon=True,
-                             name="arrayport-ipc-descriptor").start()
+            try:
+                threading.Thread(target=self._answer_once, args=(connection,), daemon=True,
+                                 name="arrayport-ipc-descriptor").start()
+            except Exception:                 # no thread to be had: this asker tries again
+                self.answering.release()
+                connection.close()
 
     def _answer_once(self, connection) -> None:
         try:
@@ -98,20 +104,21 @@ class _DescriptorServer:
             return
         token = connection.recv(64).decode("ascii", "replace").strip()
         try:
-            descriptor = self.lookup(token, pid)   # a duplicate: closed once sent
+            descriptor, serial = self.lookup(token, pid)   # a duplicate: closed once sent
         except Exception as refusal:               # noqa: BLE001 — said to the asker
             connection.sendall(f"refused: {refusal}".encode())
             return
-        try:
-            socket.send_fds(connection, [_OK], [descriptor])
+        try:    # the pool's serial with it: the asker knows which pool it was given
+            socket.send_fds(connection, [_OK + b" %d" % serial], [descriptor])
         finally:
             os.close(descriptor)
 
 
 def serve(lookup) -> str:
-    """This process's descriptor server, started once (``lookup(token, pid)``: a duplicate
+    """This process's descriptor server, started once (``lookup(token, pid)``: (a duplicate
     of the descriptor to hand process ``pid`` for the export ``token``, which the server
-    closes once sent, or BufferError saying why not); its socket's name."""
+    closes once sent; the pool's serial), or BufferError saying why not); its socket's
+    name."""
     global _server
     with _server_lock:
         if _server is None or _server.pid != os.getpid() or not _server.thread.is_alive():
@@ -125,14 +132,36 @@ def socket_name() -> str | None:
     return server.name if server is not None and server.pid == os.getpid() else None
 
 
-def fetch_descriptor(name: str, token: str, pid: int) -> int:
-    """The pool descriptor exporter ``name`` (process ``pid``, this user's: checked, so that
-    no other process answering under that name hands over memory of its own) hands this
-    process for export ``token`` — the caller's to close; BufferError with the exporter's
-    reason where it refuses."""
+def fetch_descriptor(name: str, token: str, pid: int) -> tuple[int, int]:
+    """(the pool descriptor exporter ``name`` — process ``pid``, this user's: checked, so
+    that no other process answering under that name hands over memory of its own — hands
+    this process for export ``token``, the caller's to close; that pool's serial).
+    BufferError with the exporter's reason where it refuses; a server too busy to answer is
+    asked again, a few times."""
     if not name.startswith(f"arrayport-{pid}-"):
         raise BufferError(f"from_shared: the handle's descriptor server {name!r} is not "
                           f"process {pid}'s")
+    for attempt in range(_ATTEMPTS):
+        message, descriptors = _ask(name, token, pid)
+        if message or descriptors:
+            break
+        time.sleep(0.05 * (attempt + 1))    # closed unanswered: busy, asked again
+    if not message.startswith(_OK + b" ") or len(descriptors) != 1:
+        for descriptor in descriptors:
+            os.close(descriptor)
+        reason = message.decode("utf-8", "replace") or "did not answer (too busy?)"
+        raise BufferError(f"from_shared: the exporting process {reason}")
+    try:
+        return descriptors[0], int(message[len(_OK) + 1:])
+    except ValueError:
+        os.close(descriptors[0])
+        raise BufferError("from_shared: the exporting process answered with no pool "
+                          "serial") from None
+
+
+def _ask(name: str, token: str, pid: int) -> tuple[bytes, list[int]]:
+    """One request to exporter ``name``'s server: its answer and the descriptors that came
+    with it."""
     asker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     asker.settimeout(_ANSWER_SECONDS)
     try:
@@ -146,15 +175,10 @@ def fetch_descriptor(name: str, token: str, pid: int) -> int:
             asker.sendall(token.encode("ascii") + b"\n")
             message, descriptors, _, _ = socket.recv_fds(asker, 256, 1,
                                                          socket.MSG_CMSG_CLOEXEC)
+            return message, descriptors
     except OSError as error:
         raise BufferError(f"from_shared: the exporting process's descriptor server cannot "
-                          f"be reached (gone, or busy?): {error.strerror or error}") from None
-    if message != _OK or len(descriptors) != 1:
-        for descriptor in descriptors:
-            os.close(descriptor)
-        reason = message.decode("utf-8", "replace") or "no answer"
-        raise BufferError(f"from_shared: the exporting process {reason}")
-    return descriptors[0]
+                          f"be reached (gone?): {error.strerror or error}") from None
 
 
 # ---- the receiver's imported pools ----------------------------------------------------------
@@ -187,8 +211,11 @@ def acquire_pool(driver, name: str, serial: int, pid: int, token: str, ordinal: 
     with _imported_lock:
         made = _imported.get(key)
         if made is None:
-            descriptor = fetch_descriptor(name, token, pid)
+            descriptor, given = fetch_descriptor(name, token, pid)
             try:
+                if given != serial:    # the exporter's pool now is another than the handle's
+                    raise BufferError(f"from_shared: the handle names the exporter's pool "
+                                      f"{serial}, which it no longer has (its pool is {given})")
                 pool = driver.import_pool(ordinal, descriptor)
             finally:
                 os.close(descriptor)
@@ -198,21 +225,49 @@ def acquire_pool(driver, name: str, serial: int, pid: int, token: str, ordinal: 
                 driver.drop_imported_pool(pool)
                 raise
             _imported[key] = made
-            _drop_stale(driver, name, ordinal)
         elif made.readonly and not readonly:
             made.readonly = driver.grant_pool_access(ordinal, made.pool, False)
         made.users += 1
+        _drop_stale(driver, name, ordinal)     # after counting this one: never dropped here
         return key, made.pool, made.readonly and readonly
 
 
 def release_pool(driver, key: tuple) -> None:
     """One mapping fewer of the import ``key`` (its block freed); an import of an older
-    pool of the same exporter goes with its last mapping."""
+    pool of the same exporter, or of an exporter that has ended, goes with its last
+    mapping."""
     with _imported_lock:
         made = _imported.get(key)
-        if made is not None:
-            made.users -= 1
-            _drop_stale(driver, key[0], key[2])
+        if made is None:
+            return
+        made.users -= 1
+        if made.users <= 0 and not _alive(_exporter_pid(key[0])):
+            del _imported[key]
+            try:
+                driver.drop_imported_pool(made.pool)
+            except Exception:   # the driver closed meanwhile: it went with it
+                pass
+        _drop_stale(driver, key[0], key[2])
+
+
+def _exporter_pid(name: str) -> int:
+    """The process a descriptor server's ``name`` belongs to (``arrayport-<pid>-…``)."""
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _drop_stale(driver, name: str, ordinal: int) -> None:

@@ -512,7 +512,7 @@ class VendorDriver(FloorServed):
     def allocate_shareable(self, ordinal: int, nbytes: int, stream: int):
         raise self._no_sharing()
 
-    def pool_descriptor(self, ordinal: int) -> int:
+    def pool_descriptor(self, ordinal: int) -> tuple[int, int]:
         raise self._no_sharing()
 
     def drop_sharing_pools(self, busy: set[int]) -> int:
