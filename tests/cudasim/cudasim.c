@@ -3234,27 +3234,25 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *poo
         close(fd);
         return CUDA_ERROR_INVALID_VALUE;   /* not a pool's, destroyed, or this process's own */
     }
-    pthread_mutex_lock(&lock);               /* imported here already: the same pool */
-    for (struct CUmemPoolHandle_st *q = created_pools; q; q = q->next)
-        if (q->imported && q->ipc && !memcmp(q->ipc->nonce, shared->nonce, sizeof shared->nonce)) {
-            pthread_mutex_unlock(&lock);
-            munmap(shared, head);
-            close(fd);
-            *pool_out = q;
-            return CUDA_SUCCESS;
-        }
+    pthread_mutex_lock(&lock);     /* looked for and made under one hold: one pool, whatever
+                                      threads import it at once */
+    struct CUmemPoolHandle_st *p = created_pools;
+    while (p && !(p->imported && p->ipc && !memcmp(p->ipc->nonce, shared->nonce,
+                                                   sizeof shared->nonce)))
+        p = p->next;
+    int found = p != NULL;             /* imported here already: the same pool */
+    if (!found && (p = calloc(1, sizeof *p)) != NULL) {
+        p->device = shared->device;    /* every device's access: none until granted */
+        p->created = p->imported = 1;
+        p->handle_types = type;
+        p->ipc = shared;
+        p->ipc_fd = fd;
+        p->next = created_pools;
+        created_pools = p;
+    }
     pthread_mutex_unlock(&lock);
-    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
-    if (!p) { munmap(shared, head); close(fd); return CUDA_ERROR_OUT_OF_MEMORY; }
-    p->device = shared->device;            /* every device's access: none until granted */
-    p->created = p->imported = 1;
-    p->handle_types = type;
-    p->ipc = shared;
-    p->ipc_fd = fd;
-    pthread_mutex_lock(&lock);
-    p->next = created_pools;
-    created_pools = p;
-    pthread_mutex_unlock(&lock);
+    if (found || !p) { munmap(shared, head); close(fd); }
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     *pool_out = p;
     return CUDA_SUCCESS;
 }
@@ -3336,6 +3334,16 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemor
     a->ipc_pid = shared->pid;
     a->ipc_serial = wire.generation;
     pthread_mutex_lock(&lock);
+    /* imported meanwhile by another thread (the check above let go of the lock): once only */
+    for (allocation *b = allocations; b; b = b->next)
+        if (b->import_pool == p && b->pool_record == a->pool_record &&
+            b->ipc_serial == a->ipc_serial) {
+            pthread_mutex_unlock(&lock);
+            munmap(bytes, mapped);
+            munmap(base, mapped);
+            free(a);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
     link_allocation(a);
     ipc_pool_importer(a, 1);
     pthread_mutex_unlock(&lock);
