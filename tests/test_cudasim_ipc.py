@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +21,8 @@ SUCCESS, INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE, NOT_READY = 0, 1, 201, 
 ILLEGAL_ADDRESS, PEER_UNSUPPORTED = 700, 217
 NON_BLOCKING, LAZY_ENABLE_PEER_ACCESS = 1, 1
 DISABLE_TIMING, INTERPROCESS = 2, 4
-from cuda_ipc import IpcHandle, child_prelude, declare, device_zero_current, handle, u64
+from cuda_ipc import (IpcHandle, child_prelude, declare, device_zero_current, handle,
+                      run_importer, u64)
 
 # The importer: a child process with the simulator loaded and device 0's primary context
 # current, the handles (hex) in sys.argv; what it found, as JSON on its last line.
@@ -40,16 +40,10 @@ def read(pointer, n):
 """
 
 
-def importer(body: str, *handles, stdin=None, timeout=60) -> subprocess.Popen | dict:
+def importer(body: str, *handles, stdin=None) -> subprocess.Popen | dict:
     """Run ``body`` in the importer; its ``found`` dict, or the process when it is to be
     talked to (``stdin=subprocess.PIPE``)."""
-    code = IMPORTER + textwrap.dedent(body) + "\nprint(json.dumps(found), flush=True)\n"
-    arguments = [sys.executable, "-c", code, *(bytes(h).hex() for h in handles)]
-    if stdin is not None:
-        return subprocess.Popen(arguments, stdin=stdin, stdout=subprocess.PIPE, text=True)
-    child = subprocess.run(arguments, capture_output=True, text=True, timeout=timeout)
-    assert child.returncode == 0, child.stderr
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    return run_importer(IMPORTER, body, [bytes(h).hex() for h in handles], stdin)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ child's own)."""
 import ctypes
 import json
 import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +19,7 @@ PATH = cudasim.library()
 pytestmark = pytest.mark.skipif(PATH is None, reason=cudasim.unavailable())
 
 from cuda_ipc import (AccessDesc, Location, PointerExport, PoolProps, child_prelude, declare,
-                      device_zero_current, handle, u64)
+                      device_zero_current, handle, run_importer, u64)
 
 SUCCESS, INVALID_VALUE, NOT_SUPPORTED, ILLEGAL_ADDRESS = 0, 1, 801, 700
 POSIX_FD, FABRIC, NON_BLOCKING = 1, 8, 1
@@ -55,15 +52,8 @@ def read(pointer, n):
 def importer(body: str, descriptor: int, data: PointerExport, stdin=None):
     """Run ``body`` in the importer, handing it ``descriptor``; its ``found`` dict, or the
     process when it is to be talked to (``stdin=subprocess.PIPE``)."""
-    code = IMPORTER + textwrap.dedent(body) + "\nprint(json.dumps(found), flush=True)\n"
-    arguments = [sys.executable, "-c", code, str(descriptor), bytes(data).hex()]
-    if stdin is not None:
-        return subprocess.Popen(arguments, stdin=stdin, stdout=subprocess.PIPE, text=True,
-                                pass_fds=(descriptor,))
-    child = subprocess.run(arguments, capture_output=True, text=True, timeout=60,
-                           pass_fds=(descriptor,))
-    assert child.returncode == 0, child.stderr
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    return run_importer(IMPORTER, body, [str(descriptor), bytes(data).hex()], stdin,
+                        pass_fds=(descriptor,))
 
 
 @pytest.fixture(scope="module")

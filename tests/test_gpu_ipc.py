@@ -246,6 +246,19 @@ def test_a_pool_block_is_copied_once_on_the_gpu_into_memory_cuda_exports(spawn):
     assert values == host[::2, 1:].tolist()
 
 
+def test_a_view_on_the_second_device_crosses_on_that_device(spawn):
+    """Sharing picks the View's device: its sharing pool, its interprocess event, and the
+    receiver's device found by UUID."""
+    if cuda_driver.driver.device_count() < 2:
+        pytest.skip("one CUDA device: the second device's path needs two")
+    view = ap.view(np.arange(6, dtype=np.int32)).copy(device="cuda:1")
+    handle = view.share()
+    assert handle.kind == "cuda-pool"
+    with spawn.Pool(1) as pool:
+        values, readonly, device = pool.apply(ipc_children.read, (handle,))
+    assert (values, readonly, device) == (list(range(6)), False, "cuda:1")
+
+
 def test_a_read_only_view_cannot_be_shared_writable():
     handle = on_device(np.arange(3.0)).share(readonly=True)
     readonly = ap.View.from_shared(handle)
@@ -342,7 +355,8 @@ def test_a_handle_of_another_machine_is_refused_with_the_host_route():
 
 @pytest.mark.parametrize("field, value, error", [
     ("memory", b"short", ValueError), ("offset", -1, ValueError),
-    ("readonly", "yes", ValueError), ("lease", None, ValueError)])
+    ("readonly", "yes", ValueError), ("lease", None, ValueError), ("pool", 0, ValueError),
+    ("pool", "1", ValueError), ("socket", "", ValueError), ("socket", "../x y", ValueError)])
 def test_a_malformed_handle_is_refused(field, value, error):
     handle = on_device(np.arange(4.0)).share()
     good = getattr(handle, field)

@@ -4,6 +4,10 @@ tests (tests/test_cudasim_ipc.py), in the test process and in the child processe
 
 import contextlib
 import ctypes
+import json
+import subprocess
+import sys
+import textwrap
 
 u64, handle = ctypes.c_uint64, ctypes.c_void_p
 
@@ -110,3 +114,18 @@ context = handle()
 cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0)
 cuda.cuCtxPushCurrent_v2(context)
 """
+
+
+def run_importer(prelude: str, body: str, arguments: list, stdin=None, pass_fds=()):
+    """Run ``prelude`` then ``body`` in a child process with ``arguments``; its ``found``
+    dict (printed as JSON on its last line), or the process when it is to be talked to
+    (``stdin=subprocess.PIPE``)."""
+    code = prelude + textwrap.dedent(body) + "\nprint(json.dumps(found), flush=True)\n"
+    command = [sys.executable, "-c", code, *arguments]
+    if stdin is not None:
+        return subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, text=True,
+                                pass_fds=pass_fds)
+    child = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                           pass_fds=pass_fds)
+    assert child.returncode == 0, child.stderr
+    return json.loads(child.stdout.strip().splitlines()[-1])
