@@ -230,3 +230,20 @@ def test_a_cai_import_of_hip_memory_asks_no_python_of_arrayport(streams):
         del view
     producer.synchronize()
     array.free()
+
+
+def test_a_rocm_view_is_not_shared_with_other_processes_and_says_the_host_route():
+    """HIP device memory has no sharing route yet (gpu.vendor's refusal): share() and
+    pickling under "share" refuse with a BufferError naming the host route; empty_shared
+    on a ROCm device is refused too. Nothing is kept."""
+    import pickle
+    view = ap.view(VALUES).copy(device="rocm:0")
+    with pytest.raises(BufferError, match=r"cannot be shared with other processes yet.*"
+                                          r"copy\(device='cpu'\)\.share\(\)"):
+        view.share()
+    with ap.device_pickling("share"), pytest.raises(BufferError, match="other processes"):
+        pickle.dumps(view)
+    with pytest.raises(ValueError, match="empty_shared: device must be 'cpu' or 'cuda:N'"):
+        ap.empty_shared((2,), "float32", device="rocm:0")
+    from arrayport.gpu import ipc
+    assert ipc.live_exports() == 0
