@@ -221,6 +221,28 @@ def test_read_only_and_writable_shares_of_one_block_map_it_once(spawn):
                      "values": [list(range(8)), list(range(8)), list(range(2, 8))]}
 
 
+def test_shares_opened_at_once_on_many_threads_import_the_pool_and_each_block_once(spawn):
+    """Threads of a receiver opening shares of one exporter's pool at once: the pool is
+    imported once, each block once (CUDA refuses a block's second import in a process),
+    whichever thread gets there first; every View reads its own block."""
+    views = [exportable(np.full(4, value, np.uint8)) for value in (1, 2, 3)]
+    handles = [view.share(readonly=readonly) for view in views for readonly in (True, False)]
+    with spawn.Pool(1) as pool:
+        found = pool.apply(ipc_children.open_at_once, (handles,))
+    assert found == {"import_pool": 1, "import_pool_block": 3, "pointers": 3,
+                     "firsts": [1, 1, 2, 2, 3, 3]}
+
+
+def test_a_slow_exporter_holds_up_no_open_of_other_memory(spawn):
+    """A receiver waiting for one exporter's answer (its pool's descriptor) opens other
+    memory meanwhile: the slow work of an open is done per memory, not under one lock."""
+    slow = exportable(np.full(4, 6, np.uint8)).share()
+    quick = cumemalloc_view(np.full(4, 9, np.uint8)).share()
+    with spawn.Pool(1) as pool:
+        found = pool.apply(ipc_children.open_beside_a_slow_exporter, (slow, quick))
+    assert found == {"while the slow one waited": True, "slow": 6, "quick": 9}
+
+
 def test_a_strided_view_crosses_as_the_same_memory_with_its_strides(spawn):
     host = np.arange(48, dtype=np.float32).reshape(6, 8)
     whole = exportable(host)

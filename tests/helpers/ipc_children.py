@@ -109,3 +109,77 @@ def unpickle_and_read(data: bytes):
     """A pickle of a device View made under ``device_pickling("share")``, loaded here."""
     import pickle
     return read_view(pickle.loads(data))
+
+
+def _counting(driver, name: str, counts: dict) -> None:
+    """``driver.<name>`` counted in ``counts[name]`` from now on (this process's driver)."""
+    call = getattr(driver, name)
+
+    def counted(*arguments):
+        counts[name] = counts.get(name, 0) + 1
+        return call(*arguments)
+    setattr(driver, name, counted)
+
+
+def open_at_once(handles) -> dict:
+    """Open every handle on a thread of its own, all let go at once: the pool imports and
+    block imports the driver was asked for, the distinct base pointers mapped, and each
+    View's first element (or the errors raised)."""
+    import threading
+
+    import arrayport as ap
+    from arrayport.gpu import cuda
+    counts: dict = {}
+    for name in ("import_pool", "import_pool_block"):
+        _counting(cuda.driver, name, counts)
+    start = threading.Barrier(len(handles))
+    received = [None] * len(handles)
+
+    def open_one(index):
+        start.wait(30)
+        try:
+            received[index] = ap.View.from_shared(handles[index])
+        except Exception as error:   # noqa: BLE001 — the answer
+            errors.append(f"{type(error).__name__}: {error}")
+    errors: list = []
+    threads = [threading.Thread(target=open_one, args=(index,)) for index in range(len(handles))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    if errors:
+        return {"errors": errors}
+    return {**counts, "pointers": len({view.ptr - handle.offset
+                                       for view, handle in zip(received, handles)}),
+            "firsts": [int(np.asarray(view[:1].copy(device="cpu"))[0]) for view in received]}
+
+
+def open_beside_a_slow_exporter(slow, quick) -> dict:
+    """Open ``slow`` on a thread whose exporter answers for the pool's descriptor only after
+    ``quick`` was opened on this one (or after 5 s): whether ``quick`` was opened while
+    ``slow`` still waited for its exporter, and each View's first element."""
+    import threading
+
+    import arrayport as ap
+    from arrayport.gpu import ipc_pool
+    asking, quick_opened, answered = threading.Event(), threading.Event(), threading.Event()
+    fetch, firsts = ipc_pool.fetch_descriptor, {}
+
+    def slow_exporter(*arguments):
+        asking.set()
+        quick_opened.wait(5)
+        answered.set()
+        return fetch(*arguments)
+    ipc_pool.fetch_descriptor = slow_exporter
+
+    def open_slow():
+        firsts["slow"] = int(np.asarray(ap.View.from_shared(slow)[:1].copy(device="cpu"))[0])
+    thread = threading.Thread(target=open_slow)
+    thread.start()
+    asking.wait(30)
+    received = ap.View.from_shared(quick)
+    while_waiting = not answered.is_set()
+    quick_opened.set()
+    thread.join(60)
+    firsts["quick"] = int(np.asarray(received[:1].copy(device="cpu"))[0])
+    return {"while the slow one waited": while_waiting, **firsts}

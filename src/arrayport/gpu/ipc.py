@@ -65,7 +65,7 @@ import time
 import weakref
 
 from arrayport import _core
-from arrayport.gpu import ipc_lease, ipc_pool
+from arrayport.gpu import ipc_lease, ipc_pool, turns
 
 __all__ = ["CudaSharedHandle", "share_device", "open_device", "empty_device", "reap",
            "live_exports", "kept"]
@@ -472,6 +472,7 @@ _closer: threading.Thread | None = None
 _mappings: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 _mappings_lock = threading.Lock()
 _closed_events: dict[tuple, threading.Event] = {}
+_turns = turns.Turns()          # the keys being mapped, each by one thread
 _CLOSE_WAIT_SECONDS = 30.0
 
 
@@ -558,6 +559,7 @@ def _forget_after_fork() -> None:
     _sharing_blocks.clear()
     _closing.clear()
     _retry.clear()
+    _turns.clear()
     _closed_events.clear()
     _mappings.clear()
     _reaper = None
@@ -684,38 +686,61 @@ def open_device(handle):
 def _mapping_for(driver, handle, ordinal: int, key: tuple) -> _Mapping:
     """This process's mapping of the memory ``handle`` names (``key``), with a lease of the
     handle's export: the live one, or a new one — after the unmapping of the last one, where
-    that is under way (waited for without ``_mappings_lock``)."""
+    that is under way. The slow work (taking a lease: a ``flock`` another process may hold;
+    mapping: a descriptor asked of the exporter, driver calls) is done by one thread per
+    key, without ``_mappings_lock`` (``gpu.turns``): a slow exporter holds up no open of
+    other memory."""
     while True:
         with _mappings_lock:
             mapping = _mappings.get(key)
-            closing = _closed_events.get(key) if mapping is None else None
-            if closing is None or closing.is_set():
-                if mapping is None or handle.token not in mapping.leases:
-                    lease = ipc_lease.take(handle.pid, handle.lease,
-                                           bytes.fromhex(handle.token))
-                    if mapping is None:
-                        try:
-                            mapping = _map(driver, handle, ordinal, key)
-                        except BaseException:
-                            ipc_lease.give_back(*lease)
-                            raise
-                        _start_closer()
-                    mapping.leases[handle.token] = lease
+            if mapping is not None and handle.token in mapping.leases:
                 return mapping
-        if not closing.wait(_CLOSE_WAIT_SECONDS):
-            raise BufferError("from_shared: this process's last mapping of that memory could "
-                              "not be closed (a device's work could not be waited for)")
+            closing = _closed_events.get(key) if mapping is None else None
+            if closing is not None and not closing.is_set():
+                turn = None
+            else:
+                turn, closing = _turns.take(key), None
+        if closing is not None:
+            if not closing.wait(_CLOSE_WAIT_SECONDS):
+                raise BufferError("from_shared: this process's last mapping of that memory "
+                                  "could not be closed (a device's work could not be waited "
+                                  "for)")
+        elif turn is not None:
+            turn.wait()
+        else:
+            try:
+                return _lease_and_map(driver, handle, ordinal, key, mapping)
+            finally:
+                with _mappings_lock:
+                    _turns.end(key)
 
 
-def _map(driver, handle, ordinal: int, key: tuple) -> _Mapping:
-    """The memory ``handle`` names, mapped here on device ``ordinal`` and registered under
-    ``key`` (no lease yet; caller holds ``_mappings_lock``): a pool block imported from its
-    exporter's pool (``gpu.ipc_pool``), or a CUDA IPC allocation."""
+def _lease_and_map(driver, handle, ordinal: int, key: tuple, mapping) -> _Mapping:
+    """``_mapping_for``'s turn for ``key``: a lease of the handle's export, added to
+    ``mapping`` (live) or to a new mapping of the memory, registered under ``key``."""
+    lease = ipc_lease.take(handle.pid, handle.lease, bytes.fromhex(handle.token))
+    fresh = mapping is None
+    try:
+        if fresh:
+            mapping, pool = _map(driver, handle, ordinal)
+    except BaseException:
+        ipc_lease.give_back(*lease)
+        raise
+    with _mappings_lock:
+        mapping.leases[handle.token] = lease
+        if fresh:
+            _register(mapping, key, pool)
+    _start_closer()
+    return mapping
+
+
+def _map(driver, handle, ordinal: int) -> tuple[_Mapping, tuple | None]:
+    """The memory ``handle`` names, mapped here on device ``ordinal`` (not registered, no
+    lease yet): a pool block imported from its exporter's pool (``gpu.ipc_pool``; with the
+    import's key), or a CUDA IPC allocation (None)."""
     if handle.kind != "cuda-pool":
         pointer, size = driver.open_allocation(ordinal, handle.memory)
-        mapping = _Mapping(pointer, ordinal, size)
-        _register(mapping, key, None)
-        return mapping
+        return _Mapping(pointer, ordinal, size), None
     pool_key, pool, _ = ipc_pool.acquire_pool(driver, handle.socket, handle.pool, handle.pid,
                                               handle.token, ordinal, handle.readonly)
     try:
@@ -724,13 +749,11 @@ def _map(driver, handle, ordinal: int, key: tuple) -> _Mapping:
         ipc_pool.release_pool(driver, pool_key)
         raise
     try:
-        mapping = _Mapping(pointer, ordinal, driver.allocation_bytes(ordinal, pointer))
+        return _Mapping(pointer, ordinal, driver.allocation_bytes(ordinal, pointer)), pool_key
     except BaseException:
         driver.free_imported(ordinal, pointer)
         ipc_pool.release_pool(driver, pool_key)
         raise
-    _register(mapping, key, pool_key)
-    return mapping
 
 
 def _dtype(item):

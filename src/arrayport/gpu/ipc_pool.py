@@ -37,6 +37,8 @@ import struct
 import threading
 import time
 
+from arrayport.gpu import turns
+
 __all__ = ["serve", "socket_name", "fetch_descriptor", "acquire_pool", "release_pool",
            "imports"]
 
@@ -196,6 +198,7 @@ class _Import:
 # (exporter's server, the exporter's pool serial, device) -> its import
 _imported: dict[tuple[str, int, int], _Import] = {}
 _imported_lock = threading.Lock()
+_turns = turns.Turns()     # the pools being imported, each by one thread
 
 
 def acquire_pool(driver, name: str, serial: int, pid: int, token: str, ordinal: int,
@@ -208,28 +211,52 @@ def acquire_pool(driver, name: str, serial: int, pid: int, token: str, ordinal: 
     read-write from the first writable one on (the driver's grant is the pool's, not a
     block's: read-only Views opened before are then read-only by their flag only)."""
     key = (name, serial, ordinal)
-    with _imported_lock:
-        made = _imported.get(key)
-        if made is None:
-            descriptor, given = fetch_descriptor(name, token, pid)
-            try:
-                if given != serial:    # the exporter's pool now is another than the handle's
-                    raise BufferError(f"from_shared: the handle names the exporter's pool "
-                                      f"{serial}, which it no longer has (its pool is {given})")
-                pool = driver.import_pool(ordinal, descriptor)
-            finally:
-                os.close(descriptor)
-            try:
-                made = _Import(pool, driver.grant_pool_access(ordinal, pool, readonly))
-            except BaseException:
-                driver.drop_imported_pool(pool)
-                raise
-            _imported[key] = made
-        elif made.readonly and not readonly:
-            made.readonly = driver.grant_pool_access(ordinal, made.pool, False)
-        made.users += 1
-        _drop_stale(driver, name, ordinal)     # after counting this one: never dropped here
-        return key, made.pool, made.readonly and readonly
+    while True:
+        with _imported_lock:
+            made = _imported.get(key)
+            if made is not None:
+                if made.readonly and not readonly:
+                    made.readonly = driver.grant_pool_access(ordinal, made.pool, False)
+                return key, made.pool, _count(driver, key, made, readonly)
+            turn = _turns.take(key)
+        if turn is not None:     # another thread imports it: looked at again once it has
+            turn.wait()
+            continue
+        try:                     # this thread's turn: the socket and the driver, unlocked
+            made = _import(driver, name, serial, pid, token, ordinal, readonly)
+            with _imported_lock:
+                _imported[key] = made
+                return key, made.pool, _count(driver, key, made, readonly)
+        finally:
+            with _imported_lock:
+                _turns.end(key)
+
+
+def _import(driver, name: str, serial: int, pid: int, token: str, ordinal: int,
+            readonly: bool) -> _Import:
+    """``acquire_pool``'s turn: the pool's descriptor asked for, the pool imported and its
+    device granted access (read-only where ``readonly``)."""
+    descriptor, given = fetch_descriptor(name, token, pid)
+    try:
+        if given != serial:    # the exporter's pool now is another than the handle's
+            raise BufferError(f"from_shared: the handle names the exporter's pool "
+                              f"{serial}, which it no longer has (its pool is {given})")
+        pool = driver.import_pool(ordinal, descriptor)
+    finally:
+        os.close(descriptor)
+    try:
+        return _Import(pool, driver.grant_pool_access(ordinal, pool, readonly))
+    except BaseException:
+        driver.drop_imported_pool(pool)
+        raise
+
+
+def _count(driver, key: tuple, made: _Import, readonly: bool) -> bool:
+    """One more mapping of ``made``; whether the driver keeps it read-only. Caller holds
+    ``_imported_lock``."""
+    made.users += 1
+    _drop_stale(driver, key[0], key[2])     # after counting this one: never dropped here
+    return made.readonly and readonly
 
 
 def release_pool(driver, key: tuple) -> None:
@@ -304,6 +331,7 @@ def _forget_after_fork() -> None:
         except OSError:
             pass
     _imported.clear()
+    _turns.clear()
 
 
 if hasattr(os, "register_at_fork"):
