@@ -164,6 +164,31 @@ def test_the_pools_descriptor_goes_only_to_a_holder_of_the_exports_lease():
     assert ended()
 
 
+def test_a_refusal_made_before_the_asker_spoke_still_reaches_it(monkeypatch):
+    """The server refuses another user's process before reading anything, and closes: an
+    asker whose request is written after that close (a broken pipe) still reads why."""
+    import socket
+    import types
+    from arrayport.gpu import ipc_pool
+
+    class LateAsker(socket.socket):
+        def sendall(self, data, *flags):
+            time.sleep(0.3)                      # the server has refused and closed by now
+            return super().sendall(data, *flags)
+    monkeypatch.setattr(ipc_pool, "socket", types.SimpleNamespace(**{
+        **vars(socket), "socket": LateAsker}))  # the asker's socket only: not the server's
+    handle = exportable(np.arange(4.0)).share()
+    server = ipc_pool._server
+    server.user += 1
+    try:
+        with pytest.raises(BufferError, match="refused: another user's process"):
+            ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
+    finally:
+        server.user -= 1
+    handle.revoke()
+    assert ended()
+
+
 def test_an_asker_that_says_nothing_holds_up_no_one():
     """The descriptor server answers each connection on its own: a connection that sends
     nothing (for up to a second, then dropped) does not delay the next asker's answer."""

@@ -174,7 +174,10 @@ def _ask(name: str, token: str, pid: int) -> tuple[bytes, list[int]]:
             if server_pid != pid or uid != os.geteuid():
                 raise BufferError(f"from_shared: the descriptor server {name!r} is process "
                                   f"{server_pid}'s, not the exporter's ({pid})")
-            asker.sendall(token.encode("ascii") + b"\n")
+            try:
+                asker.sendall(token.encode("ascii") + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass     # a server refusing before it reads has closed: its answer is here
             message, descriptors, _, _ = socket.recv_fds(asker, 256, 1,
                                                          socket.MSG_CMSG_CLOEXEC)
             return message, descriptors
