@@ -8,7 +8,8 @@ another die of SIGBUS):
 - a header: whether any receiver ever opened it, its state (open, revoked: no new opens,
   ended), and the export's token (a stale handle whose lease descriptor number now names
   another export is refused, not counted there);
-- one slot per receiving process: (pid, mappings of the export it holds).
+- one slot per receiving process: (pid, mappings of the export it holds, its start: a pid
+  and a start name one process, ``gpu.processes``).
 A receiver opens it through ``/proc/<exporter pid>/fd/<n>`` — only a process allowed to read
 the exporter's descriptors can — takes a slot when it maps the memory and gives it back
 after it has unmapped it.
@@ -18,9 +19,8 @@ which a receiver takes its slot, so that no open slips in between): once opened,
 live process holds it — at once, or after ``linger`` seconds without holders for an export
 an engine may open again (a pickle loaded twice, Ray's object store); never opened, after
 ``unopened_after`` seconds; revoked, when no live process holds it. A receiver that died
-holding it is found by its pid (``os.kill(pid, 0)``: no such process) and its slot cleared.
-A live process whose pid was reused by another is taken as a holder: the export then lasts
-until that process ends (pids are not reused while the system has others to give).
+holding it is found gone (``gpu.processes``: no process of its pid and start; a later process
+given its pid is not it) and its slot cleared.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ import struct
 import threading
 import time
 
+from arrayport.gpu import processes
+
 __all__ = ["Lease", "take", "give_back", "SLOTS"]
 
 OPEN, REVOKED, ENDED = 0, 1, 2
 _HEADER = struct.Struct("=ii16s")      # ever opened, state, the export's token
-_SLOT = struct.Struct("=ii")           # (pid, mappings held)
+_SLOT = struct.Struct("=iiQ")          # (pid, mappings held, its start)
 SLOTS = 128                            # receiving processes per export
 _SLOTS_AT = 32
 _BYTES = _SLOTS_AT + SLOTS * _SLOT.size
@@ -58,16 +60,6 @@ def _read(descriptor: int) -> bytes:
     if len(data) != _BYTES:
         raise BufferError("from_shared: the export's lease was altered (not a lease's size)")
     return data
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's process: alive
-        return True
-    return True
 
 
 class Lease:
@@ -115,13 +107,13 @@ class Lease:
         live = 0
         for slot in range(SLOTS):
             offset = _SLOTS_AT + slot * _SLOT.size
-            pid, count = _SLOT.unpack_from(data, offset)
+            pid, count, start = _SLOT.unpack_from(data, offset)
             if pid == 0:
                 continue
-            if count > 0 and _alive(pid):
+            if count > 0 and processes.alive(pid, start):
                 live += 1
             else:
-                os.pwrite(self.descriptor, _SLOT.pack(0, 0), offset)
+                os.pwrite(self.descriptor, _SLOT.pack(0, 0, 0), offset)
         now = time.monotonic()
         if live:
             self.last_held = now
@@ -150,8 +142,9 @@ class Lease:
                 return True
 
     def held_by(self, pid: int) -> bool:
-        """Whether process ``pid`` holds the export now (a slot with a mapping or more): the
-        test the exporter's descriptor server makes of who asks (``gpu.ipc_pool``). Read
+        """Whether process ``pid`` — the one running now, not an earlier one whose pid it was
+        given — holds the export now (a slot with a mapping or more): the test the
+        exporter's descriptor server makes of who asks (``gpu.ipc_pool``). Read
         without the lease's lock (a receiver holding it, stopped in a debugger, must not
         stall the server): a slot is written whole by one ``pwrite``."""
         with self.lock:
@@ -159,9 +152,9 @@ class Lease:
                 return False
             data = _read(self.descriptor)
         for slot in range(SLOTS):
-            taker, count = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
+            taker, count, start = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
             if taker == pid and count > 0:
-                return True
+                return processes.alive(pid, start)
         return False
 
     def revoke(self) -> None:
@@ -225,10 +218,12 @@ def _take_slot(descriptor: int, pid: int, token: bytes) -> int:
         if state != OPEN:
             raise BufferError(f"from_shared: process {pid} ended that export"
                               f"{' (revoked)' if state == REVOKED else ''}")
-        me, free = os.getpid(), None
+        (me, started), free = processes.me(), None
         for slot in range(SLOTS):
-            taker, count = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
+            taker, count, start = _SLOT.unpack_from(data, _SLOTS_AT + slot * _SLOT.size)
             if taker == me:
+                if start != started:   # an ended process's, whose pid this one was given
+                    count = 0
                 break
             if taker == 0 and free is None:
                 free = slot
@@ -237,7 +232,8 @@ def _take_slot(descriptor: int, pid: int, token: bytes) -> int:
                 raise BufferError(f"from_shared: {SLOTS} processes hold this export "
                                   f"already")
             slot, count = free, 0
-        os.pwrite(descriptor, _SLOT.pack(me, count + 1), _SLOTS_AT + slot * _SLOT.size)
+        os.pwrite(descriptor, _SLOT.pack(me, count + 1, started),
+                  _SLOTS_AT + slot * _SLOT.size)
         os.pwrite(descriptor, _HEADER.pack(1, state, owner), 0)
     return slot
 
@@ -250,9 +246,10 @@ def give_back(descriptor: int, slot: int) -> None:
             offset = _SLOTS_AT + slot * _SLOT.size
             data = os.pread(descriptor, _SLOT.size, offset)
             if len(data) == _SLOT.size:
-                pid, count = _SLOT.unpack(data)
-                if pid == os.getpid():     # its own slot only, whatever another wrote there
-                    os.pwrite(descriptor, _SLOT.pack(pid, max(count - 1, 0)), offset)
+                pid, count, start = _SLOT.unpack(data)
+                if (pid, start) == processes.me():   # its own slot only (another may
+                    # have written there)
+                    os.pwrite(descriptor, _SLOT.pack(pid, max(count - 1, 0), start), offset)
     except OSError:
         pass
     finally:

@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 
-from arrayport.gpu import turns
+from arrayport.gpu import processes, turns
 
 __all__ = ["serve", "socket_name", "fetch_descriptor", "acquire_pool", "release_pool",
            "imports"]
@@ -63,7 +63,9 @@ class _DescriptorServer:
         self.lookup = lookup
         self.pid = os.getpid()
         self.user = os.geteuid()              # the only user it answers (SO_PEERCRED's uid)
-        self.name = f"arrayport-{self.pid}-{secrets.token_hex(8)}"
+        # the exporter named as a process (pid and start, ``gpu.processes``): a receiver
+        # knows when it has ended, whoever was given its pid since
+        self.name = f"arrayport-{self.pid}-{processes.me()[1]}-{secrets.token_hex(8)}"
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.socket.bind("\0" + self.name)
         self.socket.listen(64)
@@ -271,7 +273,7 @@ def release_pool(driver, key: tuple) -> None:
         if made is None:
             return
         made.users -= 1
-        if made.users <= 0 and not _alive(_exporter_pid(key[0])):
+        if made.users <= 0 and not processes.alive(*_exporter(key[0])):
             del _imported[key]
             try:
                 driver.drop_imported_pool(made.pool)
@@ -280,24 +282,14 @@ def release_pool(driver, key: tuple) -> None:
         _drop_stale(driver, key[0], key[2])
 
 
-def _exporter_pid(name: str) -> int:
-    """The process a descriptor server's ``name`` belongs to (``arrayport-<pid>-…``)."""
+def _exporter(name: str) -> tuple[int, int]:
+    """The process a descriptor server's ``name`` belongs to: (pid, start), from
+    ``arrayport-<pid>-<start>-…`` ((0, 0): not such a name)."""
     try:
-        return int(name.split("-")[1])
-    except (IndexError, ValueError):
-        return 0
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        _, pid, start, _ = name.split("-")
+        return int(pid), int(start)
+    except ValueError:
+        return 0, 0
 
 
 def _drop_stale(driver, name: str, ordinal: int) -> None:
