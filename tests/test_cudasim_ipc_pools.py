@@ -136,14 +136,15 @@ def test_a_block_imported_in_another_process_is_the_same_memory(exporter):
         cuda.cuMemcpyHtoD_v2(pointer, bytes([9] * 4), 4)      # a write the exporter sees
         found["again"] = import_pointer(pool)[0]                # once per process
         found["same pool"] = import_pool()[1].value == pool.value  # imported once too
-        found["async free"] = cuda.cuMemFreeAsync(pointer, None)
-        found["free"] = cuda.cuMemFree_v2(pointer)
+        found["async free"] = cuda.cuMemFreeAsync(pointer, None)  # either free, says CUDA
+        found["free again"] = cuda.cuMemFree_v2(pointer)         # freed (or being freed)
+        cuda.cuStreamSynchronize(None)
         found["read after its free"] = read(pointer, 4)[0]
     """, fd, exporter.export(address))
     assert found == {"import pool": SUCCESS, "grant": SUCCESS, "import pointer": SUCCESS,
                      "read": [SUCCESS, list(range(16))], "again": INVALID_VALUE,
                      "same pool": True,
-                     "async free": NOT_SUPPORTED, "free": SUCCESS,
+                     "async free": SUCCESS, "free again": INVALID_VALUE,
                      "read after its free": ILLEGAL_ADDRESS}
     assert read(exporter.cuda, address, 16) == [9] * 4 + list(range(4, 16))
     exporter.free(address)
@@ -271,6 +272,30 @@ def test_a_block_every_importer_freed_first_is_freed_by_its_exporter_in_order(si
     assert found == {"free": SUCCESS}
     exporter.free(address)
     assert sim.counters()["pool_frees_before_importers"] == before
+
+
+def test_an_importers_async_free_its_stream_has_not_reached_is_still_an_import(sim, exporter):
+    """CUDA: "if cuMemFreeAsync is used, the free must be completed on the importing process
+    before the free operation on the exporting process" — an exporter freeing the block
+    while the importer's free waits in its stream frees it before that importer."""
+    before = sim.counters()["pool_frees_before_importers"]
+    address = exporter.block(bytes(8))
+    child = importer("""
+        status, pool = import_pool()
+        grant(pool, 3)
+        status, pointer = import_pointer(pool)
+        cuda.cudasim_set_paused(1)                # the free waits in the stream
+        found["async free"] = cuda.cuMemFreeAsync(pointer, None)
+        print("freeing", flush=True)
+        sys.stdin.readline()                      # the exporter frees the block meanwhile
+        cuda.cudasim_set_paused(0)
+        found["done"] = cuda.cuStreamSynchronize(None)
+    """, exporter.descriptor(), exporter.export(address), stdin=subprocess.PIPE)
+    assert child.stdout.readline().strip() == "freeing"
+    exporter.free(address)
+    out, _ = child.communicate("go\n", timeout=60)
+    assert json.loads(out.strip().splitlines()[-1]) == {"async free": SUCCESS, "done": SUCCESS}
+    assert sim.counters()["pool_frees_before_importers"] == before + 1
 
 
 def test_an_exportable_pool_gives_no_memory_back(exporter):

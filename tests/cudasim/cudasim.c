@@ -543,6 +543,18 @@ static void ipc_pool_record(const allocation *a);
 static void ipc_pool_importer(const allocation *a, int imported);
 static void ipc_event_release(struct CUevent_st *e);
 
+/* A block imported from another process's pool freed here (cuMemFree, or a cuMemFreeAsync
+ * its stream reached; caller holds the lock): off the live list and out of its record's
+ * importers — "the imported memory must be freed from all importing processes before being
+ * freed in the exporting process" — and its mapping gone. */
+static void free_import(allocation *a) {
+    allocation **link = &allocations;
+    while (*link && *link != a) link = &(*link)->next;
+    if (*link) *link = a->next;
+    ipc_pool_importer(a, 0);
+    bury(a);
+}
+
 static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int per_thread) {
     struct CUstream_st *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -1144,7 +1156,8 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
     allocation **link = &allocations;
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
                                              (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))
-                      && !((*link)->pooled && (*link)->pool_state != POOL_LIVE)
+                      && !(((*link)->pooled || (*link)->import_pool) &&
+                           (*link)->pool_state != POOL_LIVE)
                       && !((*link)->imported && !(*link)->import_pool)))
         link = &(*link)->next;   /* cuIpcCloseMemHandle's to close; a pool import is freed */
     allocation *a = *link;
@@ -1154,9 +1167,10 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
         block_idles(a);
         a->freed_through = a->generation;
         pooled_block_freed(a);
+    } else if (a && a->import_pool) {
+        free_import(a);
     } else if (a) {
         *link = a->next;
-        if (a->imported && a->pool_mapped) ipc_pool_importer(a, 0);   /* freed here first */
         bury(a);
     }
     pthread_mutex_unlock(&lock);
@@ -1858,14 +1872,14 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
     allocation *a = NULL;
     if (s) status = sticky_of(s->ctx);
     if (status != CUDA_SUCCESS) s = NULL;
-    int import = 0;
-    for (allocation *x = allocations; s && x; x = x->next) {
-        if (x->base == dptr && x->pooled && x->pool_state == POOL_LIVE) a = x;
-        if (x->base == dptr && x->imported && x->pool_mapped) import = 1;
-    }
+    /* a live block of a pool of this process, or one imported from another's ("the pointer
+     * may be freed with cuMemFree or cuMemFreeAsync": its import ends when the stream
+     * reaches the free — see "interprocess pools") */
+    for (allocation *x = allocations; s && x; x = x->next)
+        if (x->base == dptr && (x->pooled || x->import_pool) && x->pool_state == POOL_LIVE)
+            a = x;
     op *o = a ? calloc(1, sizeof *o) : NULL;
-    if (s && !a) status = import ? CUDA_ERROR_NOT_SUPPORTED   /* an import: not modelled */
-                                 : CUDA_ERROR_INVALID_VALUE;  /* not a live pooled block */
+    if (s && !a) status = CUDA_ERROR_INVALID_VALUE;   /* not a live pooled block */
     if (a && !o) status = CUDA_ERROR_OUT_OF_MEMORY;
     if (o) {
         a->pool_state = POOL_FREEING;
@@ -2192,6 +2206,10 @@ SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream handle, CUstreamCapture
 static void pool_free_done(const op *o) {
     allocation *a = by_serial(o->freed);
     if (!a) return;
+    if (a->import_pool) {              /* another process's block: its import ends here */
+        free_import(a);
+        return;
+    }
     /* from now on, work that names this generation of the block touches freed memory */
     if (a->freed_through < o->generation) a->freed_through = o->generation;
     if (a->generation == o->generation && a->pool_state == POOL_FREEING) {
@@ -3036,9 +3054,9 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
  *     secret: nothing opens without the pool's descriptor); cuMemPoolImportPointer maps it
  *     from an imported pool, once per process (a second import of the same block, through
  *     any handle, is CUDA_ERROR_INVALID_VALUE, as is a freed or reused block, or one of
- *     another pool). The
- *     import is freed with cuMemFree (cuMemFreeAsync of it is not modelled:
- *     CUDA_ERROR_NOT_SUPPORTED).
+ *     another pool). The import is freed with cuMemFree, or with cuMemFreeAsync: then when
+ *     its stream reaches the free (until then it is still imported, and a second free of it
+ *     is CUDA_ERROR_INVALID_VALUE).
  *   - "The imported memory must be freed from all importing processes before being freed in
  *     the exporting process": a block's record names the processes that have it imported
  *     (up to IPC_POOL_IMPORTERS), and the exporter's free of it while one of them lives is
