@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -174,6 +175,51 @@ def test_memory_freed_by_its_exporter_faults_the_importers_work(cuda):
     out, _ = child.communicate("go\n", timeout=60)
     assert json.loads(out.strip().splitlines()[-1]) == {
         "open": SUCCESS, "copy": ILLEGAL_ADDRESS, "close": ILLEGAL_ADDRESS}
+
+
+def test_memory_whose_exporter_ended_faults_the_importers_work_even_before_it_is_reaped():
+    """An exporter that died took its memory with it: the importer's work on it faults — also
+    while the dead exporter is a zombie its parent has not waited for yet (its pid still
+    answers a signal; it holds nothing)."""
+    exporter = run_importer(child_prelude(PATH), """
+        import os
+        address = u64()
+        cuda.cuMemAlloc_v2(ctypes.byref(address), 8)
+        cuda.cuMemcpyHtoD_v2(address.value, bytes(range(8)), 8)
+        exported = IpcHandle()
+        cuda.cuIpcGetMemHandle(ctypes.byref(exported), address.value)
+        print(bytes(exported).hex(), flush=True)
+        sys.stdin.readline()
+        os._exit(0)                               # dies holding it
+    """, [], stdin=subprocess.PIPE)
+    try:
+        exported = IpcHandle.from_buffer_copy(bytes.fromhex(exporter.stdout.readline()))
+        child = importer("""
+            status, pointer = open_memory(handles[0])
+            found["read"] = read(pointer, 8)
+            print("opened", flush=True)
+            sys.stdin.readline()
+            found["read after its exporter ended"] = read(pointer, 8)[0]
+        """, exported, stdin=subprocess.PIPE)
+        assert child.stdout.readline().strip() == "opened"
+        exporter.stdin.write("die\n")
+        exporter.stdin.flush()
+        deadline = time.monotonic() + 30
+        while zombie_state(exporter.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)                      # ended; not waited for (os.kill still works)
+        assert zombie_state(exporter.pid) == "Z"
+        out, _ = child.communicate("go\n", timeout=60)
+        assert json.loads(out.strip().splitlines()[-1]) == {
+            "read": [SUCCESS, list(range(8))], "read after its exporter ended": ILLEGAL_ADDRESS}
+    finally:
+        exporter.kill()
+        exporter.wait()
+
+
+def zombie_state(pid: int) -> str:
+    """Process ``pid``'s state letter (Z: a zombie)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_opened_memory_is_not_the_importers_device_memory():

@@ -153,6 +153,7 @@ struct ipc_header {                     /* the first page of an exported allocat
     char magic[8];
     uint64_t nonce[2], serial, size;
     int32_t device, state;
+    uint64_t start;                     /* the exporter's start (process_ended) */
 };
 
 #define IPC_RING 256                    /* records of one event in flight at most */
@@ -161,6 +162,7 @@ struct ipc_event {                      /* the page of an interprocess event */
     uint64_t nonce[2];
     uint64_t recorded;                  /* records made (record n: the n-th) */
     int32_t state, pid;                 /* the exporter: its destroy or its death ends waits */
+    uint64_t start;                     /* and its start (process_ended) */
     uint64_t done[IPC_RING];            /* slot n % IPC_RING: the latest record n done there */
 };
 
@@ -2670,7 +2672,11 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
  *     died is freed memory to the importer's work. cuIpcGetEventHandle of any other event
  *     is CUDA_ERROR_INVALID_VALUE.
  * The memory and events of another process are the exporter's: they do not count against
- * this process's device memory, and each open is reported at exit until it is closed. */
+ * this process's device memory, and each open is reported at exit until it is closed.
+ * Whether another process is still there is asked of process_ended: the driver knows its
+ * processes exactly, so a process is recorded where others look (an exporter in its shared
+ * pages, an importer in a pool block's record) as its pid and its start, and a later
+ * process the kernel gave a dead one's pid is not taken for it. */
 
 #define IPC_MEM_MAGIC "cudasimM"
 #define IPC_EVENT_MAGIC "cudasimE"
@@ -2684,6 +2690,46 @@ typedef struct {                        /* what a CUipcMemHandle / CUipcEventHan
 _Static_assert(sizeof(ipc_wire) <= CU_IPC_HANDLE_SIZE, "an IPC handle is 64 bytes");
 
 static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* Process `pid`'s start, in clock ticks since boot (field 22 of /proc/<pid>/stat; 0: not
+ * readable, where the pid alone decides), and in *gone whether it has ended: no such
+ * process, or a zombie (ended, not yet waited for: it holds nothing). */
+static uint64_t process_start(int32_t pid, int *gone) {
+    char path[48], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
+    if (fd >= 0) close(fd);
+    *gone = 0;
+    if (n <= 0) {
+        *gone = fd < 0 && errno == ENOENT ? 1 : kill(pid, 0) != 0 && errno == ESRCH;
+        return 0;
+    }
+    line[n] = '\0';
+    /* "pid (name) state ppid ...": the name may hold spaces and parentheses */
+    const char *after = strrchr(line, ')');
+    char state = 0;
+    unsigned long long start = 0;
+    if (!after || sscanf(after + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
+                                    "%*d %*d %*d %*d %*d %llu", &state, &start) != 2)
+        return 0;
+    *gone = state == 'Z' || state == 'X';
+    return (uint64_t)start;
+}
+
+/* This process's start (what it records of itself; a fork's child has its own). */
+static uint64_t own_start(void) {
+    int gone;
+    return process_start(getpid(), &gone);
+}
+
+/* Whether the process recorded as (`pid`, `start`) has ended: gone, or its pid now another
+ * process's (a start of 0: not known, the pid alone decides). */
+static int process_ended(int32_t pid, uint64_t start) {
+    int gone;
+    uint64_t now = process_start(pid, &gone);
+    return gone || (start && now && now != start);
+}
 
 static void random_nonce(uint64_t nonce[2]) {
     FILE *source = fopen("/dev/urandom", "rb");
@@ -2723,7 +2769,7 @@ static int ipc_freed(const allocation *a) {
     if (a->import_pool || (a->imported && a->pool_mapped)) return ipc_pool_import_freed(a);
     if (!a->ipc || !a->imported) return 0;
     if (__atomic_load_n(&a->ipc->state, __ATOMIC_ACQUIRE) != IPC_LIVE) return 1;
-    return kill(a->ipc_pid, 0) != 0 && errno == ESRCH;
+    return process_ended(a->ipc_pid, a->ipc->start);
 }
 
 /* Poisoning an exported or imported allocation (caller holds the lock): the exporter's
@@ -2755,7 +2801,7 @@ static int ipc_event_reached(struct ipc_event *page, uint64_t record) {
     if (record == 0 || __atomic_load_n(&page->done[record % IPC_RING], __ATOMIC_ACQUIRE) >= record)
         return 1;
     if (__atomic_load_n(&page->state, __ATOMIC_ACQUIRE) != IPC_LIVE) return 1;
-    return kill(page->pid, 0) != 0 && errno == ESRCH;
+    return process_ended(page->pid, page->start);
 }
 
 static int ipc_event_pending(struct ipc_event *shared) {
@@ -2799,6 +2845,7 @@ static int ipc_event_page(struct CUevent_st *e) {
     random_nonce(shared->nonce);
     shared->state = IPC_LIVE;
     shared->pid = getpid();
+    shared->start = own_start();
     e->shared = shared;
     pthread_mutex_lock(&lock);
     ipc_page_ref(shared);
@@ -2852,6 +2899,7 @@ static CUresult ipc_export(allocation *a) {
     header->size = a->size;
     header->device = a->device;
     header->state = IPC_LIVE;
+    header->start = own_start();
     memcpy(pages + page, a->bytes, a->size);
     free(a->bytes);
     a->bytes = pages + page;
@@ -3071,14 +3119,18 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
 #define IPC_POOL_RECORDS 4096            /* blocks an exportable pool can make */
 
 #define IPC_POOL_IMPORTERS 8             /* importing processes a block's record tracks */
+#define IMPORTER_PID_BITS 22              /* an importer's slot: its start above its pid */
+#define IMPORTER_PID_MASK ((1ull << IMPORTER_PID_BITS) - 1)   /* (Linux: pids < 2^22) */
 struct ipc_pool_record {
     uint64_t generation, offset, mapped;
-    int32_t importers[IPC_POOL_IMPORTERS];   /* the processes that have it imported now */
+    uint64_t importers[IPC_POOL_IMPORTERS];  /* the processes that have it imported now:
+                                                importer_slot(pid, start) each */
 };
 struct ipc_pool {                        /* the first pages of an exportable pool's memfd */
     char magic[8];
     uint64_t nonce[2];
     int32_t device, state, pid, pad;
+    uint64_t start;                      /* the exporter's (process_ended) */
     uint64_t records_made;
     struct ipc_pool_record records[IPC_POOL_RECORDS];
 };
@@ -3138,8 +3190,9 @@ static void ipc_pool_record(const allocation *a) {
      * the exporting process": a live process that still has it imported is a violation
      * (counted: pool_frees_before_importers); a dead one's import went with it. */
     for (int i = 0; i < IPC_POOL_IMPORTERS; i++) {
-        int32_t pid = __atomic_exchange_n(&record->importers[i], 0, __ATOMIC_ACQ_REL);
-        if (pid && (kill(pid, 0) == 0 || errno == EPERM)) {
+        uint64_t slot = __atomic_exchange_n(&record->importers[i], 0, __ATOMIC_ACQ_REL);
+        int32_t pid = (int32_t)(slot & IMPORTER_PID_MASK);
+        if (slot && !process_ended(pid, slot >> IMPORTER_PID_BITS)) {
             __atomic_add_fetch(&counters[COUNT_EARLY_FREES], 1, __ATOMIC_RELAXED);
             fprintf(stderr, "cudasim: a pool block freed by its exporter while process %d still "
                     "has it imported (it must be freed in every importer first)\n", (int)pid);
@@ -3152,9 +3205,10 @@ static void ipc_pool_record(const allocation *a) {
 static void ipc_pool_importer(const allocation *a, int imported) {
     struct CUmemPoolHandle_st *p = a->import_pool;
     if (!p || !p->ipc) return;
-    int32_t *slots = p->ipc->records[a->pool_record].importers, me = (int32_t)getpid();
+    uint64_t *slots = p->ipc->records[a->pool_record].importers;
+    uint64_t me = (uint64_t)getpid() | own_start() << IMPORTER_PID_BITS;
     for (int i = 0; i < IPC_POOL_IMPORTERS; i++) {
-        int32_t expected = imported ? 0 : me;
+        uint64_t expected = imported ? 0 : me;
         if (__atomic_compare_exchange_n(&slots[i], &expected, imported ? me : 0, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             return;                      /* more importers than slots: not tracked */
@@ -3170,6 +3224,7 @@ static int ipc_pool_create(struct CUmemPoolHandle_st *p) {
     p->ipc->device = p->device;
     p->ipc->state = IPC_LIVE;
     p->ipc->pid = getpid();
+    p->ipc->start = own_start();
     return 1;
 }
 
@@ -3192,7 +3247,7 @@ static int ipc_pool_import_freed(const allocation *a) {
         __atomic_load_n(&shared->records[a->pool_record].generation, __ATOMIC_ACQUIRE) !=
             a->ipc_serial)
         return 1;
-    return kill(shared->pid, 0) != 0 && errno == ESRCH;
+    return process_ended(shared->pid, shared->start);
 }
 
 /* The widest access any device has to an imported pool, as a page protection: what its
