@@ -82,6 +82,7 @@ class CudaIpcFloor:
         self._sharing_pools: dict[int, tuple[int | None, int | None, int]] = {}
         self._sharing_pools_made = 0
         self._imported_pools: list[int] = []      # destroyed at the driver's close
+        self._uuids: dict[int, bytes] = {}        # device -> its UUID
 
     def _ipc(self, name: str):
         """Entry point ``name``, declared; BufferError naming it where the driver lacks it."""
@@ -94,10 +95,14 @@ class CudaIpcFloor:
         return entry
 
     def device_uuid(self, ordinal: int) -> bytes:
-        """Device ``ordinal``'s UUID (16 bytes): the same GPU whatever a process numbers it."""
-        uuid = ctypes.create_string_buffer(16)
-        self.check(self._ipc("cuDeviceGetUuid")(uuid, ordinal), "cuDeviceGetUuid")
-        return uuid.raw
+        """Device ``ordinal``'s UUID (16 bytes): the same GPU whatever a process numbers it
+        (asked once: a device's UUID and number do not change while the driver is open)."""
+        uuid = self._uuids.get(ordinal)
+        if uuid is None:
+            found = ctypes.create_string_buffer(16)
+            self.check(self._ipc("cuDeviceGetUuid")(found, ordinal), "cuDeviceGetUuid")
+            uuid = self._uuids[ordinal] = found.raw
+        return uuid
 
     def export_allocation(self, ordinal: int, pointer: int) -> tuple[bytes, int, int] | None:
         """(the CUDA IPC handle of the allocation ``pointer`` lies in, the pointer's offset

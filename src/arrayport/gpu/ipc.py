@@ -391,6 +391,13 @@ def share_device(view, readonly=None, linger: float = 0.0) -> CudaSharedHandle:
         raise ValueError("share: the View is read-only; its handles are read-only too")
     ordinal = view.device.id
     uuid = driver.device_uuid(ordinal)          # a vendor without sharing refuses here
+    with driver.on_device(ordinal):   # current once for every call below (each then asks)
+        return _export(driver, view, ordinal, uuid, readonly, linger)
+
+
+def _export(driver, view, ordinal: int, uuid: bytes, readonly: bool,
+            linger: float) -> CudaSharedHandle:
+    """``share_device``'s work, with device ``ordinal`` current."""
     if linger:
         again = _reused(view, readonly)
         if again is not None:                   # the same memory: only the order is new
@@ -673,9 +680,10 @@ def open_device(handle):
     # each of them.
     key = ((handle.pid, handle.socket, handle.pool, handle.memory)
            if handle.kind == "cuda-pool" else (handle.pid, handle.token))
-    mapping = _mapping_for(driver, handle, ordinal, key)
-    _within(handle, mapping.size)
-    stream = driver.wait_for_exporter(ordinal, handle.event)
+    with driver.on_device(ordinal):   # current once for every call below (each then asks)
+        mapping = _mapping_for(driver, handle, ordinal, key)
+        _within(handle, mapping.size)
+        stream = driver.wait_for_exporter(ordinal, handle.event)
     received = _core.view_from_pointer(mapping.pointer + handle.offset, handle.shape,
                                        handle.strides, dtype, readonly=handle.readonly,
                                        owner=mapping, device=(_CUDA, ordinal), protocol="shared")
