@@ -84,6 +84,17 @@ def test_the_gpu_process_benchmark_hands_a_device_view_over():
                 "arrayport CUDA IPC (cuMemAlloc memory), the same View again",
                 "host route (copy to host, share, upload)", "ratio host route / pool IPC"):
         assert row in result.stdout
+    if "driver: the CUDA driver simulator" in result.stdout:   # not a driver found installed
+        assert "driver calls per handoff: exporter, receiver" in result.stdout
+    try:
+        import cuda.core  # noqa: F401 — NVIDIA's peer, beside arrayport where installed
+    except ImportError:
+        assert "(cuda.core is not installed)" in result.stdout
+    else:
+        for row in ("cuda.core IPC memory resource, a new Buffer each time",
+                    "cuda.core IPC memory resource, the same Buffer again",
+                    "ratio arrayport / cuda.core"):
+            assert row in result.stdout
 
 
 def check_rocm_rows(table):
