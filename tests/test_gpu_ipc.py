@@ -418,7 +418,7 @@ def test_many_handoffs_leave_the_exporters_device_memory_at_its_baseline(spawn):
     """A 64 MiB View handed to another process and dropped there, again and again: the
     exporter's device memory comes back to where it was (the sharing pool, which CUDA never
     shrinks, goes at release_device_memory once none of its blocks is alive);
-    ARRAYPORT_IPC_HANDOFFS sets how many (CI: 200; the soak: 10,000)."""
+    ARRAYPORT_IPC_HANDOFFS sets how many (200; CI runs the soak, 10,000: .ci/run)."""
     count = int(os.environ.get("ARRAYPORT_IPC_HANDOFFS", "200"))
     assert ended()
     ap.release_device_memory()
