@@ -79,31 +79,34 @@ def _counters() -> dict:
             if name.startswith("cu") and name != "cuGetProcAddress"}
 
 
-def _receiver(connection):
-    """Child: for each message, open what arrived and answer; "counters": its driver calls
-    so far; ``None`` ends it."""
-    import arrayport as ap
+def _answer_each(connection, answer) -> None:
+    """A receiving child's loop: "counters" is answered with its driver calls so far,
+    ``None`` ends it, any other message is answered by ``answer(message)``."""
     while True:
         message = connection.recv()
         if message is None:
             return
-        if message == "counters":
-            connection.send(_counters())
-            continue
+        connection.send(_counters() if message == "counters" else answer(message))
+
+
+def _receiver(connection):
+    """Child: open what arrives and answer its bytes (``_answer_each``)."""
+    import arrayport as ap
+
+    def open_it(message) -> int:
         kind, payload = message
         if kind == "ipc":
-            received = ap.View.from_shared(payload)
-        else:   # the host route: map the segment, upload it
-            received = ap.View.from_shared(payload).copy(device="cuda:0")
-        connection.send(received.nbytes)
-        del received
+            return ap.View.from_shared(payload).nbytes
+        # the host route: map the segment, upload it
+        return ap.View.from_shared(payload).copy(device="cuda:0").nbytes
+    _answer_each(connection, open_it)
 
 
 def _cuda_core_receiver(resource, connection, grant: bool):
-    """Child: ``resource`` (cuda.core's IPC memory resource) arrived mapped here; for each
-    Buffer (imported as it was unpickled) close it, wait for that free, and answer its size
+    """Child: ``resource`` (cuda.core's IPC memory resource) arrived mapped here; each Buffer
+    (imported as it was unpickled) is closed, that free waited for, and its size answered
     (CUDA: an importer's free is complete before the exporter's; and a block is imported
-    once per process); "counters": its driver calls so far; ``None`` ends it."""
+    once per process): ``_answer_each``."""
     from cuda.core import Device
     device = Device(resource.device_id)
     device.set_current()
@@ -116,18 +119,13 @@ def _cuda_core_receiver(resource, connection, grant: bool):
         access.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
         (status,) = driver.cuMemPoolSetAccess(int(resource.handle), [access], 1)
         assert status == driver.CUresult.CUDA_SUCCESS, status
-    while True:
-        message = connection.recv()
-        if message is None:
-            return
-        if message == "counters":
-            connection.send(_counters())
-            continue
-        size = message.size
-        message.close(stream)
+
+    def close_it(buffer) -> int:
+        size = buffer.size
+        buffer.close(stream)
         stream.sync()
-        connection.send(size)
-        del message
+        return size
+    _answer_each(connection, close_it)
 
 
 def _torch_receiver(queue, answers):

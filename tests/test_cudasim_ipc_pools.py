@@ -9,6 +9,7 @@ child's own)."""
 import ctypes
 import json
 import subprocess
+import textwrap
 
 import numpy as np
 import pytest
@@ -237,27 +238,38 @@ def test_a_freed_reused_or_forged_block_imports_nothing(exporter):
     exporter.free(again)
 
 
+def exporter_frees_meanwhile(sim, exporter, body: str) -> tuple[dict, int]:
+    """Run ``body`` in an importer of a new block of ``exporter`` (the block imported and its
+    device granted access first); ``body`` prints "ready" and reads a line, and the
+    exporter frees the block meanwhile: (what the importer found, the frees before
+    importers the exporter counted)."""
+    before = sim.counters()["pool_frees_before_importers"]
+    address = exporter.block(bytes(8))
+    child = importer(textwrap.dedent("""
+        status, pool = import_pool()
+        grant(pool, 3)
+        status, pointer = import_pointer(pool)
+    """) + textwrap.dedent(body), exporter.descriptor(), exporter.export(address),
+        stdin=subprocess.PIPE)
+    assert child.stdout.readline().strip() == "ready"
+    exporter.free(address)
+    out, _ = child.communicate("go\n", timeout=60)
+    return (json.loads(out.strip().splitlines()[-1]),
+            sim.counters()["pool_frees_before_importers"] - before)
+
+
 def test_a_block_its_exporter_frees_first_faults_the_importers_work(sim, exporter):
     """CUDA: "the imported memory must be freed from all importing processes before being
     freed in the exporting process". Freed first by its exporter, the block is counted as
     such there, and the importer's work on it faults."""
-    before = sim.counters()["pool_frees_before_importers"]
-    address = exporter.block(bytes(8))
-    child = importer("""
-        status, pool = import_pool()
-        grant(pool, 3)
-        status, pointer = import_pointer(pool)
+    found, early = exporter_frees_meanwhile(sim, exporter, """
         found["import"] = status
-        print("imported", flush=True)
+        print("ready", flush=True)
         sys.stdin.readline()                  # the exporter frees the block meanwhile
         found["read"] = read(pointer, 8)[0]
-    """, exporter.descriptor(), exporter.export(address), stdin=subprocess.PIPE)
-    assert child.stdout.readline().strip() == "imported"
-    exporter.free(address)
-    out, _ = child.communicate("go\n", timeout=60)
-    assert json.loads(out.strip().splitlines()[-1]) == {"import": SUCCESS,
-                                                        "read": ILLEGAL_ADDRESS}
-    assert sim.counters()["pool_frees_before_importers"] == before + 1
+    """)
+    assert found == {"import": SUCCESS, "read": ILLEGAL_ADDRESS}
+    assert early == 1
 
 
 def test_a_block_every_importer_freed_first_is_freed_by_its_exporter_in_order(sim, exporter):
@@ -278,24 +290,16 @@ def test_an_importers_async_free_its_stream_has_not_reached_is_still_an_import(s
     """CUDA: "if cuMemFreeAsync is used, the free must be completed on the importing process
     before the free operation on the exporting process" — an exporter freeing the block
     while the importer's free waits in its stream frees it before that importer."""
-    before = sim.counters()["pool_frees_before_importers"]
-    address = exporter.block(bytes(8))
-    child = importer("""
-        status, pool = import_pool()
-        grant(pool, 3)
-        status, pointer = import_pointer(pool)
+    found, early = exporter_frees_meanwhile(sim, exporter, """
         cuda.cudasim_set_paused(1)                # the free waits in the stream
         found["async free"] = cuda.cuMemFreeAsync(pointer, None)
-        print("freeing", flush=True)
+        print("ready", flush=True)
         sys.stdin.readline()                      # the exporter frees the block meanwhile
         cuda.cudasim_set_paused(0)
         found["done"] = cuda.cuStreamSynchronize(None)
-    """, exporter.descriptor(), exporter.export(address), stdin=subprocess.PIPE)
-    assert child.stdout.readline().strip() == "freeing"
-    exporter.free(address)
-    out, _ = child.communicate("go\n", timeout=60)
-    assert json.loads(out.strip().splitlines()[-1]) == {"async free": SUCCESS, "done": SUCCESS}
-    assert sim.counters()["pool_frees_before_importers"] == before + 1
+    """)
+    assert found == {"async free": SUCCESS, "done": SUCCESS}
+    assert early == 1
 
 
 def test_an_exportable_pool_gives_no_memory_back(exporter):

@@ -151,13 +151,7 @@ def test_the_pools_descriptor_goes_only_to_a_holder_of_the_exports_lease():
     ordinary.revoke()
     with pytest.raises(BufferError, match="is not process 1's"):   # a server not the exporter's
         ipc_pool.fetch_descriptor(handle.socket, handle.token, 1)
-    server = ipc_pool._server
-    server.user += 1                                           # as if another user asked
-    try:
-        with pytest.raises(BufferError, match="refused: another user's process"):
-            ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
-    finally:
-        server.user -= 1
+    refused_as_another_users(handle)
     handle.revoke()
     with pytest.raises(BufferError, match="ended that export, or never made it"):
         ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
@@ -178,6 +172,15 @@ def test_a_refusal_made_before_the_asker_spoke_still_reaches_it(monkeypatch):
     monkeypatch.setattr(ipc_pool, "socket", types.SimpleNamespace(**{
         **vars(socket), "socket": LateAsker}))  # the asker's socket only: not the server's
     handle = exportable(np.arange(4.0)).share()
+    refused_as_another_users(handle)
+    handle.revoke()
+    assert ended()
+
+
+def refused_as_another_users(handle) -> None:
+    """This process, asking for ``handle``'s descriptor as if it were another user's (the
+    server's user changed for the while), is refused as such."""
+    from arrayport.gpu import ipc_pool
     server = ipc_pool._server
     server.user += 1
     try:
@@ -185,8 +188,6 @@ def test_a_refusal_made_before_the_asker_spoke_still_reaches_it(monkeypatch):
             ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
     finally:
         server.user -= 1
-    handle.revoke()
-    assert ended()
 
 
 def test_an_asker_that_says_nothing_holds_up_no_one():
