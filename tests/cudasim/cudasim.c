@@ -545,6 +545,10 @@ static void ipc_pool_record(const allocation *a);
 static void ipc_pool_importer(const allocation *a, int imported);
 static void ipc_event_release(struct CUevent_st *e);
 
+/* Whether `a` is a block imported from another process's pool (its importing pool may have
+ * been destroyed since: import_pool NULL). */
+static int pool_import(const allocation *a) { return a->imported && a->pool_mapped; }
+
 /* A block imported from another process's pool freed here (cuMemFree, or a cuMemFreeAsync
  * its stream reached; caller holds the lock): off the live list and out of its record's
  * importers — "the imported memory must be freed from all importing processes before being
@@ -1158,7 +1162,7 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
     allocation **link = &allocations;
     while (*link && !((*link)->base == ptr && ((*link)->kind == kind ||
                                              (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))
-                      && !(((*link)->pooled || (*link)->import_pool) &&
+                      && !(((*link)->pooled || pool_import(*link)) &&
                            (*link)->pool_state != POOL_LIVE)
                       && !((*link)->imported && !(*link)->import_pool)))
         link = &(*link)->next;   /* cuIpcCloseMemHandle's to close; a pool import is freed */
@@ -1169,7 +1173,7 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
         block_idles(a);
         a->freed_through = a->generation;
         pooled_block_freed(a);
-    } else if (a && a->import_pool) {
+    } else if (a && pool_import(a)) {
         free_import(a);
     } else if (a) {
         *link = a->next;
@@ -1878,14 +1882,14 @@ SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream handle) {
      * may be freed with cuMemFree or cuMemFreeAsync": its import ends when the stream
      * reaches the free — see "interprocess pools") */
     for (allocation *x = allocations; s && x; x = x->next)
-        if (x->base == dptr && (x->pooled || x->import_pool) && x->pool_state == POOL_LIVE)
+        if (x->base == dptr && (x->pooled || pool_import(x)) && x->pool_state == POOL_LIVE)
             a = x;
     op *o = a ? calloc(1, sizeof *o) : NULL;
     if (s && !a) status = CUDA_ERROR_INVALID_VALUE;   /* not a live pooled block */
     if (a && !o) status = CUDA_ERROR_OUT_OF_MEMORY;
     if (o) {
         a->pool_state = POOL_FREEING;
-        block_idles(a);
+        if (a->pooled) block_idles(a);     /* an import is no block of a pool of this process */
         a->freed_on = s;
         o->kind = OP_FREE;
         o->freed = a->serial;
@@ -2208,7 +2212,7 @@ SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream handle, CUstreamCapture
 static void pool_free_done(const op *o) {
     allocation *a = by_serial(o->freed);
     if (!a) return;
-    if (a->import_pool) {              /* another process's block: its import ends here */
+    if (pool_import(a)) {              /* another process's block: its import ends here */
         free_import(a);
         return;
     }
@@ -2701,8 +2705,8 @@ static uint64_t process_start(int32_t pid, int *gone) {
     ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
     if (fd >= 0) close(fd);
     *gone = 0;
-    if (n <= 0) {
-        *gone = fd < 0 && errno == ENOENT ? 1 : kill(pid, 0) != 0 && errno == ESRCH;
+    if (n <= 0) {   /* not readable (hidepid may hide a live one): its pid alone decides */
+        *gone = kill(pid, 0) != 0 && errno == ESRCH;
         return 0;
     }
     line[n] = '\0';
@@ -2710,17 +2714,30 @@ static uint64_t process_start(int32_t pid, int *gone) {
     const char *after = strrchr(line, ')');
     char state = 0;
     unsigned long long start = 0;
-    if (!after || sscanf(after + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
-                                    "%*d %*d %*d %*d %*d %llu", &state, &start) != 2)
+    /* field 3 (state), fields 4-21 skipped as words, field 22 (starttime) */
+    if (!after || sscanf(after + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                                    "%*s %*s %*s %*s %*s %llu", &state, &start) != 2)
         return 0;
     *gone = state == 'Z' || state == 'X';
     return (uint64_t)start;
 }
 
-/* This process's start (what it records of itself; a fork's child has its own). */
+/* This process's start (what it records of itself; a fork's child has its own): read once
+ * per process, so that every record of it says the same (a slot written with it is found
+ * again to be cleared). */
 static uint64_t own_start(void) {
-    int gone;
-    return process_start(getpid(), &gone);
+    static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+    static pid_t of;
+    static uint64_t start;
+    pthread_mutex_lock(&once);
+    if (of != getpid()) {
+        int gone;
+        start = process_start(getpid(), &gone);
+        of = getpid();
+    }
+    uint64_t mine = start;
+    pthread_mutex_unlock(&once);
+    return mine;
 }
 
 /* Whether the process recorded as (`pid`, `start`) has ended: gone, or its pid now another
