@@ -165,13 +165,17 @@ def test_a_refusal_made_before_the_asker_spoke_still_reaches_it(monkeypatch):
     import types
     from arrayport.gpu import ipc_pool
 
+    import select
+
     class LateAsker(socket.socket):
         def sendall(self, data, *flags):
-            time.sleep(0.3)                      # the server has refused and closed by now
+            closed = select.poll()               # until the server has refused and closed
+            closed.register(self, select.POLLRDHUP)
+            closed.poll(5000)
             return super().sendall(data, *flags)
+    handle = exportable(np.arange(4.0)).share()   # the server made: its socket a real one
     monkeypatch.setattr(ipc_pool, "socket", types.SimpleNamespace(**{
         **vars(socket), "socket": LateAsker}))  # the asker's socket only: not the server's
-    handle = exportable(np.arange(4.0)).share()
     refused_as_another_users(handle)
     handle.revoke()
     assert ended()
@@ -188,6 +192,27 @@ def refused_as_another_users(handle) -> None:
             ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
     finally:
         server.user -= 1
+
+
+def test_a_server_too_busy_to_answer_is_asked_again():
+    """A server answering as many askers as it may closes the next connection unread (the
+    asker sees a reset or an end); the asker asks again, and is answered once it can."""
+    import threading
+    from arrayport.gpu import ipc_pool
+    handle = exportable(np.arange(4.0)).share()
+    server = ipc_pool._server
+    taken = 0
+    while server.answering.acquire(blocking=False):   # every answering slot busy
+        taken += 1
+    freed = threading.Timer(0.2, lambda: [server.answering.release() for _ in range(taken)])
+    freed.start()
+    try:
+        with pytest.raises(BufferError, match="holds no lease"):   # answered, at last
+            ipc_pool.fetch_descriptor(handle.socket, handle.token, handle.pid)
+    finally:
+        freed.join()
+    handle.revoke()
+    assert ended()
 
 
 def test_an_asker_that_says_nothing_holds_up_no_one():

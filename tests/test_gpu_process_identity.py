@@ -27,15 +27,25 @@ def test_this_process_is_alive_and_a_later_start_under_its_pid_is_another():
 
 
 def test_an_ended_child_is_gone_before_and_after_it_is_waited_for():
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
     start = processes.start_of(child.pid)
+    assert start > 0 and processes.alive(child.pid, start)   # running
+    child.stdin.close()                                      # it ends now
     deadline = time.monotonic() + 30
-    while processes.alive(child.pid, start) and time.monotonic() < deadline:
-        time.sleep(0.01)                             # a zombie until waited for
+    while state_of(child.pid) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert state_of(child.pid) == "Z"                        # a zombie: not waited for yet
     assert not processes.alive(child.pid, start)
     child.wait()
     assert not processes.alive(child.pid, start)
     assert not processes.alive(0, 0) and not processes.alive(-5, 0)
+
+
+def state_of(pid: int) -> str:
+    """Process ``pid``'s state letter (Z: a zombie)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_process_named_with_parentheses_and_spaces_is_read_right():

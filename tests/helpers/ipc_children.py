@@ -112,11 +112,14 @@ def unpickle_and_read(data: bytes):
 
 
 def _counting(driver, name: str, counts: dict) -> None:
-    """``driver.<name>`` counted in ``counts[name]`` from now on (this process's driver)."""
-    call = getattr(driver, name)
+    """``driver.<name>`` counted in ``counts[name]`` from now on (this process's driver;
+    calls on any thread)."""
+    import threading
+    call, lock = getattr(driver, name), threading.Lock()
 
     def counted(*arguments):
-        counts[name] = counts.get(name, 0) + 1
+        with lock:
+            counts[name] = counts.get(name, 0) + 1
         return call(*arguments)
     setattr(driver, name, counted)
 

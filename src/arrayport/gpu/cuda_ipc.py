@@ -82,7 +82,7 @@ class CudaIpcFloor:
         self._sharing_pools: dict[int, tuple[int | None, int | None, int]] = {}
         self._sharing_pools_made = 0
         self._imported_pools: list[int] = []      # destroyed at the driver's close
-        self._uuids: dict[int, bytes] = {}        # device -> its UUID
+        self._uuids: dict[tuple, bytes] = {}      # (library, device) -> its UUID
 
     def _ipc(self, name: str):
         """Entry point ``name``, declared; BufferError naming it where the driver lacks it."""
@@ -97,11 +97,12 @@ class CudaIpcFloor:
     def device_uuid(self, ordinal: int) -> bytes:
         """Device ``ordinal``'s UUID (16 bytes): the same GPU whatever a process numbers it
         (asked once: a device's UUID and number do not change while the driver is open)."""
-        uuid = self._uuids.get(ordinal)
+        library = self.library              # the library opened: a test may swap it
+        uuid = self._uuids.get((library, ordinal))
         if uuid is None:
             found = ctypes.create_string_buffer(16)
             self.check(self._ipc("cuDeviceGetUuid")(found, ordinal), "cuDeviceGetUuid")
-            uuid = self._uuids[ordinal] = found.raw
+            uuid = self._uuids[(library, ordinal)] = found.raw
         return uuid
 
     def export_allocation(self, ordinal: int, pointer: int) -> tuple[bytes, int, int] | None:
@@ -360,6 +361,7 @@ class CudaIpcFloor:
 
     def _close_ipc_floor(self) -> None:
         """Destroy the events, streams and pools of sharing (at the driver's close)."""
+        self._uuids.clear()
         if not (self._ipc_events or self._ipc_streams or self._sharing_pools
                 or self._imported_pools):
             return                       # nothing made: the library need not be opened

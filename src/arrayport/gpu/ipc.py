@@ -699,28 +699,28 @@ def _mapping_for(driver, handle, ordinal: int, key: tuple) -> _Mapping:
     key, without ``_mappings_lock`` (``gpu.turns``): a slow exporter holds up no open of
     other memory."""
     while True:
-        with _mappings_lock:
-            mapping = _mappings.get(key)
-            if mapping is not None and handle.token in mapping.leases:
-                return mapping
-            closing = _closed_events.get(key) if mapping is None else None
-            if closing is not None and not closing.is_set():
-                turn = None
+        try:
+            with _mappings_lock:
+                mapping = _mappings.get(key)
+                if mapping is not None and handle.token in mapping.leases:
+                    return mapping
+                closing = _closed_events.get(key) if mapping is None else None
+                if closing is not None and not closing.is_set():
+                    turn = None
+                else:
+                    turn, closing = _turns.take(key), None
+            if closing is not None:
+                if not closing.wait(_CLOSE_WAIT_SECONDS):
+                    raise BufferError("from_shared: this process's last mapping of that "
+                                      "memory could not be closed (a device's work could not "
+                                      "be waited for)")
+            elif turn is not None:
+                turn.wait()
             else:
-                turn, closing = _turns.take(key), None
-        if closing is not None:
-            if not closing.wait(_CLOSE_WAIT_SECONDS):
-                raise BufferError("from_shared: this process's last mapping of that memory "
-                                  "could not be closed (a device's work could not be waited "
-                                  "for)")
-        elif turn is not None:
-            turn.wait()
-        else:
-            try:
                 return _lease_and_map(driver, handle, ordinal, key, mapping)
-            finally:
-                with _mappings_lock:
-                    _turns.end(key)
+        finally:
+            with _mappings_lock:
+                _turns.end_mine(key)
 
 
 def _lease_and_map(driver, handle, ordinal: int, key: tuple, mapping) -> _Mapping:

@@ -180,8 +180,11 @@ def _ask(name: str, token: str, pid: int) -> tuple[bytes, list[int]]:
                 asker.sendall(token.encode("ascii") + b"\n")
             except (BrokenPipeError, ConnectionResetError):
                 pass     # a server refusing before it reads has closed: its answer is here
-            message, descriptors, _, _ = socket.recv_fds(asker, 256, 1,
-                                                         socket.MSG_CMSG_CLOEXEC)
+            try:
+                message, descriptors, _, _ = socket.recv_fds(asker, 256, 1,
+                                                             socket.MSG_CMSG_CLOEXEC)
+            except ConnectionResetError:   # closed unread: too busy to answer (asked again)
+                return b"", []
             return message, descriptors
     except OSError as error:
         raise BufferError(f"from_shared: the exporting process's descriptor server cannot "
@@ -217,24 +220,25 @@ def acquire_pool(driver, name: str, serial: int, pid: int, token: str, ordinal: 
     block's: read-only Views opened before are then read-only by their flag only)."""
     key = (name, serial, ordinal)
     while True:
-        with _imported_lock:
-            made = _imported.get(key)
-            if made is not None:
-                if made.readonly and not readonly:
-                    made.readonly = driver.grant_pool_access(ordinal, made.pool, False)
-                return key, made.pool, _count(driver, key, made, readonly)
-            turn = _turns.take(key)
-        if turn is not None:     # another thread imports it: looked at again once it has
-            turn.wait()
-            continue
-        try:                     # this thread's turn: the socket and the driver, unlocked
+        try:
+            with _imported_lock:
+                made = _imported.get(key)
+                if made is not None:
+                    if made.readonly and not readonly:
+                        made.readonly = driver.grant_pool_access(ordinal, made.pool, False)
+                    return key, made.pool, _count(driver, key, made, readonly)
+                turn = _turns.take(key)
+            if turn is not None:   # another thread imports it: looked at again once it has
+                turn.wait()
+                continue
+            # this thread's turn: the socket and the driver, unlocked
             made = _import(driver, name, serial, pid, token, ordinal, readonly)
             with _imported_lock:
                 _imported[key] = made
                 return key, made.pool, _count(driver, key, made, readonly)
         finally:
             with _imported_lock:
-                _turns.end(key)
+                _turns.end_mine(key)
 
 
 def _import(driver, name: str, serial: int, pid: int, token: str, ordinal: int,

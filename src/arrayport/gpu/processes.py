@@ -20,15 +20,14 @@ _GONE = -1           # start_of: no such process, or one that has ended (a zombi
 def start_of(pid: int) -> int:
     """Process ``pid``'s start (clock ticks since boot); ``_GONE`` where there is no such
     process or it has ended; 0 where its start cannot be read (``/proc`` mounted with
-    ``hidepid``: then a pid is all there is to go by)."""
+    ``hidepid`` hides a live process as if it were gone: then the pid is all there is to
+    go by)."""
     if pid <= 0:
         return _GONE
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             line = stat.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return _GONE
-    except OSError:
+    except OSError:   # none, or hidden (/proc mounted hidepid): the pid alone decides
         return 0 if _signalable(pid) else _GONE
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses; what follows the
     # last ")" is field 3 on

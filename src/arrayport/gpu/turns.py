@@ -4,17 +4,23 @@ registry it fills stays unlocked: threads wanting the same key wait for that one
 end, and threads wanting other keys are not held up at all. ``gpu.ipc`` (mappings) and
 ``gpu.ipc_pool`` (imported pools) each keep one ``Turns`` beside their registry's lock.
 
-The protocol, with the registry's lock held for the first and last step only::
+The protocol, with the registry's lock held for each step::
 
-    with registry_lock:
-        found = registry.get(key)
-        waiting = None if found else turns.take(key)
-    if waiting is not None:
-        waiting.wait(); look again
-    elif found is None:
-        try: make it (unlocked)
-        finally:
-            with registry_lock: register it; turns.end(key)
+    try:
+        with registry_lock:
+            found = registry.get(key)
+            waiting = None if found else turns.take(key)
+        if waiting is not None:
+            waiting.wait(); look again
+        elif found is None:
+            make it (unlocked); with registry_lock: register it
+    finally:
+        with registry_lock:
+            turns.end_mine(key)
+
+``end_mine`` in a ``finally`` around the ``take`` itself: whatever interrupts the thread
+(an exception, KeyboardInterrupt between two steps), its turn ends, and no key is left
+waited on for ever.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ __all__ = ["Turns"]
 
 
 class Turns:
-    """The keys whose work is under way, each with the event set when it ends."""
+    """The keys whose work is under way, each with the event set when it ends and the
+    thread whose turn it is."""
 
     __slots__ = ("_under_way",)
 
@@ -33,17 +40,21 @@ class Turns:
         self._under_way: dict = {}
 
     def take(self, key) -> threading.Event | None:
-        """None: the caller's turn (it must ``end`` it); else the turn under way, to wait
+        """None: the caller's turn (ended by ``end_mine``); else the turn under way, to wait
         for without the registry's lock and then look again. Caller holds that lock."""
         turn = self._under_way.get(key)
         if turn is None:
-            self._under_way[key] = threading.Event()
-        return turn
+            self._under_way[key] = (threading.Event(), threading.get_ident())
+            return None
+        return turn[0]
 
-    def end(self, key) -> None:
-        """The caller's turn for ``key`` is over (whether it made the thing or failed):
-        those waiting look again. Caller holds the registry's lock."""
-        self._under_way.pop(key).set()
+    def end_mine(self, key) -> None:
+        """The calling thread's turn for ``key``, if it holds it, is over (whether it made
+        the thing or failed): those waiting look again. Caller holds the registry's lock."""
+        turn = self._under_way.get(key)
+        if turn is not None and turn[1] == threading.get_ident():
+            del self._under_way[key]
+            turn[0].set()
 
     def clear(self) -> None:
         """A fork's child: no thread of its parent works for it."""
