@@ -302,6 +302,31 @@ def test_an_importers_async_free_its_stream_has_not_reached_is_still_an_import(s
     assert early == 1
 
 
+def test_an_import_freed_asynchronously_leaves_nothing_behind(exporter, monkeypatch):
+    """Once its free has run, an import is gone from every list of the importer's driver:
+    enough frees after it that its record is given back to the system (the graveyard's
+    oldest go past 8,192), then an allocation that walks the idle blocks — freed bytes
+    poisoned (MALLOC_PERTURB_), so that a list still naming it reads garbage and crashes."""
+    monkeypatch.setenv("MALLOC_PERTURB_", "85")
+    address = exporter.block(bytes(8))
+    found = importer("""
+        status, pool = import_pool()
+        grant(pool, 3)
+        status, pointer = import_pointer(pool)
+        found["async free"] = cuda.cuMemFreeAsync(pointer, None)
+        found["its free ran"] = cuda.cuStreamSynchronize(None)
+        made, address = [], u64()
+        for _ in range(8400):
+            cuda.cuMemAlloc_v2(ctypes.byref(address), 256)
+            made.append(address.value)
+        for pointer in made:
+            cuda.cuMemFree_v2(pointer)
+        found["allocation"] = cuda.cuMemAllocAsync(ctypes.byref(address), 64, None)
+    """, exporter.descriptor(), exporter.export(address))
+    assert found == {"async free": SUCCESS, "its free ran": SUCCESS, "allocation": SUCCESS}
+    exporter.free(address)
+
+
 def test_an_exportable_pool_gives_no_memory_back(exporter):
     address = exporter.block(bytes(1 << 20))
     exporter.free(address)
