@@ -327,6 +327,31 @@ def test_an_import_freed_asynchronously_leaves_nothing_behind(exporter, monkeypa
     exporter.free(address)
 
 
+@pytest.mark.parametrize("free", ["cuMemFree_v2(pointer)", "cuMemFreeAsync(pointer, None)"])
+def test_an_imported_pool_destroyed_with_blocks_imported_goes_when_they_are_freed(
+        sim, exporter, free):
+    """cuMemPoolDestroy with allocations outstanding returns at once, the pool "released
+    automatically once there are no more outstanding allocations": its handle is gone, the
+    blocks imported from it still read and free as before, and freeing them takes them out
+    of the exporter's record (the exporter's later free is in order)."""
+    before = sim.counters()["pool_frees_before_importers"]
+    address = exporter.block(bytes(range(8)))
+    found = importer(f"""
+        status, pool = import_pool()
+        grant(pool, 3)
+        status, pointer = import_pointer(pool)
+        found["destroy"] = cuda.cuMemPoolDestroy(pool)
+        found["again"] = import_pointer(pool)[0]            # its handle is gone
+        found["read"] = read(pointer, 8)
+        found["free"] = cuda.{free}
+        found["freed"] = cuda.cuStreamSynchronize(None)
+    """, exporter.descriptor(), exporter.export(address))
+    assert found == {"destroy": SUCCESS, "again": INVALID_VALUE,
+                     "read": [SUCCESS, list(range(8))], "free": SUCCESS, "freed": SUCCESS}
+    exporter.free(address)
+    assert sim.counters()["pool_frees_before_importers"] == before
+
+
 def test_an_exportable_pool_gives_no_memory_back(exporter):
     address = exporter.block(bytes(1 << 20))
     exporter.free(address)

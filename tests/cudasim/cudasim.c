@@ -544,9 +544,9 @@ static unsigned char *ipc_pool_block(struct CUmemPoolHandle_st *pool, allocation
 static void ipc_pool_record(const allocation *a);
 static void ipc_pool_importer(const allocation *a, int imported);
 static void ipc_event_release(struct CUevent_st *e);
+static void ipc_pool_release_destroyed(struct CUmemPoolHandle_st *p);
 
-/* Whether `a` is a block imported from another process's pool (its importing pool may have
- * been destroyed since: import_pool NULL). */
+/* Whether `a` is a block imported from another process's pool. */
 static int pool_import(const allocation *a) { return a->imported && a->pool_mapped; }
 
 /* A block imported from another process's pool freed here (cuMemFree, or a cuMemFreeAsync
@@ -559,6 +559,7 @@ static void free_import(allocation *a) {
     if (*link) *link = a->next;
     ipc_pool_importer(a, 0);
     bury(a);
+    if (a->import_pool) ipc_pool_release_destroyed(a->import_pool);
 }
 
 static struct CUstream_st *new_stream(struct CUctx_st *ctx, unsigned flags, int per_thread) {
@@ -1164,7 +1165,7 @@ static CUresult release(uintptr_t ptr, mem_kind kind) {
                                              (kind == MEM_DEVICE && (*link)->kind == MEM_MANAGED))
                       && !(((*link)->pooled || pool_import(*link)) &&
                            (*link)->pool_state != POOL_LIVE)
-                      && !((*link)->imported && !(*link)->import_pool)))
+                      && !((*link)->imported && !pool_import(*link))))
         link = &(*link)->next;   /* cuIpcCloseMemHandle's to close; a pool import is freed */
     allocation *a = *link;
     if (a && a->pooled) {                 /* back to its pool, free for any stream now */
@@ -1919,6 +1920,10 @@ struct CUmemPoolHandle_st {
     int imported, ipc_fd;
     struct ipc_pool *ipc;
     size_t ipc_next;
+    /* An imported pool destroyed while blocks imported from it were still imported: its
+     * handle is gone, and it is released once the last of them is freed (cuMemPoolDestroy:
+     * "released automatically once there are no more outstanding allocations"). */
+    int destroyed;
 };
 static struct CUmemPoolHandle_st default_pools[MAX_DEVICES];
 static struct CUmemPoolHandle_st *created_pools;
@@ -2052,9 +2057,16 @@ SIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
         return CUDA_ERROR_INVALID_VALUE;   /* a default pool, or none: not destroyable */
     }
     *link = pool->next;
+    if (pool->imported) {                      /* blocks imported from it still imported:
+                                                  it goes when the last of them is freed */
+        for (allocation *x = allocations; x; x = x->next)
+            if (x->import_pool == pool) {
+                pool->destroyed = 1;
+                pthread_mutex_unlock(&lock);
+                return CUDA_SUCCESS;
+            }
+    }
     ipc_pool_close(pool);                      /* its importers told, its memfd closed */
-    for (allocation *x = allocations; x; x = x->next)   /* an importer's blocks: freed memory */
-        if (x->import_pool == pool) x->import_pool = NULL;
     for (allocation *x = graveyard; x; x = x->next)
         if (x->import_pool == pool) x->import_pool = NULL;
     trim_pool(pool, 0, 1);                     /* idle chunks go with their pool */
@@ -3121,7 +3133,10 @@ SIM_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandl
  *     any handle, is CUDA_ERROR_INVALID_VALUE, as is a freed or reused block, or one of
  *     another pool). The import is freed with cuMemFree, or with cuMemFreeAsync: then when
  *     its stream reaches the free (until then it is still imported, and a second free of it
- *     is CUDA_ERROR_INVALID_VALUE).
+ *     is CUDA_ERROR_INVALID_VALUE). An importer destroying its imported pool while blocks
+ *     are imported from it loses the handle at once; the blocks stay imported, and the pool
+ *     goes with the last of their frees ("released automatically once there are no more
+ *     outstanding allocations").
  *   - "The imported memory must be freed from all importing processes before being freed in
  *     the exporting process": a block's record names the processes that have it imported
  *     (up to IPC_POOL_IMPORTERS), and the exporter's free of it while one of them lives is
@@ -3247,6 +3262,18 @@ static int ipc_pool_create(struct CUmemPoolHandle_st *p) {
 
 /* A pool's interprocess side goes with it (caller holds the lock): an exporter's destroy
  * says so to every importer; its blocks still in use keep their mappings. */
+/* An imported pool its importer destroyed while blocks were still imported from it, released
+ * once none is (caller holds the lock); any other pool is left as it is. */
+static void ipc_pool_release_destroyed(struct CUmemPoolHandle_st *p) {
+    if (!p->destroyed) return;
+    for (allocation *x = allocations; x; x = x->next)
+        if (x->import_pool == p) return;       /* another block of it still imported */
+    ipc_pool_close(p);
+    for (allocation *x = graveyard; x; x = x->next)
+        if (x->import_pool == p) x->import_pool = NULL;
+    free(p);
+}
+
 static void ipc_pool_close(struct CUmemPoolHandle_st *p) {
     if (!p->ipc) return;
     if (!p->imported) __atomic_store_n(&p->ipc->state, IPC_FREED, __ATOMIC_RELEASE);
