@@ -171,7 +171,7 @@ def test_a_refusal_made_before_the_asker_spoke_still_reaches_it(monkeypatch):
         def sendall(self, data, *flags):
             closed = select.poll()               # until the server has refused and closed
             closed.register(self, select.POLLRDHUP)
-            closed.poll(5000)
+            assert closed.poll(5000), "the server did not close"
             return super().sendall(data, *flags)
     handle = exportable(np.arange(4.0)).share()   # the server made: its socket a real one
     monkeypatch.setattr(ipc_pool, "socket", types.SimpleNamespace(**{

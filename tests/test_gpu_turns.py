@@ -41,11 +41,40 @@ def test_a_turn_is_ended_only_by_its_own_thread():
     def not_the_holder():
         with lock:
             turns.end_mine("block")                     # another thread's turn: kept
-    other = threading.Thread(target=not_the_holder)
+    seen = {}
+
+    def a_taker():
+        with lock:
+            seen["waiting"] = turns.take("block")
+    for target in (not_the_holder, a_taker):
+        other = threading.Thread(target=target)
+        other.start()
+        other.join(30)
+    waiting = seen["waiting"]
+    assert waiting is not None and not waiting.is_set()   # still this thread's turn
+    with lock:
+        turns.end_mine("block")
+    assert waiting.is_set()
+
+
+def test_a_threads_own_turn_left_unended_is_taken_afresh():
+    """A thread whose turn was never ended (interrupted in the ``finally`` that ends it)
+    takes the key afresh rather than waiting on itself for ever; those waiting on the old
+    turn look again."""
+    turns, lock = Turns(), threading.Lock()
+    with lock:
+        assert turns.take("block") is None
+    seen = {}
+
+    def waiter():
+        with lock:
+            seen["old"] = turns.take("block")
+    other = threading.Thread(target=waiter)
     other.start()
     other.join(30)
+    assert not seen["old"].is_set()
     with lock:
-        waiting = turns.take("block")
-        assert waiting is not None and not waiting.is_set()
+        assert turns.take("block") is None              # its own again, not a wait
+    assert seen["old"].is_set()                         # the old turn's waiters look again
+    with lock:
         turns.end_mine("block")
-        assert waiting.is_set()

@@ -351,7 +351,7 @@ def _descriptor_for(token: str, pid: int) -> tuple[int, int]:
     if view is None or export.revoked or export.kind != "cuda-pool":
         raise BufferError("ended that export, or never made it")
     if not export.lease.held_by(pid):
-        raise BufferError(f"refused: process {pid} holds no lease of that export")
+        raise BufferError(f"process {pid} holds no lease of that export")   # "refused: " …
     return cuda.driver.pool_descriptor(view.device.id)   # a duplicate: the server closes it
 
 

@@ -24,11 +24,13 @@ def start_of(pid: int) -> int:
     go by)."""
     if pid <= 0:
         return _GONE
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            line = stat.read()
-    except OSError:   # none, or hidden (/proc mounted hidepid): the pid alone decides
-        return 0 if _signalable(pid) else _GONE
+    line = _stat(pid)
+    if line is None:  # none — or hidden (/proc mounted hidepid), or a process that has just
+        if not _signalable(pid):        # been given the pid: looked at once more
+            return _GONE
+        line = _stat(pid)
+        if line is None:                # hidden: the pid alone decides
+            return 0
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses; what follows the
     # last ")" is field 3 on
     fields = line[line.rfind(b")") + 2:].split()
@@ -59,6 +61,15 @@ def me() -> tuple[int, int]:
     if _mine[0] != pid:
         _mine = (pid, max(start_of(pid), 0))
     return _mine
+
+
+def _stat(pid: int) -> bytes | None:
+    """``/proc/<pid>/stat``; None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read()
+    except OSError:
+        return None
 
 
 def _signalable(pid: int) -> bool:

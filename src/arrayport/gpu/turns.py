@@ -42,9 +42,12 @@ class Turns:
     def take(self, key) -> threading.Event | None:
         """None: the caller's turn (ended by ``end_mine``); else the turn under way, to wait
         for without the registry's lock and then look again. Caller holds that lock."""
-        turn = self._under_way.get(key)
+        turn, me = self._under_way.get(key), threading.get_ident()
+        if turn is not None and turn[1] == me:   # its own, never ended (interrupted in the
+            turn[0].set()                        # finally that ends it): taken afresh
+            turn = None
         if turn is None:
-            self._under_way[key] = (threading.Event(), threading.get_ident())
+            self._under_way[key] = (threading.Event(), me)
             return None
         return turn[0]
 
