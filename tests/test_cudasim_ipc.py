@@ -274,7 +274,8 @@ def pending_write(cuda, sim, wait: bool) -> list:
                 cuda.cuStreamSynchronize(stream)
             found["query"] = cuda.cuEventQuery(event)
             print("queued", flush=True)
-            cuda.cuStreamSynchronize(stream)
+            sys.stdin.readline()  # what it prints next comes after the parent's readline:
+            cuda.cuStreamSynchronize(stream)   # read by communicate, not left in its buffer
             found["read"] = list(ctypes.string_at(out, 8))
             cuda.cuMemFreeHost(out)
             found["query after"] = cuda.cuEventQuery(event)
