@@ -20,6 +20,7 @@ ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+NO_CUDA_DRIVER = "the CUDA driver (libcuda.so.1) cannot be loaded"   # arrayport's refusal
 
 
 def page_id(page):
@@ -28,12 +29,16 @@ def page_id(page):
 
 @pytest.mark.parametrize("page", [p for p in PAGES if BLOCK.search(p.read_text())], ids=page_id)
 def test_the_examples_on_the_page_run(page, tmp_path):
-    program = "\n".join(BLOCK.findall(page.read_text()))
-    child = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+    # a file, not ``-c``: an example that starts processes (spawn) has them import it
+    program = tmp_path / "examples.py"
+    program.write_text("\n".join(BLOCK.findall(page.read_text())))
+    child = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                            timeout=300, cwd=tmp_path)
     missing = MISSING.search(child.stderr)
     if child.returncode and missing and not missing.group(1).startswith("arrayport"):
         pytest.skip(f"{page_id(page)} needs {missing.group(1)}, not installed")
+    if child.returncode and NO_CUDA_DRIVER in child.stderr:   # run where one answers (CI's
+        pytest.skip(f"{page_id(page)} needs a CUDA driver")   # main suite: the simulator)
     assert child.returncode == 0, child.stderr
 
 

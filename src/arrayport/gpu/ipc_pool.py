@@ -46,7 +46,7 @@ _CREDENTIALS = struct.Struct("=iII")     # struct ucred: pid, uid, gid
 _REQUEST_SECONDS = 1.0                   # what a request may take the server
 _ANSWER_SECONDS = 5.0                    # what the receiver waits for an answer
 _ANSWERING_AT_ONCE = 64                  # requests answered at once; more are closed
-_ATTEMPTS = 8      # a receiver asks a busy server this often: over 1.4 s, past the
+_ATTEMPTS = 8      # a receiver asks a busy server this often, over 1.8 s: past the
                    # _REQUEST_SECONDS a silent asker may hold one of its answering slots
 _OK = b"ok"
 
