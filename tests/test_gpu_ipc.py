@@ -407,6 +407,21 @@ def test_a_handle_nobody_opens_ends_after_a_while(monkeypatch):
         ap.View.from_shared(handle)
 
 
+def test_a_process_that_exits_holding_unopened_shares_gives_their_memory_back_quietly(
+        children_find_the_driver):
+    """Exports no process holds end at exit while the driver is still open (their memory
+    given back: the simulator reports nothing left), and nothing is said on the way out."""
+    import subprocess
+    import sys
+    child = subprocess.run([sys.executable, "-c", (
+        "import arrayport as ap\n"
+        "handles = [ap.empty_shared(1024, 'uint8', device='cuda:0').share() for _ in range(3)]"
+    )], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert "Exception ignored" not in child.stderr, child.stderr
+    assert "never released" not in child.stderr, child.stderr
+
+
 def test_a_handle_opened_by_its_own_process_is_the_exported_memory():
     source = on_device(np.arange(4.0))
     handle = source.share(readonly=True)

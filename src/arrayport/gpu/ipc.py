@@ -252,12 +252,26 @@ _threads_lock = threading.Lock()   # one reaper, one closer
 
 
 def _start_reaper() -> None:
+    """The reaper thread, and the reap at exit — registered now, after the driver's close
+    (made before any export), so that it runs before the driver closes."""
     global _reaper
     with _threads_lock:
         if _reaper is None or not _reaper.is_alive():
+            if _reaper is None:
+                atexit.register(_end_unheld_exports)
             _reaper = threading.Thread(target=_reap_forever, name="arrayport-ipc-reaper",
                                        daemon=True)
             _reaper.start()
+
+
+def _end_unheld_exports() -> None:
+    """At exit: every export no live process holds (never opened, or lingering) ends while
+    the driver is still open, its memory given back; those a receiver holds go with this
+    process (CUDA frees its memory at its end)."""
+    try:
+        reap(0.0, 0.0)
+    except Exception:   # the driver gone already: its memory went with it
+        pass
 
 
 # The blocks of the sharing pools alive in this process, made by ``allocate_for_sharing``:
@@ -351,7 +365,8 @@ def _descriptor_for(token: str, pid: int) -> tuple[int, int]:
     if view is None or export.revoked or export.kind != "cuda-pool":
         raise BufferError("ended that export, or never made it")
     if not export.lease.held_by(pid):
-        raise BufferError(f"process {pid} holds no lease of that export")   # "refused: " …
+        # the server says why it refused ("refused: …")
+        raise BufferError(f"process {pid} holds no lease of that export")
     return cuda.driver.pool_descriptor(view.device.id)   # a duplicate: the server closes it
 
 

@@ -9,7 +9,6 @@ child of a fork refuses a library its parent had opened (``NativeLibrary._forked
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import threading
@@ -138,11 +137,13 @@ class OwnedMemory:
 
     def __del__(self):
         if self.address:
-            with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
+            try:   # at interpreter exit the driver may be gone (and this module's globals)
                 if self.keep:
                     self._release(self.address, self.keep, self.keep_bytes)
                 else:
                     self._release(self.address)
+            except Exception:
+                pass
             self.address = 0
             self.keep = ()
 
@@ -163,6 +164,8 @@ class OwnedEvent:
 
     def __del__(self):
         if self._handle.value:
-            with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
+            try:   # at interpreter exit the driver may be gone (and this module's globals)
                 self._release(self._handle.value)
+            except Exception:
+                pass
             self._handle.value = None
