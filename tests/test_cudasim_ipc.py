@@ -208,6 +208,7 @@ def test_memory_whose_exporter_ended_faults_the_importers_work_even_before_it_is
         while zombie_state(exporter.pid) != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)                      # ended; not waited for (os.kill still works)
         assert zombie_state(exporter.pid) == "Z"
+        time.sleep(0.02)                          # the simulator looks again within 10 ms
         out, _ = child.communicate("go\n", timeout=60)
         assert json.loads(out.strip().splitlines()[-1]) == {
             "read": [SUCCESS, list(range(8))], "read after its exporter ended": ILLEGAL_ADDRESS}

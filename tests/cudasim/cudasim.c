@@ -2692,7 +2692,8 @@ SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **text) 
  * Whether another process is still there is asked of process_ended: the driver knows its
  * processes exactly, so a process is recorded where others look (an exporter in its shared
  * pages, an importer in a pool block's record) as its pid and its start, and a later
- * process the kernel gave a dead one's pid is not taken for it. */
+ * process the kernel gave a dead one's pid is not taken for it (a process found running is
+ * looked at again after 10 ms at most). */
 
 #define IPC_MEM_MAGIC "cudasimM"
 #define IPC_EVENT_MAGIC "cudasimE"
@@ -2755,9 +2756,21 @@ static uint64_t own_start(void) {
 /* Whether the process recorded as (`pid`, `start`) has ended: gone, or its pid now another
  * process's (a start of 0: not known, the pid alone decides). */
 static int process_ended(int32_t pid, uint64_t start) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 1;   /* gone: nothing more to read */
+    /* a process runs under that pid: the recorded one? Asked of /proc at most once per
+     * 10 ms per thread for the same record (a wait on another process's event asks every
+     * 100 microseconds, with the lock held) */
+    static __thread int32_t seen_pid;
+    static __thread uint64_t seen_start, seen_at;
+    struct timespec clock;
+    clock_gettime(CLOCK_MONOTONIC, &clock);
+    uint64_t now_ns = (uint64_t)clock.tv_sec * 1000000000u + (uint64_t)clock.tv_nsec;
+    if (seen_pid == pid && seen_start == start && now_ns - seen_at < 10000000u) return 0;
     int gone;
     uint64_t now = process_start(pid, &gone);
-    return gone || (start && now && now != start);
+    int ended = gone || (start && now && now != start);
+    if (!ended) seen_pid = pid, seen_start = start, seen_at = now_ns;
+    return ended;
 }
 
 static void random_nonce(uint64_t nonce[2]) {
