@@ -1,5 +1,6 @@
 """Shared by the benchmark scripts: medians of timeit runs, the header naming the machine
-and library versions, and the side-by-side table (arrayport vs. a peer, same run)."""
+and library versions, the side-by-side table (arrayport vs. a peer, same run), and the
+Python calls an operation makes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import importlib.util
 import platform
 import statistics
+import sys
 import timeit
 
 import numpy as np
@@ -102,3 +104,23 @@ def print_table(rows, namespace: dict, args: argparse.Namespace, header: bool = 
     missing = [m for m in OPTIONAL if m not in namespace]
     if missing:
         print(f"# not installed, rows skipped: {', '.join(missing)}")
+
+
+def python_calls(exchange, repeat=20):
+    """Function calls the interpreter makes per exchange (Python functions and built-ins,
+    counted by ``sys.setprofile``): the host work of an exchange, exactly, on any machine."""
+    count = [0]
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            count[0] += 1
+
+    kept = [exchange()]
+    sys.setprofile(profile)
+    try:
+        for _ in range(repeat):
+            kept.append(exchange())
+    finally:
+        sys.setprofile(None)
+    kept.clear()
+    return (count[0] - 1) / repeat   # the setprofile(None) call itself

@@ -94,6 +94,7 @@ import numpy as np  # noqa: E402
 
 import arrayport as ap  # noqa: E402
 from arrayport import _core  # noqa: E402
+from _timing import python_calls  # noqa: E402
 import compiled_exchange_producer  # noqa: E402
 from exchange_producer import ExchangeTensor  # noqa: E402
 from sim_arrays import Context, DeviceArray, Stream  # noqa: E402
@@ -153,26 +154,6 @@ def host_microseconds(runs, repeat, batch=None, paused=True):
                 SIM.set_paused(False)
             kept.clear()
     return {library: statistics.median(taken) * 1e6 for library, taken in times.items()}
-
-
-def python_calls(exchange, repeat=20):
-    """Function calls the interpreter makes per exchange (Python functions and built-ins,
-    counted by ``sys.setprofile``): the host work of an exchange, exactly, on any machine."""
-    count = [0]
-
-    def profile(frame, event, arg):
-        if event in ("call", "c_call"):
-            count[0] += 1
-
-    kept = [exchange()]
-    sys.setprofile(profile)
-    try:
-        for _ in range(repeat):
-            kept.append(exchange())
-    finally:
-        sys.setprofile(None)
-    kept.clear()
-    return (count[0] - 1) / repeat   # the setprofile(None) call itself
 
 
 def peer_exchanges(values, producer, consumer, table_tensor, compiled_tensor):

@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "helpers")]
 
-from _timing import cpu_model  # noqa: E402
+from _timing import cpu_model, python_calls  # noqa: E402
 
 
 def _driver() -> str:
@@ -93,10 +93,14 @@ def _receiver(connection):
     """Child: open what arrives and answer its bytes (``_answer_each``)."""
     import arrayport as ap
 
-    def open_it(message) -> int:
+    def open_it(message):
         kind, payload = message
         if kind == "ipc":
             return ap.View.from_shared(payload).nbytes
+        if kind == "python calls":   # per open of a handle (each its own: opened once)
+            handles = iter(payload)
+            return python_calls(lambda: ap.View.from_shared(next(handles)).nbytes,
+                                repeat=len(payload) - 1)
         # the host route: map the segment, upload it
         return ap.View.from_shared(payload).copy(device="cuda:0").nbytes
     _answer_each(connection, open_it)
@@ -227,7 +231,8 @@ def main():
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--calls", action="store_true",
-                        help="also the driver calls by name (on the simulator)")
+                        help="also the driver calls by name (on the simulator), and the Python "
+                             "calls of share() and of View.from_shared")
     args = parser.parse_args()
     driver = _driver()
     multiprocessing.set_start_method("spawn", force=True)   # CUDA cannot fork: cuda.core's
@@ -267,6 +272,11 @@ def main():
         rows["arrayport CUDA IPC (cuMemAlloc memory), the same View again"] = _median_ms(
             ordinary_again, args.repeat, parent)
         rows[HOST] = _median_ms(host_route, args.repeat, parent)
+        if args.calls:   # the Python side's work: function calls per share() and per open
+            shares = []
+            exporter_calls = python_calls(lambda: shares.append(kept.share()))
+            parent.send(("python calls", shares[-10:]))
+            python_side = (exporter_calls, _answer(parent))
     finally:
         parent.send(None)
         child.join(60)
@@ -303,6 +313,9 @@ def main():
             for side, by_name in (("exporter", exporter_calls), ("receiver", receiver_calls)):
                 print(f"      {side}: " + ", ".join(f"{call} {n:g}"
                                                    for call, n in sorted(by_name.items())))
+    if args.calls:
+        print(f"  Python calls (sys.setprofile), pool IPC: {python_side[0]:g} per share(), "
+              f"{python_side[1]:g} per View.from_shared in the receiver")
     best = rows[FRESH][0]
     print(f"  ratio host route / pool IPC: {rows[HOST][0] / best:.1f}x")
     cuda_core_row = "cuda.core IPC memory resource, a new Buffer each time"
